@@ -1,0 +1,60 @@
+/* The CPU backend's table: dispatch by op to the per-op files. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cpu/cpu.h"
+
+static mxf_status cpu_plan(mxf_plan *plan) {
+  const char *what = "";
+  switch (plan->op) {
+  case MXF_OP_GEMM_AMAX:
+    plan->workspace_size = mxf_cpu_gemm_amax_workspace(plan);
+    what = mxf_cpu_gemm_core();
+    break;
+  case MXF_OP_PROJ_ROPE:
+    plan->workspace_size = mxf_cpu_proj_rope_workspace(plan);
+    what = mxf_cpu_gemm_core();
+    break;
+  case MXF_OP_QUANTIZE:
+    plan->workspace_size = mxf_cpu_quantize_workspace(plan);
+    what = "ref";
+    break;
+  case MXF_OP_DEQUANTIZE:
+    plan->workspace_size = 0;
+    what = "ref";
+    break;
+  default: return mxf_set_error(MXF_ERR_INTERNAL, "cpu backend: unknown op %d", (int)plan->op);
+  }
+  snprintf(plan->kernel, sizeof plan->kernel, "cpu/%s", what);
+  return MXF_OK;
+}
+
+static mxf_status cpu_run(const mxf_plan *plan, const void *args, void *ws, size_t ws_size,
+                          void *stream) {
+  (void)stream;
+  switch (plan->op) {
+  case MXF_OP_GEMM_AMAX: return mxf_cpu_gemm_amax_run(plan, (const mxf_gemm_amax_args *)args, ws, ws_size);
+  case MXF_OP_PROJ_ROPE: return mxf_cpu_proj_rope_run(plan, (const mxf_proj_rope_args *)args, ws, ws_size);
+  case MXF_OP_QUANTIZE: return mxf_cpu_quantize_run(plan, (const mxf_quantize_args *)args, ws, ws_size);
+  case MXF_OP_DEQUANTIZE: return mxf_cpu_dequantize_run(plan, (const mxf_dequantize_args *)args);
+  }
+  return mxf_set_error(MXF_ERR_INTERNAL, "cpu backend: unknown op %d", (int)plan->op);
+}
+
+static void cpu_plan_free(mxf_plan *plan) { (void)plan; }
+
+static mxf_status cpu_alloc(int32_t device, size_t bytes, void **ptr) {
+  (void)device;
+  *ptr = NULL;
+  if (bytes == 0) return MXF_OK;
+  *ptr = aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!*ptr) return mxf_set_error(MXF_ERR_NO_MEMORY, "cpu backend: cannot allocate %zu bytes of workspace", bytes);
+  return MXF_OK;
+}
+
+static void cpu_free(int32_t device, void *ptr) {
+  (void)device;
+  free(ptr);
+}
+
+const mxf_backend mxf_cpu_backend = {"cpu", cpu_plan, cpu_run, cpu_plan_free, cpu_alloc, cpu_free};

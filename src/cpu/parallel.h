@@ -1,0 +1,16 @@
+/* parallel.h — a minimal parallel-for over the machine's cores (pthreads). */
+#ifndef MXF_PARALLEL_H
+#define MXF_PARALLEL_H
+
+#include <stdint.h>
+
+/* Calls fn(ctx, begin, end) on disjoint chunks covering [0, n), on up to
+ * mxf_cpu_threads() threads (the caller's thread included); returns when all are done.
+ * Chunks are contiguous and at least `grain` long (except the last). */
+typedef void (*mxf_range_fn)(void *ctx, int64_t begin, int64_t end);
+void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx);
+
+/* Worker count: MXF_NUM_THREADS if set (>= 1), else the number of online cores. */
+int mxf_cpu_threads(void);
+
+#endif

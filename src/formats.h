@@ -1,0 +1,241 @@
+/*
+ * formats.h — every number format of SPEC §0, for host C and CUDA device code alike.
+ *
+ * The one place that knows how e4m3 / e5m2 / e2m1 / e8m0 / bf16 / f16 codes map to f32
+ * and back, the MXFP8 quantization rule (SPEC §2.3 step 4), the swizzled scale-factor
+ * offset (SPEC §1.1) and e2m1 nibble packing. Everything is integer bit manipulation
+ * (no library calls, no rounding-mode dependence), so host and device agree bit for bit.
+ */
+#ifndef MXF_FORMATS_H
+#define MXF_FORMATS_H
+
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define MXF_HD __host__ __device__ __forceinline__
+#else
+#include <string.h>
+#define MXF_HD static inline
+#endif
+
+/* ------------------------------------------------------------ f32 bit access */
+MXF_HD uint32_t mxf_f32_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(f);
+#else
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+
+MXF_HD float mxf_f32_from_bits(uint32_t u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+
+MXF_HD int mxf_f32_isnan(float f) { return (mxf_f32_bits(f) & 0x7FFFFFFFu) > 0x7F800000u; }
+
+/* ------------------------------------------------------------ generic minifloats */
+/*
+ * A small float format: `ebits` exponent bits, `mbits` mantissa bits, exponent bias
+ * `bias`, sign bit above them. `maxcode` is the largest finite magnitude code.
+ */
+typedef struct mxf_minifloat {
+  int ebits, mbits, bias;
+  uint32_t maxcode;
+} mxf_minifloat;
+
+/* Decode a finite magnitude code (no sign, not NaN/inf) to f32, exactly. */
+MXF_HD float mxf_minifloat_decode_mag(uint32_t mag, int mbits, int bias) {
+  uint32_t e = mag >> mbits, m = mag & ((1u << mbits) - 1u);
+  if (e == 0) {
+    /* subnormal: m * 2^(1 - bias - mbits); the scaling is a power of two, so exact */
+    float unit = mxf_f32_from_bits((uint32_t)(127 + 1 - bias - mbits) << 23);
+    return (float)m * unit;
+  }
+  return mxf_f32_from_bits(((e - (uint32_t)bias + 127u) << 23) | (m << (23 - mbits)));
+}
+
+/*
+ * Round |x| (f32 bits without sign, finite) to the nearest magnitude code of a format
+ * with `mbits` mantissa bits and bias `bias`, ties to even, without an upper bound:
+ * the result may exceed the format's largest code, the caller saturates or overflows.
+ */
+MXF_HD uint32_t mxf_round_mag(uint32_t f, int mbits, int bias) {
+  int e32 = (int)(f >> 23);            /* biased f32 exponent */
+  int emin = 1 - bias;                 /* smallest normal exponent of the target */
+  int unbiased = e32 - 127;
+  uint32_t mant = (e32 == 0) ? (f & 0x7FFFFFu) : ((f & 0x7FFFFFu) | 0x800000u);
+  int shift;
+  uint32_t base;
+  if (e32 != 0 && unbiased >= emin) {
+    /* normal in the target: keep the exponent, drop 23 - mbits mantissa bits */
+    shift = 23 - mbits;
+    base = ((uint32_t)(unbiased + bias) << mbits);
+    mant &= 0x7FFFFFu;
+  } else {
+    /* subnormal in the target (or zero / f32 subnormal input) */
+    int eff = (e32 == 0) ? -126 : unbiased; /* f32 subnormals have exponent -126 */
+    shift = 23 - mbits + (emin - eff);
+    base = 0;
+  }
+  if (shift > 31) return base; /* far below half the smallest unit: rounds to zero */
+  uint32_t q = mant >> shift;
+  uint32_t rem = mant & ((1u << shift) - 1u);
+  uint32_t half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (q & 1u))) q += 1u;
+  return base + q; /* a carry out of the mantissa correctly bumps the exponent */
+}
+
+/* ------------------------------------------------------------ e4m3 (float8_e4m3fn) */
+MXF_HD float mxf_e4m3_to_f32(uint8_t c) {
+  uint32_t mag = c & 0x7Fu;
+  float v = (mag == 0x7Fu) ? mxf_f32_from_bits(0x7FC00000u) : mxf_minifloat_decode_mag(mag, 3, 7);
+  return (c & 0x80u) ? -v : v;
+}
+
+/* RNE, saturating to ±448; NaN -> 0x7F. */
+MXF_HD uint8_t mxf_f32_to_e4m3(float x) {
+  uint32_t b = mxf_f32_bits(x), s = (b >> 24) & 0x80u, f = b & 0x7FFFFFFFu;
+  if (f > 0x7F800000u) return 0x7F;
+  uint32_t mag = (f == 0x7F800000u) ? 0x7Eu : mxf_round_mag(f, 3, 7);
+  if (mag > 0x7Eu) mag = 0x7Eu;
+  return (uint8_t)(s | mag);
+}
+
+/* ------------------------------------------------------------ e5m2 */
+MXF_HD float mxf_e5m2_to_f32(uint8_t c) {
+  uint32_t mag = c & 0x7Fu;
+  float v;
+  if (mag >= 0x7Cu)
+    v = mxf_f32_from_bits(mag == 0x7Cu ? 0x7F800000u : 0x7FC00000u);
+  else
+    v = mxf_minifloat_decode_mag(mag, 2, 15);
+  return (c & 0x80u) ? -v : v;
+}
+
+/* RNE, saturating to ±57344 (inf included); NaN -> 0x7F. */
+MXF_HD uint8_t mxf_f32_to_e5m2(float x) {
+  uint32_t b = mxf_f32_bits(x), s = (b >> 24) & 0x80u, f = b & 0x7FFFFFFFu;
+  if (f > 0x7F800000u) return 0x7F;
+  uint32_t mag = (f == 0x7F800000u) ? 0x7Bu : mxf_round_mag(f, 2, 15);
+  if (mag > 0x7Bu) mag = 0x7Bu;
+  return (uint8_t)(s | mag);
+}
+
+/* ------------------------------------------------------------ e2m1 (4 bits) */
+MXF_HD float mxf_e2m1_to_f32(uint8_t c) {
+  float v = mxf_minifloat_decode_mag(c & 0x7u, 1, 1);
+  return (c & 0x8u) ? -v : v;
+}
+
+/* RNE, saturating to ±6; NaN -> 0x7 (+6): e2m1 has no NaN. */
+MXF_HD uint8_t mxf_f32_to_e2m1(float x) {
+  uint32_t b = mxf_f32_bits(x), s = (b >> 28) & 0x8u, f = b & 0x7FFFFFFFu;
+  if (f > 0x7F800000u) return 0x7;
+  uint32_t mag = (f == 0x7F800000u) ? 0x7u : mxf_round_mag(f, 1, 1);
+  if (mag > 0x7u) mag = 0x7u;
+  return (uint8_t)(s | mag);
+}
+
+/* Value i of a packed e2m1 array: even i in the low nibble. */
+MXF_HD uint8_t mxf_e2m1_get(const uint8_t *p, int64_t i) {
+  return (uint8_t)((p[i >> 1] >> ((i & 1) * 4)) & 0xFu);
+}
+
+MXF_HD void mxf_e2m1_set(uint8_t *p, int64_t i, uint8_t code) {
+  int sh = (int)(i & 1) * 4;
+  p[i >> 1] = (uint8_t)((p[i >> 1] & ~(0xFu << sh)) | ((code & 0xFu) << sh));
+}
+
+MXF_HD uint8_t mxf_e2m1_pack(uint8_t lo, uint8_t hi) {
+  return (uint8_t)((lo & 0xFu) | ((hi & 0xFu) << 4));
+}
+
+/* ------------------------------------------------------------ e8m0 scales */
+/* 2^(b-127); b = 0 is 2^-127 (an f32 subnormal); 0xFF is NaN. */
+MXF_HD float mxf_e8m0_to_f32(uint8_t b) {
+  if (b == 0xFFu) return mxf_f32_from_bits(0x7FC00000u);
+  if (b == 0) return mxf_f32_from_bits(0x00400000u);
+  return mxf_f32_from_bits((uint32_t)b << 23);
+}
+
+/* ------------------------------------------------------------ bf16 / f16 */
+MXF_HD float mxf_bf16_to_f32(uint16_t h) { return mxf_f32_from_bits((uint32_t)h << 16); }
+
+/* RNE; overflow -> ±inf; NaN stays NaN (quieted, sign kept). */
+MXF_HD uint16_t mxf_f32_to_bf16(float x) {
+  uint32_t b = mxf_f32_bits(x);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((b >> 16) | 0x40u);
+  b += 0x7FFFu + ((b >> 16) & 1u);
+  return (uint16_t)(b >> 16);
+}
+
+/* The f32 value of bf16_rne(x): SPEC §2.3 step 2. */
+MXF_HD float mxf_round_bf16(float x) { return mxf_bf16_to_f32(mxf_f32_to_bf16(x)); }
+
+MXF_HD float mxf_f16_to_f32(uint16_t h) {
+  uint32_t mag = h & 0x7FFFu;
+  float v;
+  if (mag >= 0x7C00u)
+    v = mxf_f32_from_bits(mag == 0x7C00u ? 0x7F800000u : (0x7F800000u | ((mag & 0x3FFu) << 13) | 0x400000u));
+  else
+    v = mxf_minifloat_decode_mag(mag, 10, 15);
+  return (h & 0x8000u) ? -v : v;
+}
+
+/* RNE; overflow -> ±inf; NaN stays NaN (quieted, sign kept). */
+MXF_HD uint16_t mxf_f32_to_f16(float x) {
+  uint32_t b = mxf_f32_bits(x), s = (b >> 16) & 0x8000u, f = b & 0x7FFFFFFFu;
+  if (f > 0x7F800000u) return (uint16_t)(s | 0x7E00u | ((f >> 13) & 0x3FFu));
+  uint32_t mag = (f == 0x7F800000u) ? 0x7C00u : mxf_round_mag(f, 10, 15);
+  if (mag > 0x7C00u) mag = 0x7C00u;
+  return (uint16_t)(s | mag);
+}
+
+/* ------------------------------------------------------------ MXFP8 rule (SPEC §2.3) */
+#define MXF_MX_BLOCK 32
+#define MXF_INV_448_BITS 0x3B124925u /* the f32 nearest 1/448 */
+
+/* max(|v|, amax) ignoring NaN: the block amax accumulates from 0. */
+MXF_HD float mxf_amax_step(float amax, float v) {
+  float a = mxf_f32_from_bits(mxf_f32_bits(v) & 0x7FFFFFFFu);
+  return (a > amax) ? a : amax; /* a NaN compares false and is ignored */
+}
+
+/* Scale byte of a block with the given amax: the smallest b in [0, 254] with
+ * 2^(b-127) >= fl(amax * c), 254 if none; 0xFF for NaN. */
+MXF_HD uint8_t mxf_e8m0_from_amax(float amax) {
+  float s = amax * mxf_f32_from_bits(MXF_INV_448_BITS);
+  uint32_t b = mxf_f32_bits(s);
+  if ((b & 0x7FFFFFFFu) > 0x7F800000u) return 0xFF;
+  if (b & 0x80000000u) return 0; /* not reached for amax >= 0; -0 lands here too */
+  if (b <= 0x00400000u) return 0;     /* s <= 2^-127 */
+  if (b < 0x00800000u) return 1;      /* 2^-127 < s < 2^-126 */
+  uint32_t e = (b >> 23) + ((b & 0x7FFFFFu) != 0);
+  return (uint8_t)(e > 254u ? 254u : e);
+}
+
+/* 2^(127-b) as f32 (0 when b = 254): the multiplier applied before encoding. */
+MXF_HD float mxf_e8m0_inv(uint8_t b) { return mxf_f32_from_bits((uint32_t)(254u - b) << 23); }
+
+/* The e4m3 code of one value of a block whose scale byte is b. */
+MXF_HD uint8_t mxf_mx_encode(float v, float inv) { return mxf_f32_to_e4m3(v * inv); }
+
+/* ------------------------------------------------------------ scale-factor layouts */
+MXF_HD int64_t mxf_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Byte offset of (row r, k-block kb, batch l) in the swizzled layout, for an operand
+ * with R = ceil(MN/128) row tiles and Kq = ceil(Kb/4) k-block groups. */
+MXF_HD int64_t mxf_sf_swz_offset(int64_t r, int64_t kb, int64_t l, int64_t R, int64_t Kq) {
+  return l * R * Kq * 512 + ((r >> 7) * Kq + (kb >> 2)) * 512 + (r & 31) * 16 + ((r >> 5) & 3) * 4 +
+         (kb & 3);
+}
+
+#endif /* MXF_FORMATS_H */

@@ -1,0 +1,120 @@
+#include "testutil.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+long tu_passed, tu_failed;
+
+uint64_t tu_seed(void) {
+  static int printed;
+  static uint64_t seed;
+  if (!printed) {
+    const char *env = getenv("MXF_SEED");
+    if (env && *env)
+      seed = strtoull(env, NULL, 0);
+    else {
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      seed = (uint64_t)ts.tv_sec * 1000003u ^ (uint64_t)ts.tv_nsec;
+    }
+    printf("seed=%llu (replay with MXF_SEED=%llu)\n", (unsigned long long)seed, (unsigned long long)seed);
+    fflush(stdout);
+    printed = 1;
+  }
+  return seed;
+}
+
+static uint64_t splitmix(uint64_t *x) {
+  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void tu_rng_init(tu_rng *r, uint64_t seed) {
+  for (int i = 0; i < 4; ++i) r->s[i] = splitmix(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t tu_u64(tu_rng *r) {
+  uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return res;
+}
+
+uint32_t tu_u32(tu_rng *r) { return (uint32_t)(tu_u64(r) >> 32); }
+
+int64_t tu_range(tu_rng *r, int64_t lo, int64_t hi) {
+  return lo + (int64_t)(tu_u64(r) % (uint64_t)(hi - lo + 1));
+}
+
+double tu_uniform(tu_rng *r) { return (double)(tu_u64(r) >> 11) * 0x1.0p-53; }
+
+double tu_normal(tu_rng *r) {
+  double u1 = tu_uniform(r), u2 = tu_uniform(r);
+  if (u1 < 1e-300) u1 = 1e-300;
+  return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+int tu_check(int ok, const char *file, int line, const char *fmt, ...) {
+  if (ok) {
+    ++tu_passed;
+    return 1;
+  }
+  if (++tu_failed <= 50) {
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stdout, "FAIL %s:%d: ", file, line);
+    vfprintf(stdout, fmt, ap);
+    fputc('\n', stdout);
+    va_end(ap);
+  }
+  return 0;
+}
+
+int tu_finish(const char *name) {
+  printf("%s: %ld passed, %ld failed\n", name, tu_passed, tu_failed);
+  return tu_failed ? 1 : 0;
+}
+
+int tu_skip(const char *name, const char *why) {
+  printf("%s: SKIPPED: %s\n", name, why);
+  return 77;
+}
+
+void tu_poison(void *p, size_t n, uint8_t byte) { memset(p, byte, n); }
+
+int tu_all_bytes(const void *p, size_t n, uint8_t byte) {
+  const uint8_t *b = (const uint8_t *)p;
+  for (size_t i = 0; i < n; ++i)
+    if (b[i] != byte) return 0;
+  return 1;
+}
+
+void *tu_malloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) {
+    fprintf(stderr, "test: out of memory (%zu bytes)\n", n);
+    exit(2);
+  }
+  return p;
+}
+
+mxf_tensor tu_tensor(void *data, mxf_dtype dtype, int ndim, const int64_t *shape) {
+  mxf_tensor t;
+  memset(&t, 0, sizeof t);
+  t.data = data;
+  t.dtype = dtype;
+  t.ndim = ndim;
+  for (int i = 0; i < ndim; ++i) t.shape[i] = shape[i];
+  return t;
+}

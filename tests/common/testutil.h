@@ -1,0 +1,56 @@
+/*
+ * testutil.h — what every C test shares: a seeded RNG (seed printed, replay with
+ * MXF_SEED=<n>), assertion counters with the closing "N passed, N failed" line, and
+ * poisoning of output buffers.
+ */
+#ifndef MXF_TESTUTIL_H
+#define MXF_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "mxfuse.h"
+
+/* ------------------------------------------------------------ RNG (xoshiro256**) */
+typedef struct tu_rng {
+  uint64_t s[4];
+} tu_rng;
+
+/* The run's seed: MXF_SEED from the environment, else from the clock; printed once. */
+uint64_t tu_seed(void);
+void tu_rng_init(tu_rng *r, uint64_t seed);
+uint64_t tu_u64(tu_rng *r);
+uint32_t tu_u32(tu_rng *r);
+/* Uniform integer in [lo, hi]. */
+int64_t tu_range(tu_rng *r, int64_t lo, int64_t hi);
+/* Uniform double in [0, 1). */
+double tu_uniform(tu_rng *r);
+/* Standard normal. */
+double tu_normal(tu_rng *r);
+
+/* ------------------------------------------------------------ assertions */
+extern long tu_passed, tu_failed;
+
+/* Counts a check; prints the location and message of a failing one (first 50 only). */
+int tu_check(int ok, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+#define TU_CHECK(cond, ...) tu_check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
+
+/* Prints "<name>: N passed, N failed" and returns the exit status (0 iff none failed). */
+int tu_finish(const char *name);
+/* Prints "<name>: SKIPPED: <why>" and returns 77, ctest's skip status. */
+int tu_skip(const char *name, const char *why);
+
+/* ------------------------------------------------------------ buffers */
+/* Fills n bytes with a poison pattern (0xA5 unless told otherwise). */
+void tu_poison(void *p, size_t n, uint8_t byte);
+/* 1 if all n bytes of p equal `byte`. */
+int tu_all_bytes(const void *p, size_t n, uint8_t byte);
+/* malloc that never returns NULL (aborts the test, never the library). */
+void *tu_malloc(size_t n);
+
+/* A tensor descriptor with C-contiguous strides (all zero). */
+mxf_tensor tu_tensor(void *data, mxf_dtype dtype, int ndim, const int64_t *shape);
+
+#endif
