@@ -2,12 +2,12 @@
  * backend_cuda.cu — the CUDA backend's table: device discovery, workspace memory, and
  * dispatch of each op to its kernels. Host code only; kernels live in portable/ and sm90/.
  *
- * Skeleton: the backend registers itself and answers "not supported yet" for every op.
  */
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
 
-#include "core/internal.h"
+#include "cuda/cuda_ops.h"
 
 extern "C" {
 
@@ -20,25 +20,39 @@ int mxf_cuda_devices(void) {
   return n;
 }
 
-static const char *op_name(mxf_op op) {
-  switch (op) {
-  case MXF_OP_GEMM_AMAX: return "gemm_amax";
-  case MXF_OP_PROJ_ROPE: return "proj_rope";
-  case MXF_OP_QUANTIZE: return "quantize";
-  case MXF_OP_DEQUANTIZE: return "dequantize";
-  }
-  return "?";
-}
-
 static mxf_status cuda_plan(mxf_plan *plan) {
-  return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: %s is not supported yet", op_name(plan->op));
+  switch (plan->op) {
+  case MXF_OP_GEMM_AMAX: return mxf_cuda_gemm_amax_plan(plan);
+  case MXF_OP_PROJ_ROPE: return mxf_cuda_proj_rope_plan(plan);
+  case MXF_OP_QUANTIZE: return mxf_cuda_quantize_plan(plan);
+  case MXF_OP_DEQUANTIZE: return mxf_cuda_dequantize_plan(plan);
+  }
+  return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: unknown op %d", (int)plan->op);
 }
 
 static mxf_status cuda_run(const mxf_plan *plan, const void *args, void *ws, size_t ws_size, void *stream) {
-  return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: %s is not supported yet", op_name(plan->op));
+  int prev = 0;
+  cudaError_t e = cudaGetDevice(&prev);
+  if (e == cudaSuccess && prev != plan->device - 1) e = cudaSetDevice(plan->device - 1);
+  if (e != cudaSuccess)
+    return mxf_set_error(MXF_ERR_CUDA, "cuda backend: cannot select device %d: %s", plan->device - 1,
+                         cudaGetErrorString(e));
+  mxf_status st;
+  switch (plan->op) {
+  case MXF_OP_GEMM_AMAX: st = mxf_cuda_gemm_amax_run(plan, (const mxf_gemm_amax_args *)args, ws, ws_size, stream); break;
+  case MXF_OP_PROJ_ROPE: st = mxf_cuda_proj_rope_run(plan, (const mxf_proj_rope_args *)args, ws, ws_size, stream); break;
+  case MXF_OP_QUANTIZE: st = mxf_cuda_quantize_run(plan, (const mxf_quantize_args *)args, ws, ws_size, stream); break;
+  case MXF_OP_DEQUANTIZE: st = mxf_cuda_dequantize_run(plan, (const mxf_dequantize_args *)args, ws, ws_size, stream); break;
+  default: st = mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: unknown op %d", (int)plan->op);
+  }
+  if (prev != plan->device - 1) cudaSetDevice(prev);
+  return st;
 }
 
-static void cuda_plan_free(mxf_plan *plan) { (void)plan; }
+static void cuda_plan_free(mxf_plan *plan) {
+  free(plan->impl);
+  plan->impl = NULL;
+}
 
 static mxf_status cuda_alloc(int32_t device, size_t bytes, void **ptr) {
   *ptr = NULL;
