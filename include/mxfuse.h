@@ -62,8 +62,9 @@ typedef enum mxf_status {
 
 /** Short name of a status ("MXF_ERR_INVALID_VALUE"); never NULL. */
 MXF_API const char *mxf_status_string(mxf_status status);
-/** Message of the last failed call on this thread ("" if none). Valid until the next
- *  mxfuse call on the same thread. */
+/** Message of the last failed call on this thread ("" if none yet). Successful calls
+ *  leave it unchanged; other threads never see it. The text stays valid until the next
+ *  failing mxfuse call on the same thread. */
 MXF_API const char *mxf_last_error(void);
 
 /* ---------------------------------------------------------------- dtypes */
@@ -250,7 +251,8 @@ typedef enum mxf_sf_layout {
 /** Bytes of a scale-factor tensor for an (MN, K, L) operand with blocks of sf_vec
  *  along K, in the given layout; 0 if an argument is out of range. */
 MXF_API size_t mxf_sf_size(int64_t mn, int64_t k, int64_t l, int sf_vec, mxf_sf_layout layout);
-/** Byte offset of (row, k-block, batch) in the swizzled layout (SPEC §1.1). */
+/** Byte offset of (row, k-block, batch) in the swizzled layout (SPEC §1.1); -1 if an
+ *  argument is out of range. */
 MXF_API int64_t mxf_sf_swizzled_offset(int64_t row, int64_t kblock, int64_t batch,
                                        int64_t mn, int64_t k, int sf_vec);
 /** Host memory: compact (L, MN, Kb) -> swizzled; padding bytes are set to pad_byte. */

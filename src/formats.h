@@ -228,6 +228,19 @@ MXF_HD float mxf_e8m0_inv(uint8_t b) { return mxf_f32_from_bits((uint32_t)(254u 
 /* The e4m3 code of one value of a block whose scale byte is b. */
 MXF_HD uint8_t mxf_mx_encode(float v, float inv) { return mxf_f32_to_e4m3(v * inv); }
 
+/* One MXFP8 block (SPEC §2.3 step 4): n values v[0], v[stride], ... (n <= 32; a partial
+ * last block has n < 32) become e4m3 codes codes[0], codes[code_stride], ...; returns the
+ * block's e8m0 scale byte. The one rule both quantization directions of every op use. */
+MXF_HD uint8_t mxf_mx_quantize_block(const float *v, int n, int64_t stride, uint8_t *codes,
+                                     int64_t code_stride) {
+  float amax = 0.0f;
+  for (int i = 0; i < n; ++i) amax = mxf_amax_step(amax, v[i * stride]);
+  uint8_t b = mxf_e8m0_from_amax(amax);
+  float inv = mxf_e8m0_inv(b);
+  for (int i = 0; i < n; ++i) codes[i * code_stride] = mxf_mx_encode(v[i * stride], inv);
+  return b;
+}
+
 /* ------------------------------------------------------------ scale-factor layouts */
 MXF_HD int64_t mxf_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -27,5 +27,8 @@ const char *mxf_cpu_gemm_core(void);
  * OpenBLAS sgemm when built with it, else the threaded plain C fallback. */
 void mxf_cpu_sgemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                       int64_t ldb, float *c, int64_t ldc);
+/* The plain C core behind mxf_cpu_sgemm_nt (cache-blocked, threaded), always built. */
+void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                        int64_t ldb, float *c, int64_t ldc);
 
 #endif

@@ -1,0 +1,776 @@
+/*
+ * validate.c — every rule of SPEC §1–§4 about a request, in one place.
+ *
+ * Public descriptors become normalized problems (internal.h): logical extents, strides
+ * counted in values, dtypes resolved (u8/i8 scales -> e8m0, packed e2m1 -> e2m1, ...).
+ * Each refusal names the op, the tensor, the rule, the actual and the expected values.
+ * The run-time checks (pointers, alignment, workspace) live here too.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/validate.h"
+
+/* ------------------------------------------------------------ formatting */
+typedef struct strbuf {
+  char s[160];
+} strbuf;
+
+static const char *fmt_ints(strbuf *b, const int64_t *v, int n) {
+  size_t used = 0;
+  b->s[0] = '\0';
+  used += (size_t)snprintf(b->s + used, sizeof b->s - used, "(");
+  for (int i = 0; i < n && used < sizeof b->s; ++i)
+    used += (size_t)snprintf(b->s + used, sizeof b->s - used, "%s%" PRId64, i ? ", " : "", v[i]);
+  if (used < sizeof b->s) snprintf(b->s + used, sizeof b->s - used, ")");
+  return b->s;
+}
+
+static const char *fmt_shape(strbuf *b, const mxf_tensor *t) { return fmt_ints(b, t->shape, t->ndim); }
+
+static const char *fmt_device(strbuf *b, int32_t device) {
+  if (device == MXF_DEVICE_CPU)
+    snprintf(b->s, sizeof b->s, "cpu");
+  else
+    snprintf(b->s, sizeof b->s, "cuda:%d", (int)(device - 1));
+  return b->s;
+}
+
+/* ------------------------------------------------------------ per-request context */
+typedef struct vctx {
+  const char *op; /* "gemm_amax", ... */
+  int need_data;  /* one-call form */
+  int have_device;
+  int32_t device;
+  const char *first; /* name of the tensor that fixed the device */
+} vctx;
+
+#define FAIL(...) return mxf_set_error(MXF_ERR_INVALID_VALUE, __VA_ARGS__)
+#define TRY(x)                                                                                               \
+  do {                                                                                                       \
+    mxf_status st_ = (x);                                                                                    \
+    if (st_ != MXF_OK) return st_;                                                                           \
+  } while (0)
+
+#define MXF_MAX_EXTENT (INT64_C(1) << 40)
+
+/* Strides of t in its own units: explicit ones, or C-contiguous when all are zero.
+ * Returns 1 when the strides were explicit. */
+static int tensor_strides(const mxf_tensor *t, int64_t s[MXF_MAX_DIMS]) {
+  int explicit_ = 0;
+  for (int i = 0; i < t->ndim; ++i)
+    explicit_ |= t->stride[i] != 0;
+  if (explicit_) {
+    for (int i = 0; i < t->ndim; ++i)
+      s[i] = t->stride[i];
+    return 1;
+  }
+  int64_t acc = 1;
+  for (int i = t->ndim - 1; i >= 0; --i) {
+    s[i] = acc;
+    acc *= t->shape[i];
+  }
+  return 0;
+}
+
+/* The rules every tensor of every op obeys: a dimension count in range, a valid dtype,
+ * positive extents, non-negative strides, a sane size, one device per op, data present
+ * in the one-call form. */
+static mxf_status check_tensor(vctx *v, const char *name, const mxf_tensor *t) {
+  strbuf b1, b2;
+  if (t->ndim < 1 || t->ndim > MXF_MAX_DIMS)
+    FAIL("%s: %s has ndim %d; expected a tensor of 1 to %d dimensions", v->op, name, (int)t->ndim,
+         MXF_MAX_DIMS);
+  if (!mxf_dtype_traits_of(t->dtype)) FAIL("%s: %s has an invalid dtype (%d)", v->op, name, (int)t->dtype);
+  for (int i = 0; i < t->ndim; ++i) {
+    if (t->shape[i] <= 0)
+      FAIL("%s: %s has shape %s; every extent must be > 0", v->op, name, fmt_shape(&b1, t));
+    if (t->shape[i] > MXF_MAX_EXTENT)
+      FAIL("%s: %s has shape %s; extents above 2^40 are refused", v->op, name, fmt_shape(&b1, t));
+    if (t->stride[i] < 0 || t->stride[i] > MXF_MAX_EXTENT)
+      FAIL("%s: %s has strides %s; strides must be in [0, 2^40]", v->op, name,
+           fmt_ints(&b1, t->stride, t->ndim));
+  }
+  /* element count and strided span must fit in 62 bits (no overflow in any backend) */
+  int64_t s[MXF_MAX_DIMS], count = 1, span = 1;
+  tensor_strides(t, s);
+  for (int i = 0; i < t->ndim; ++i) {
+    int64_t part;
+    if (__builtin_mul_overflow(count, t->shape[i], &count) ||
+        __builtin_mul_overflow(t->shape[i] - 1, s[i], &part) || __builtin_add_overflow(span, part, &span) ||
+        count > (INT64_C(1) << 62) || span > (INT64_C(1) << 62))
+      FAIL("%s: %s has shape %s; too many elements", v->op, name, fmt_shape(&b1, t));
+  }
+  if (t->device < 0)
+    FAIL("%s: %s has device %d; expected MXF_DEVICE_CPU (0) or MXF_DEVICE_CUDA(i) (1 + i)", v->op, name,
+         (int)t->device);
+  if (!v->have_device) {
+    v->have_device = 1;
+    v->device = t->device;
+    v->first = name;
+  } else if (t->device != v->device) {
+    FAIL("%s: %s is on %s but %s is on %s; all tensors of one op must be on one device", v->op, name,
+         fmt_device(&b1, t->device), v->first, fmt_device(&b2, v->device));
+  }
+  if (v->need_data && !t->data)
+    FAIL("%s: %s has no data (NULL); the one-call form needs every tensor's data pointer", v->op, name);
+  return MXF_OK;
+}
+
+/* A tensor that must be absent: data NULL and ndim 0. */
+static mxf_status check_absent(vctx *v, const char *name, const mxf_tensor *t, const char *why) {
+  if (t->data || t->ndim != 0)
+    FAIL("%s: %s must be absent (data NULL, ndim 0) %s; got ndim %d, data %p", v->op, name, why, (int)t->ndim,
+         t->data);
+  return MXF_OK;
+}
+
+static mxf_status check_dtype(vctx *v, const char *name, const mxf_tensor *t, unsigned kinds,
+                              const char *expected) {
+  if (!mxf_dtype_is(t->dtype, kinds))
+    FAIL("%s: %s has dtype %s; expected %s", v->op, name, mxf_dtype_name(t->dtype), expected);
+  return MXF_OK;
+}
+
+static mxf_status check_dtype_is(vctx *v, const char *name, const mxf_tensor *t, mxf_dtype want,
+                                 const char *extra) {
+  if (t->dtype != want)
+    FAIL("%s: %s has dtype %s; expected %s%s", v->op, name, mxf_dtype_name(t->dtype), mxf_dtype_name(want),
+         extra);
+  return MXF_OK;
+}
+
+/* t must have exactly the shape `want`; `expected` spells it with names, e.g.
+ * "(T=4096, rope=64)". */
+static mxf_status check_shape(vctx *v, const char *name, const mxf_tensor *t, int ndim, const int64_t *want,
+                              const char *expected) {
+  int ok = t->ndim == ndim;
+  for (int i = 0; ok && i < ndim; ++i)
+    ok = t->shape[i] == want[i];
+  if (!ok) {
+    strbuf b;
+    FAIL("%s: %s has shape %s; expected %s", v->op, name, fmt_shape(&b, t), expected);
+  }
+  return MXF_OK;
+}
+
+/* C-contiguous: all-zero strides, or explicit ones equal to the contiguous strides
+ * (strides of extent-1 dimensions are never used and may hold anything). */
+static mxf_status check_contiguous(vctx *v, const char *name, const mxf_tensor *t) {
+  int64_t s[MXF_MAX_DIMS];
+  if (!tensor_strides(t, s)) return MXF_OK;
+  int64_t want[MXF_MAX_DIMS], acc = 1;
+  int ok = 1;
+  for (int i = t->ndim - 1; i >= 0; --i) {
+    want[i] = acc;
+    acc *= t->shape[i];
+    if (t->shape[i] > 1 && s[i] != want[i]) ok = 0;
+  }
+  if (!ok) {
+    strbuf b1, b2;
+    FAIL("%s: %s has strides %s; expected C-contiguous %s or all zero", v->op, name,
+         fmt_ints(&b1, t->stride, t->ndim), fmt_ints(&b2, want, t->ndim));
+  }
+  return MXF_OK;
+}
+
+static int in_set(int x, const int *set, int n) {
+  for (int i = 0; i < n; ++i)
+    if (x == set[i]) return 1;
+  return 0;
+}
+
+/* ------------------------------------------------------------ gemm_amax (SPEC §1) */
+/* One of a, b, c as a normalized strided matrix (extents and strides in values). */
+typedef struct gemm_mat {
+  int64_t rows, cols, l;
+  int64_t rs, cs, ls;
+  int col_unit; /* unit stride along cols (k-major A/B, n-major C) */
+} gemm_mat;
+
+/* Role of a gemm matrix: its dimension names and what it may hold. */
+typedef struct gemm_role {
+  const char *name, *rdim, *cdim; /* "a", "M", "K" */
+  const char *rmajor, *cmajor;    /* "m-major", "k-major" */
+  int output;
+} gemm_role;
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+static mxf_status check_gemm_matrix(vctx *v, const gemm_role *r, const mxf_tensor *t, int bits, gemm_mat *m) {
+  strbuf b1;
+  const char *n = r->name;
+  if (t->ndim != 2 && t->ndim != 3)
+    FAIL("%s: %s has shape %s; expected (%s, %s, L) or (%s, %s)", v->op, n, fmt_shape(&b1, t), r->rdim,
+         r->cdim, r->rdim, r->cdim);
+  int64_t s[MXF_MAX_DIMS];
+  int explicit_ = tensor_strides(t, s);
+  int packed_bytes = mxf_dtype_is(t->dtype, MXF_DK_E2M1_BYTES);
+  int e2m1 = packed_bytes || t->dtype == MXF_E2M1;
+  m->rows = t->shape[0];
+  m->cols = t->shape[1];
+  m->l = t->ndim == 3 ? t->shape[2] : 1;
+  m->rs = s[0];
+  m->cs = s[1];
+  m->ls = t->ndim == 3 ? s[2] : 0;
+  if (packed_bytes) {
+    /* described in bytes = pairs: the packed dimension must be the unit-stride one */
+    if (m->cs != 1 && m->cols > 1)
+      FAIL("%s: %s is packed e2m1 (%s) with strides %s; e2m1 must be %s (unit stride along %s)", v->op, n,
+           mxf_dtype_name(t->dtype), fmt_ints(&b1, t->stride, t->ndim), r->cmajor, r->cdim);
+    m->cols *= 2;
+    m->rs *= 2;
+    m->ls *= 2;
+    m->cs = 1;
+  } else if (e2m1 && m->cols % 2 != 0) {
+    FAIL("%s: %s is e2m1 with %s=%" PRId64 "; the packed (innermost) extent must be even", v->op, n, r->cdim,
+         m->cols);
+  }
+  /* Which dimension has the unit stride (strides of extent-1 dimensions are unused). */
+  if (m->cols == 1 && m->rows > 1 && m->rs == 1)
+    m->col_unit = 0;
+  else if (m->cs == 1 || m->cols == 1)
+    m->col_unit = 1;
+  else if (m->rs == 1 || m->rows == 1)
+    m->col_unit = 0;
+  else
+    FAIL("%s: %s has strides %s%s; exactly one of the %s and %s strides must be 1 (%s or %s)%s", v->op, n,
+         fmt_ints(&b1, s, t->ndim), explicit_ ? "" : " (C-contiguous, from all-zero strides)", r->rdim,
+         r->cdim, r->cmajor, r->rmajor,
+         explicit_ ? ""
+                   : "; give explicit strides, e.g. (cols, 1, rows*cols) for a batched row-major matrix");
+  if (m->col_unit && m->rs == 1 && m->rows > 1 && m->cols > 1)
+    FAIL("%s: %s has strides %s; the %s and %s strides are both 1 (elements overlap)", v->op, n,
+         fmt_ints(&b1, s, t->ndim), r->rdim, r->cdim);
+  if (e2m1 && !m->col_unit)
+    FAIL("%s: %s is e2m1 and %s; e2m1 %s must be %s (packed along %s)", v->op, n, r->rmajor,
+         r->output ? "C" : "operands", r->cmajor, r->cdim);
+  /* leading dimension: no overlapping rows, every row start 16-byte aligned */
+  int64_t ld = m->col_unit ? m->rs : m->cs;
+  int64_t inner = m->col_unit ? m->cols : m->rows, outer = m->col_unit ? m->rows : m->cols;
+  const char *major = m->col_unit ? r->cmajor : r->rmajor;
+  const char *inner_name = m->col_unit ? r->cdim : r->rdim;
+  int64_t unit = packed_bytes ? 2 : 1; /* values per described element */
+  if (outer > 1) {
+    if (ld < inner)
+      FAIL("%s: %s is %s with leading stride %" PRId64 " < %s=%" PRId64 " (values); rows would overlap",
+           v->op, n, major, ld / unit, inner_name, inner / unit);
+    if ((ld * bits) % 128 != 0)
+      FAIL("%s: %s has leading stride %" PRId64 " (%" PRId64 "%s bytes); every row start must be 16-byte "
+           "aligned (leading stride a multiple of 16 bytes)",
+           v->op, n, ld / unit, ld * bits / 8, (ld * bits) % 8 ? ".5" : "");
+  } else {
+    /* unused stride: give backends an aligned, non-overlapping value */
+    ld = round_up(inner * bits, 128) / bits;
+    if (m->col_unit)
+      m->rs = ld;
+    else
+      m->cs = ld;
+  }
+  int64_t span = (outer - 1) * ld + inner; /* values of one matrix */
+  if (m->l > 1) {
+    if ((m->ls * bits) % 128 != 0)
+      FAIL("%s: %s has batch stride %" PRId64 " (%" PRId64 "%s bytes); every matrix start must be 16-byte "
+           "aligned (batch stride a multiple of 16 bytes)",
+           v->op, n, m->ls / unit, m->ls * bits / 8, (m->ls * bits) % 8 ? ".5" : "");
+    if (r->output && m->ls < span)
+      FAIL("%s: %s has batch stride %" PRId64 " < %" PRId64 " (the span of one matrix); output batches "
+           "would overlap",
+           v->op, n, m->ls / unit, span / unit);
+  } else {
+    m->ls = round_up(span * bits, 128) / bits;
+  }
+  return MXF_OK;
+}
+
+/* SF tensor of an operand with `mn` rows: swizzled (logical 6-D or physical 6-D) or
+ * compact (3-D, or 2-D when L == 1), told apart by shape. */
+static mxf_status check_gemm_sf(vctx *v, const char *name, const mxf_tensor *t, const char *mn_name,
+                                int64_t mn, int64_t k, int64_t l, int sf_vec, mxf_sf_layout *layout) {
+  int64_t R = mxf_cdiv(mn, 128), kb = mxf_cdiv(k, sf_vec), kq = mxf_cdiv(kb, 4);
+  const int64_t logical[6] = {32, 4, R, 4, kq, l};
+  const int64_t physical[6] = {l, R, kq, 32, 4, 4};
+  const int64_t compact[3] = {l, mn, kb};
+  strbuf b1, b2, b3, b4, b5;
+  int match = 0; /* 1 logical, 2 physical, 3 compact 3-D, 4 compact 2-D */
+  if (t->ndim == 6 && !memcmp(t->shape, logical, sizeof logical))
+    match = 1;
+  else if (t->ndim == 6 && !memcmp(t->shape, physical, sizeof physical))
+    match = 2;
+  else if (t->ndim == 3 && !memcmp(t->shape, compact, sizeof compact))
+    match = 3;
+  else if (t->ndim == 2 && l == 1 && t->shape[0] == mn && t->shape[1] == kb)
+    match = 4;
+  if (!match) {
+    char extra[64] = "";
+    if (l == 1) snprintf(extra, sizeof extra, " or (%" PRId64 ", %" PRId64 ")", mn, kb);
+    FAIL("%s: %s has shape %s; expected %s or %s or %s%s for %s=%" PRId64 ", K=%" PRId64 ", L=%" PRId64
+         ", sf_vec=%d",
+         v->op, name, fmt_shape(&b1, t), fmt_ints(&b2, logical, 6), fmt_ints(&b3, physical, 6),
+         fmt_ints(&b4, compact, 3), extra, mn_name, mn, k, l, sf_vec);
+  }
+  if (match == 1) {
+    /* the logical view of the physical (L, R, K', 32, 4, 4) bytes, permuted */
+    const int64_t want[6] = {16, 4, kq * 512, 1, 512, R * kq * 512};
+    int64_t s[MXF_MAX_DIMS];
+    if (tensor_strides(t, s)) {
+      for (int i = 0; i < 6; ++i)
+        if (t->shape[i] > 1 && s[i] != want[i])
+          FAIL("%s: %s is swizzled (32, 4, R, 4, K', L) with strides %s; expected %s (the permuted dense "
+               "(L, R, K', 32, 4, 4) layout) or all zero",
+               v->op, name, fmt_ints(&b1, s, 6), fmt_ints(&b5, want, 6));
+    }
+  } else {
+    TRY(check_contiguous(v, name, t));
+  }
+  *layout = match <= 2 ? MXF_SF_SWIZZLED : MXF_SF_COMPACT;
+  return MXF_OK;
+}
+
+static mxf_dtype gemm_operand_format(mxf_dtype d) {
+  if (d == MXF_E4M3 || d == MXF_E5M2) return d;
+  return MXF_E2M1; /* e2m1 values, or e2m1x2/u8/i8 bytes */
+}
+
+mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *d, int need_data, mxf_gemm_problem *p,
+                                  int32_t *device) {
+  vctx v = {"gemm_amax", need_data, 0, 0, NULL};
+  strbuf b1;
+  if (!d) FAIL("gemm_amax: desc is NULL");
+  if (d->flags & ~MXF_AMAX_ACCUMULATE)
+    FAIL("gemm_amax: flags 0x%x has unknown bits 0x%x; known: MXF_AMAX_ACCUMULATE (0x1)", d->flags,
+         d->flags & ~MXF_AMAX_ACCUMULATE);
+  static const int tm[] = {0, 128}, tn[] = {0, 128, 256}, cl[] = {0, 1, 2, 4};
+  if (!in_set(d->mma_tile_m, tm, 2))
+    FAIL("gemm_amax: hint mma_tile_m=%d; expected 0 (choose) or 128", d->mma_tile_m);
+  if (!in_set(d->mma_tile_n, tn, 3))
+    FAIL("gemm_amax: hint mma_tile_n=%d; expected 0 (choose), 128 or 256", d->mma_tile_n);
+  if (!in_set(d->cluster_m, cl, 4))
+    FAIL("gemm_amax: hint cluster_m=%d; expected 0 (choose), 1, 2 or 4", d->cluster_m);
+  if (!in_set(d->cluster_n, cl, 4))
+    FAIL("gemm_amax: hint cluster_n=%d; expected 0 (choose), 1, 2 or 4", d->cluster_n);
+  if (d->sf_vec != 16 && d->sf_vec != 32) FAIL("gemm_amax: sf_vec=%d; expected 16 or 32", d->sf_vec);
+
+  TRY(check_tensor(&v, "a", &d->a));
+  TRY(check_tensor(&v, "b", &d->b));
+  TRY(check_tensor(&v, "sfa", &d->sfa));
+  TRY(check_tensor(&v, "sfb", &d->sfb));
+  TRY(check_tensor(&v, "c", &d->c));
+  TRY(check_tensor(&v, "amax", &d->amax));
+
+  /* formats */
+  const unsigned ab_kinds = MXF_DK_FP8 | MXF_DK_E2M1_VALUES | MXF_DK_E2M1_BYTES;
+  const char *ab_list = "e4m3, e5m2, e2m1, e2m1x2, u8 or i8 (u8/i8 = packed e2m1 pairs)";
+  TRY(check_dtype(&v, "a", &d->a, ab_kinds, ab_list));
+  TRY(check_dtype(&v, "b", &d->b, ab_kinds, ab_list));
+  mxf_dtype fa = gemm_operand_format(d->a.dtype), fb = gemm_operand_format(d->b.dtype);
+  if (fa != fb)
+    FAIL("gemm_amax: a is %s but b is %s; a and b must have the same format", mxf_dtype_name(d->a.dtype),
+         mxf_dtype_name(d->b.dtype));
+  if (!(mxf_dtype_is(d->c.dtype, MXF_DK_FLOAT | MXF_DK_FP8 | MXF_DK_E2M1_VALUES) ||
+        d->c.dtype == MXF_E2M1X2 || d->c.dtype == MXF_U8))
+    FAIL("gemm_amax: c has dtype %s; expected f32, f16, bf16, e4m3, e5m2, e2m1, e2m1x2 or u8 (u8 = packed "
+         "e2m1 pairs)",
+         mxf_dtype_name(d->c.dtype));
+  const char *sf_list = "e8m0, u8, i8 (read as e8m0) or e4m3 (ue4m3)";
+  TRY(check_dtype(&v, "sfa", &d->sfa, MXF_DK_SCALE_E8M0 | MXF_DK_SCALE_UE4M3, sf_list));
+  TRY(check_dtype(&v, "sfb", &d->sfb, MXF_DK_SCALE_E8M0 | MXF_DK_SCALE_UE4M3, sf_list));
+  mxf_dtype sfa = d->sfa.dtype == MXF_E4M3 ? MXF_E4M3 : MXF_E8M0;
+  mxf_dtype sfb = d->sfb.dtype == MXF_E4M3 ? MXF_E4M3 : MXF_E8M0;
+  if (sfa != sfb)
+    FAIL("gemm_amax: sfa is %s but sfb is %s; both scales must have the same format",
+         mxf_dtype_name(d->sfa.dtype), mxf_dtype_name(d->sfb.dtype));
+  if (fa != MXF_E2M1) {
+    if (sfa != MXF_E8M0)
+      FAIL("gemm_amax: sfa has dtype e4m3 (ue4m3) with %s operands; ue4m3 scales need e2m1 operands and "
+           "sf_vec 16 (MXFP8 takes e8m0)",
+           mxf_dtype_name(fa));
+    if (d->sf_vec != 32)
+      FAIL("gemm_amax: sf_vec=%d with %s operands; MXFP8 needs sf_vec 32 with e8m0 scales", d->sf_vec,
+           mxf_dtype_name(fa));
+  } else if (sfa == MXF_E4M3 && d->sf_vec != 16) {
+    FAIL("gemm_amax: sf_vec=%d with e4m3 (ue4m3) scales; ue4m3 scales need sf_vec 16", d->sf_vec);
+  }
+
+  /* matrices */
+  static const gemm_role ra = {"a", "M", "K", "m-major", "k-major", 0};
+  static const gemm_role rb = {"b", "N", "K", "n-major", "k-major", 0};
+  static const gemm_role rc = {"c", "M", "N", "m-major", "n-major", 1};
+  gemm_mat A, B, C;
+  TRY(check_gemm_matrix(&v, &ra, &d->a, fa == MXF_E2M1 ? 4 : 8, &A));
+  TRY(check_gemm_matrix(&v, &rb, &d->b, fb == MXF_E2M1 ? 4 : 8, &B));
+  mxf_dtype fc = mxf_dtype_is(d->c.dtype, MXF_DK_E2M1_VALUES | MXF_DK_E2M1_BYTES) ? MXF_E2M1 : d->c.dtype;
+  TRY(check_gemm_matrix(&v, &rc, &d->c, fc == MXF_E2M1 ? 4 : mxf_dtype_bits(fc), &C));
+  if (B.cols != A.cols)
+    FAIL("gemm_amax: b has shape %s, K=%" PRId64 "; expected K=%" PRId64 " as in a", fmt_shape(&b1, &d->b),
+         B.cols, A.cols);
+  if (C.rows != A.rows || C.cols != B.rows)
+    FAIL("gemm_amax: c has shape %s, (M, N)=(%" PRId64 ", %" PRId64 "); expected (M=%" PRId64 ", N=%" PRId64
+         ") from a and b",
+         fmt_shape(&b1, &d->c), C.rows, C.cols, A.rows, B.rows);
+  if (B.l != A.l) FAIL("gemm_amax: b has L=%" PRId64 " but a has L=%" PRId64 "; L must agree", B.l, A.l);
+  if (C.l != A.l) FAIL("gemm_amax: c has L=%" PRId64 " but a has L=%" PRId64 "; L must agree", C.l, A.l);
+
+  /* scale factors */
+  mxf_sf_layout la, lb;
+  TRY(check_gemm_sf(&v, "sfa", &d->sfa, "M", A.rows, A.cols, A.l, d->sf_vec, &la));
+  TRY(check_gemm_sf(&v, "sfb", &d->sfb, "N", B.rows, A.cols, A.l, d->sf_vec, &lb));
+
+  /* amax */
+  TRY(check_dtype_is(&v, "amax", &d->amax, MXF_F32, ""));
+  for (int i = 0; i < d->amax.ndim; ++i)
+    if (d->amax.shape[i] != 1)
+      FAIL("gemm_amax: amax has shape %s; expected one element, e.g. (1) or (1, 1, 1)",
+           fmt_shape(&b1, &d->amax));
+
+  memset(p, 0, sizeof *p);
+  p->m = A.rows;
+  p->n = B.rows;
+  p->k = A.cols;
+  p->l = A.l;
+  p->ab = fa;
+  p->sf = sfa;
+  p->c = fc;
+  p->sf_vec = d->sf_vec;
+  p->kb = mxf_cdiv(p->k, d->sf_vec);
+  p->sfa_layout = la;
+  p->sfb_layout = lb;
+  p->a_ms = A.rs;
+  p->a_ks = A.cs;
+  p->a_ls = A.ls;
+  p->b_ns = B.rs;
+  p->b_ks = B.cs;
+  p->b_ls = B.ls;
+  p->c_ms = C.rs;
+  p->c_ns = C.cs;
+  p->c_ls = C.ls;
+  p->flags = d->flags;
+  p->tile_m = d->mma_tile_m;
+  p->tile_n = d->mma_tile_n;
+  p->cluster_m = d->cluster_m;
+  p->cluster_n = d->cluster_n;
+  *device = v.device;
+  return MXF_OK;
+}
+
+/* ------------------------------------------------------------ proj_rope (SPEC §2) */
+static const char *scale_list = "e8m0, u8 or i8 (read as e8m0)";
+
+mxf_status mxf_validate_proj_rope(const mxf_proj_rope_desc *d, int need_data, mxf_proj_problem *p,
+                                  int32_t *device) {
+  vctx v = {"proj_rope", need_data, 0, 0, NULL};
+  strbuf b1;
+  char exp[160];
+  const unsigned known = MXF_PROJ_W_OUT_IN | MXF_PROJ_FP32_EPILOGUE;
+  if (!d) FAIL("proj_rope: desc is NULL");
+  if (d->flags & ~known)
+    FAIL("proj_rope: flags 0x%x has unknown bits 0x%x; known: MXF_PROJ_W_OUT_IN (0x1), "
+         "MXF_PROJ_FP32_EPILOGUE (0x2)",
+         d->flags, d->flags & ~known);
+  TRY(check_tensor(&v, "x", &d->x));
+  if (d->x.dtype != MXF_BF16 && d->x.dtype != MXF_E4M3)
+    FAIL("proj_rope: x has dtype %s; expected bf16 or e4m3 (MXFP8 codes with x_scale)",
+         mxf_dtype_name(d->x.dtype));
+  int mxfp8 = d->x.dtype == MXF_E4M3;
+  TRY(check_tensor(&v, "w", &d->w));
+  if (mxfp8) {
+    TRY(check_tensor(&v, "x_scale", &d->x_scale));
+    TRY(check_tensor(&v, "w_scale", &d->w_scale));
+  }
+  TRY(check_tensor(&v, "cos", &d->cos));
+  TRY(check_tensor(&v, "sin", &d->sin));
+  TRY(check_tensor(&v, "out_row", &d->out_row));
+  TRY(check_tensor(&v, "out_scales_row", &d->out_scales_row));
+  TRY(check_tensor(&v, "out_col", &d->out_col));
+  TRY(check_tensor(&v, "out_scales_col", &d->out_scales_col));
+
+  /* geometry: T, K from x; H, D from out_row; rope from cos */
+  if (d->x.ndim != 2) FAIL("proj_rope: x has shape %s; expected (T, K)", fmt_shape(&b1, &d->x));
+  if (d->out_row.ndim != 3)
+    FAIL("proj_rope: out_row has shape %s; expected (T, H, D)", fmt_shape(&b1, &d->out_row));
+  if (d->cos.ndim != 2) FAIL("proj_rope: cos has shape %s; expected (T, rope)", fmt_shape(&b1, &d->cos));
+  int64_t t = d->x.shape[0], k = d->x.shape[1], h = d->out_row.shape[1], dd = d->out_row.shape[2];
+  int64_t rope = d->cos.shape[1];
+  if (dd % 32 != 0)
+    FAIL("proj_rope: out_row has shape %s; head dim D=%" PRId64 " must be a multiple of 32",
+         fmt_shape(&b1, &d->out_row), dd);
+  if (rope % 2 != 0)
+    FAIL("proj_rope: cos has shape %s; rope=%" PRId64 " must be even (interleaved pairs)",
+         fmt_shape(&b1, &d->cos), rope);
+  if (rope > dd)
+    FAIL("proj_rope: cos has shape %s; rope=%" PRId64 " exceeds the head dim D=%" PRId64,
+         fmt_shape(&b1, &d->cos), rope, dd);
+  int64_t hd = h * dd;
+
+  snprintf(exp, sizeof exp, "(T=%" PRId64 ", H=%" PRId64 ", D=%" PRId64 ") e4m3", t, h, dd);
+  const int64_t thd[3] = {t, h, dd};
+  TRY(check_shape(&v, "out_row", &d->out_row, 3, thd, exp));
+  TRY(check_dtype_is(&v, "out_row", &d->out_row, MXF_E4M3, ""));
+  TRY(check_shape(&v, "out_col", &d->out_col, 3, thd, exp));
+  TRY(check_dtype_is(&v, "out_col", &d->out_col, MXF_E4M3, ""));
+  snprintf(exp, sizeof exp, "(T=%" PRId64 ", H=%" PRId64 ", D/32=%" PRId64 ")", t, h, dd / 32);
+  const int64_t srow[3] = {t, h, dd / 32};
+  TRY(check_shape(&v, "out_scales_row", &d->out_scales_row, 3, srow, exp));
+  TRY(check_dtype(&v, "out_scales_row", &d->out_scales_row, MXF_DK_SCALE_E8M0, scale_list));
+  snprintf(exp, sizeof exp, "(ceil(T/32)=%" PRId64 ", H=%" PRId64 ", D=%" PRId64 ")", mxf_cdiv(t, 32), h, dd);
+  const int64_t scol[3] = {mxf_cdiv(t, 32), h, dd};
+  TRY(check_shape(&v, "out_scales_col", &d->out_scales_col, 3, scol, exp));
+  TRY(check_dtype(&v, "out_scales_col", &d->out_scales_col, MXF_DK_SCALE_E8M0, scale_list));
+
+  snprintf(exp, sizeof exp, "(T=%" PRId64 ", rope=%" PRId64 ")", t, rope);
+  const int64_t tr[2] = {t, rope};
+  TRY(check_shape(&v, "cos", &d->cos, 2, tr, exp));
+  TRY(check_dtype_is(&v, "cos", &d->cos, MXF_BF16, ""));
+  TRY(check_shape(&v, "sin", &d->sin, 2, tr, exp));
+  TRY(check_dtype_is(&v, "sin", &d->sin, MXF_BF16, ""));
+
+  /* weight, in its orientation */
+  int out_in = (d->flags & MXF_PROJ_W_OUT_IN) != 0;
+  if (d->w.dtype != d->x.dtype)
+    FAIL("proj_rope: w has dtype %s; expected %s like x", mxf_dtype_name(d->w.dtype),
+         mxf_dtype_name(d->x.dtype));
+  if (d->w.ndim != 2)
+    FAIL("proj_rope: w has shape %s; expected %s", fmt_shape(&b1, &d->w), out_in ? "(H*D, K)" : "(K, H*D)");
+  int64_t w_proj = d->w.shape[out_in ? 0 : 1], w_k = d->w.shape[out_in ? 1 : 0];
+  if (w_proj != hd)
+    FAIL("proj_rope: w has shape %s; %" PRId64 " is not H*D = %" PRId64 "*%" PRId64 " = %" PRId64
+         " (w is %s: %s)",
+         fmt_shape(&b1, &d->w), w_proj, h, dd, hd, out_in ? "out-in" : "in-out",
+         out_in ? "(H*D, K)" : "(K, H*D); set MXF_PROJ_W_OUT_IN for (H*D, K)");
+  if (w_k != k)
+    FAIL("proj_rope: w has shape %s; expected %s (w is %s; K from x)", fmt_shape(&b1, &d->w),
+         out_in ? (snprintf(exp, sizeof exp, "(H*D=%" PRId64 ", K=%" PRId64 ")", hd, k), exp)
+                : (snprintf(exp, sizeof exp, "(K=%" PRId64 ", H*D=%" PRId64 ")", k, hd), exp),
+         out_in ? "out-in" : "in-out");
+
+  if (mxfp8) {
+    if (k % 32 != 0)
+      FAIL("proj_rope: x has shape %s; K=%" PRId64 " must be a multiple of 32 on the MXFP8 path",
+           fmt_shape(&b1, &d->x), k);
+    snprintf(exp, sizeof exp, "(T=%" PRId64 ", K/32=%" PRId64 ")", t, k / 32);
+    const int64_t xs[2] = {t, k / 32};
+    TRY(check_shape(&v, "x_scale", &d->x_scale, 2, xs, exp));
+    TRY(check_dtype(&v, "x_scale", &d->x_scale, MXF_DK_SCALE_E8M0, scale_list));
+    int64_t ws[2];
+    if (out_in) {
+      ws[0] = hd;
+      ws[1] = k / 32;
+      snprintf(exp, sizeof exp, "(H*D=%" PRId64 ", K/32=%" PRId64 ") (out-in, like w)", hd, k / 32);
+    } else {
+      ws[0] = k / 32;
+      ws[1] = hd;
+      snprintf(exp, sizeof exp, "(K/32=%" PRId64 ", H*D=%" PRId64 ") (in-out, like w)", k / 32, hd);
+    }
+    TRY(check_shape(&v, "w_scale", &d->w_scale, 2, ws, exp));
+    TRY(check_dtype(&v, "w_scale", &d->w_scale, MXF_DK_SCALE_E8M0, scale_list));
+  } else {
+    TRY(check_absent(&v, "x_scale", &d->x_scale, "on the bf16 path"));
+    TRY(check_absent(&v, "w_scale", &d->w_scale, "on the bf16 path"));
+  }
+
+  /* everything C-contiguous */
+  TRY(check_contiguous(&v, "x", &d->x));
+  TRY(check_contiguous(&v, "w", &d->w));
+  if (mxfp8) {
+    TRY(check_contiguous(&v, "x_scale", &d->x_scale));
+    TRY(check_contiguous(&v, "w_scale", &d->w_scale));
+  }
+  TRY(check_contiguous(&v, "cos", &d->cos));
+  TRY(check_contiguous(&v, "sin", &d->sin));
+  TRY(check_contiguous(&v, "out_row", &d->out_row));
+  TRY(check_contiguous(&v, "out_scales_row", &d->out_scales_row));
+  TRY(check_contiguous(&v, "out_col", &d->out_col));
+  TRY(check_contiguous(&v, "out_scales_col", &d->out_scales_col));
+
+  memset(p, 0, sizeof *p);
+  p->t = t;
+  p->k = k;
+  p->h = h;
+  p->d = dd;
+  p->rope = rope;
+  p->nope = dd - rope;
+  p->mxfp8 = mxfp8;
+  p->w_out_in = out_in;
+  p->fp32_epilogue = (d->flags & MXF_PROJ_FP32_EPILOGUE) != 0;
+  *device = v.device;
+  return MXF_OK;
+}
+
+/* ------------------------------------------------------------ quantize / dequantize (SPEC §3) */
+/* Codes (rows, cols) e4m3 and scales of one direction. */
+static mxf_status check_mx_pair(vctx *v, const char *qname, const mxf_tensor *q, const char *sname,
+                                const mxf_tensor *s, int64_t rows, int64_t cols, unsigned direction) {
+  char exp[128];
+  const int64_t rc[2] = {rows, cols};
+  snprintf(exp, sizeof exp, "(rows=%" PRId64 ", cols=%" PRId64 ")", rows, cols);
+  TRY(check_shape(v, qname, q, 2, rc, exp));
+  TRY(check_dtype_is(v, qname, q, MXF_E4M3, ""));
+  int64_t ss[2];
+  if (direction == MXF_QUANT_ROWS) {
+    ss[0] = rows;
+    ss[1] = mxf_cdiv(cols, 32);
+    snprintf(exp, sizeof exp, "(rows=%" PRId64 ", ceil(cols/32)=%" PRId64 ")", rows, ss[1]);
+  } else {
+    ss[0] = mxf_cdiv(rows, 32);
+    ss[1] = cols;
+    snprintf(exp, sizeof exp, "(ceil(rows/32)=%" PRId64 ", cols=%" PRId64 ")", ss[0], cols);
+  }
+  TRY(check_shape(v, sname, s, 2, ss, exp));
+  TRY(check_dtype(v, sname, s, MXF_DK_SCALE_E8M0, scale_list));
+  TRY(check_contiguous(v, qname, q));
+  TRY(check_contiguous(v, sname, s));
+  return MXF_OK;
+}
+
+mxf_status mxf_validate_quantize(const mxf_quantize_desc *d, int need_data, mxf_quant_problem *p,
+                                 int32_t *device) {
+  vctx v = {"quantize", need_data, 0, 0, NULL};
+  strbuf b1;
+  const unsigned known = MXF_QUANT_ROWS | MXF_QUANT_COLS;
+  if (!d) FAIL("quantize: desc is NULL");
+  if (d->directions == 0 || (d->directions & ~known))
+    FAIL("quantize: directions 0x%x; expected MXF_QUANT_ROWS (0x1), MXF_QUANT_COLS (0x2) or both",
+         d->directions);
+  TRY(check_tensor(&v, "x", &d->x));
+  if (d->directions & MXF_QUANT_ROWS) {
+    TRY(check_tensor(&v, "q_row", &d->q_row));
+    TRY(check_tensor(&v, "s_row", &d->s_row));
+  }
+  if (d->directions & MXF_QUANT_COLS) {
+    TRY(check_tensor(&v, "q_col", &d->q_col));
+    TRY(check_tensor(&v, "s_col", &d->s_col));
+  }
+  if (d->x.ndim != 2) FAIL("quantize: x has shape %s; expected (rows, cols)", fmt_shape(&b1, &d->x));
+  if (d->x.dtype != MXF_F32 && d->x.dtype != MXF_BF16)
+    FAIL("quantize: x has dtype %s; expected f32 or bf16", mxf_dtype_name(d->x.dtype));
+  TRY(check_contiguous(&v, "x", &d->x));
+  int64_t rows = d->x.shape[0], cols = d->x.shape[1];
+  if (d->directions & MXF_QUANT_ROWS)
+    TRY(check_mx_pair(&v, "q_row", &d->q_row, "s_row", &d->s_row, rows, cols, MXF_QUANT_ROWS));
+  if (d->directions & MXF_QUANT_COLS)
+    TRY(check_mx_pair(&v, "q_col", &d->q_col, "s_col", &d->s_col, rows, cols, MXF_QUANT_COLS));
+  memset(p, 0, sizeof *p);
+  p->rows = rows;
+  p->cols = cols;
+  p->x = d->x.dtype;
+  p->directions = d->directions;
+  *device = v.device;
+  return MXF_OK;
+}
+
+mxf_status mxf_validate_dequantize(const mxf_dequantize_desc *d, int need_data, mxf_quant_problem *p,
+                                   int32_t *device) {
+  vctx v = {"dequantize", need_data, 0, 0, NULL};
+  strbuf b1;
+  char exp[128];
+  if (!d) FAIL("dequantize: desc is NULL");
+  if (d->direction != MXF_QUANT_ROWS && d->direction != MXF_QUANT_COLS)
+    FAIL("dequantize: direction 0x%x; expected exactly one of MXF_QUANT_ROWS (0x1), MXF_QUANT_COLS (0x2)",
+         d->direction);
+  TRY(check_tensor(&v, "q", &d->q));
+  TRY(check_tensor(&v, "s", &d->s));
+  TRY(check_tensor(&v, "y", &d->y));
+  if (d->q.ndim != 2) FAIL("dequantize: q has shape %s; expected (rows, cols)", fmt_shape(&b1, &d->q));
+  int64_t rows = d->q.shape[0], cols = d->q.shape[1];
+  TRY(check_mx_pair(&v, "q", &d->q, "s", &d->s, rows, cols, d->direction));
+  const int64_t rc[2] = {rows, cols};
+  snprintf(exp, sizeof exp, "(rows=%" PRId64 ", cols=%" PRId64 ") like q", rows, cols);
+  TRY(check_shape(&v, "y", &d->y, 2, rc, exp));
+  if (d->y.dtype != MXF_F32 && d->y.dtype != MXF_BF16)
+    FAIL("dequantize: y has dtype %s; expected f32 or bf16", mxf_dtype_name(d->y.dtype));
+  TRY(check_contiguous(&v, "y", &d->y));
+  memset(p, 0, sizeof *p);
+  p->rows = rows;
+  p->cols = cols;
+  p->x = d->y.dtype;
+  p->directions = d->direction;
+  *device = v.device;
+  return MXF_OK;
+}
+
+/* ------------------------------------------------------------ run-time checks */
+static const char *op_name(mxf_op op) {
+  switch (op) {
+  case MXF_OP_GEMM_AMAX: return "gemm_amax";
+  case MXF_OP_PROJ_ROPE: return "proj_rope";
+  case MXF_OP_QUANTIZE: return "quantize";
+  case MXF_OP_DEQUANTIZE: return "dequantize";
+  }
+  return "unknown op";
+}
+
+static mxf_status check_ptr(const char *op, const char *name, const void *ptr, uintptr_t align,
+                            const char *why) {
+  if (!ptr) FAIL("%s_run: args->%s is NULL", op, name);
+  if ((uintptr_t)ptr % align != 0)
+    FAIL("%s_run: args->%s (%p) is not %u-byte aligned (%s)", op, name, ptr, (unsigned)align, why);
+  return MXF_OK;
+}
+
+mxf_status mxf_validate_run(const mxf_plan *plan, mxf_op op, const void *args, const void *ws,
+                            size_t ws_size) {
+  const char *on = op_name(op);
+  if (!plan) FAIL("%s_run: plan is NULL", on);
+  if (plan->op != op) FAIL("%s_run: the plan was made for %s, not %s", on, op_name(plan->op), on);
+  if (!args) FAIL("%s_run: args is NULL", on);
+  switch (op) {
+  case MXF_OP_GEMM_AMAX: {
+    const mxf_gemm_amax_args *a = args;
+    TRY(check_ptr(on, "a", a->a, 16, "row starts must be 16-byte aligned"));
+    TRY(check_ptr(on, "b", a->b, 16, "row starts must be 16-byte aligned"));
+    TRY(check_ptr(on, "sfa", a->sfa, 1, ""));
+    TRY(check_ptr(on, "sfb", a->sfb, 1, ""));
+    TRY(check_ptr(on, "c", a->c, 16, "row starts must be 16-byte aligned"));
+    TRY(check_ptr(on, "amax", a->amax, 4, "an f32"));
+    break;
+  }
+  case MXF_OP_PROJ_ROPE: {
+    const mxf_proj_rope_args *a = args;
+    const mxf_proj_problem *p = &plan->p.proj;
+    uintptr_t in_align = p->mxfp8 ? 1 : 2;
+    TRY(check_ptr(on, "x", a->x, in_align, "bf16"));
+    TRY(check_ptr(on, "w", a->w, in_align, "bf16"));
+    if (p->mxfp8) {
+      TRY(check_ptr(on, "x_scale", a->x_scale, 1, ""));
+      TRY(check_ptr(on, "w_scale", a->w_scale, 1, ""));
+    }
+    TRY(check_ptr(on, "cos", a->cos, 2, "bf16"));
+    TRY(check_ptr(on, "sin", a->sin, 2, "bf16"));
+    TRY(check_ptr(on, "out_row", a->out_row, 1, ""));
+    TRY(check_ptr(on, "out_scales_row", a->out_scales_row, 1, ""));
+    TRY(check_ptr(on, "out_col", a->out_col, 1, ""));
+    TRY(check_ptr(on, "out_scales_col", a->out_scales_col, 1, ""));
+    break;
+  }
+  case MXF_OP_QUANTIZE: {
+    const mxf_quantize_args *a = args;
+    const mxf_quant_problem *p = &plan->p.quant;
+    TRY(check_ptr(on, "x", a->x, (uintptr_t)mxf_dtype_bits(p->x) / 8, mxf_dtype_name(p->x)));
+    if (p->directions & MXF_QUANT_ROWS) {
+      TRY(check_ptr(on, "q_row", a->q_row, 1, ""));
+      TRY(check_ptr(on, "s_row", a->s_row, 1, ""));
+    }
+    if (p->directions & MXF_QUANT_COLS) {
+      TRY(check_ptr(on, "q_col", a->q_col, 1, ""));
+      TRY(check_ptr(on, "s_col", a->s_col, 1, ""));
+    }
+    break;
+  }
+  case MXF_OP_DEQUANTIZE: {
+    const mxf_dequantize_args *a = args;
+    const mxf_quant_problem *p = &plan->p.quant;
+    TRY(check_ptr(on, "q", a->q, 1, ""));
+    TRY(check_ptr(on, "s", a->s, 1, ""));
+    TRY(check_ptr(on, "y", a->y, (uintptr_t)mxf_dtype_bits(p->x) / 8, mxf_dtype_name(p->x)));
+    break;
+  }
+  }
+  if (plan->workspace_size > 0) {
+    if (!ws) FAIL("%s_run: workspace is NULL; the plan needs %zu bytes", on, plan->workspace_size);
+    if (ws_size < plan->workspace_size)
+      FAIL("%s_run: workspace_size %zu is too small; the plan needs %zu bytes", on, ws_size,
+           plan->workspace_size);
+  }
+  return MXF_OK;
+}

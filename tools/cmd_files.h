@@ -1,0 +1,97 @@
+/*
+ * cmd_files.h — what the file-based subcommands (gemm-amax, proj-rope, quantize,
+ * dequantize, swizzle-scales, unswizzle-scales, inspect) share: finding operands in
+ * input files, progress lines on a terminal, moving tensors to a device, comparing
+ * codes for --check, and the JSON summary.
+ *
+ * An operand is named on the command line as
+ *   FILE.npy                      the one array of that file
+ *   FILE.safetensors              the tensor with the operand's default name (a, b, ...)
+ *   FILE.safetensors:NAME         the tensor NAME of that file
+ * or, when absent, found by its default name in the file given with --in.
+ */
+#ifndef MXF_CMD_FILES_H
+#define MXF_CMD_FILES_H
+
+#include <stdio.h>
+
+#include "cli.h"
+#include "tensor_io.h"
+
+#define FC_MAX_FILES 16
+
+typedef struct fc_ctx {
+  const char *cmd;
+  const char *in; /* --in: default source of operands (a .safetensors file) */
+  tio_file files[FC_MAX_FILES];
+  char *file_paths[FC_MAX_FILES];
+  int nfiles;
+  int json, check, progress;
+  int32_t device;
+} fc_ctx;
+
+typedef struct fc_operand {
+  tio_tensor *t;   /* owned by the ctx's files */
+  char what[4200]; /* "a.npy" or "in.safetensors:w", for messages */
+} fc_operand;
+
+void fc_init(fc_ctx *c, const char *cmd);
+void fc_free(fc_ctx *c);
+/*
+ * Finds the operand named by `spec` (NULL: look up `name` in --in). Returns 1 when
+ * found, 0 when absent and !required, -1 on an error (printed).
+ */
+int fc_operand_get(fc_ctx *c, const char *spec, const char *name, int required, fc_operand *op);
+/* tio_tensor_as with the message printed. */
+int fc_as(fc_ctx *c, fc_operand *op, mxf_dtype want);
+/* Converts an f32 operand to bf16 in place (RNE); other dtypes are left alone. */
+int fc_f32_to_bf16(fc_ctx *c, fc_operand *op);
+
+/* A one-line status on stderr while working, only on a terminal and without --json. */
+void fc_stage(fc_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Progress of a long loop: "what 37%" (rate-limited). */
+void fc_progress(fc_ctx *c, const char *what, double done, double total);
+void fc_stage_done(fc_ctx *c);
+
+/* Host copy of a tensor on the device (the host pointer itself for the CPU). */
+void *fc_upload(fc_ctx *c, const void *host, size_t bytes);
+void *fc_dev_output(fc_ctx *c, size_t bytes); /* poisoned with 0xA5 */
+int fc_download(fc_ctx *c, void *host, const void *dev, size_t bytes);
+void fc_dev_free(fc_ctx *c, void *p);
+
+/* Code-by-code comparison of two arrays of one dtype (8-bit codes, e2m1 packed, or
+ * 16-bit bf16/f16): fraction equal and the largest distance in representable steps. */
+typedef struct fc_cmp {
+  int64_t n, equal, max_step_pos;
+  int64_t max_step; /* INT64_MAX when a NaN meets a number */
+} fc_cmp;
+fc_cmp fc_compare_codes(mxf_dtype dt, const void *x, const void *y, int64_t n);
+/* Decoded value of element i of a tensor of dtype dt (f32, f16, bf16, fp8, e2m1, e8m0). */
+double fc_decode(mxf_dtype dt, const void *p, int64_t i);
+/* Encodes an f32 value to dt's bits (for fp8 / e2m1 returns the code). */
+uint32_t fc_encode(mxf_dtype dt, float v);
+
+/* --out handling: saves and prints/records where; prints the error on failure. */
+int fc_save(fc_ctx *c, const char *dest, const tio_tensor *ts, int n);
+
+/* Prints shape as "(a, b, c)" into buf. */
+const char *fc_shape(char *buf, size_t n, int ndim, const int64_t *shape);
+/* JSON helpers for the summary on stdout. */
+void fc_json_shape(FILE *f, int ndim, const int64_t *shape);
+void fc_json_outputs(FILE *f, const char *dest, const tio_tensor *ts, int n);
+
+/* Subcommand usage fragments shared by several --help texts. */
+#define FC_USAGE_OPERANDS                                                                                    \
+  "Operands: FILE.npy, FILE.safetensors (tensor of the operand's name) or\n"                                 \
+  "FILE.safetensors:NAME; without one, the operand's name is looked up in --in.\n"                           \
+  "fp8 / bf16 data saved by numpy or ml_dtypes as '|u1', '<V1', '<u2' or '<V2' is read\n"                    \
+  "as the dtype the operation expects (or the one given by a --*-dtype option).\n"
+#define FC_USAGE_COMMON                                                                                      \
+  "  --out DEST          a .safetensors file, or a directory that gets NAME.npy per\n"                       \
+  "                      output (created if missing); nothing is written on an error\n"                      \
+  "  --device D          cpu | cuda | cuda:N | auto (default: auto)\n"                                       \
+  "  --check             compare with a reference and print the SPEC section 5 metrics;\n"                   \
+  "                      exit status 1 if they fail\n"                                                       \
+  "  --json              print a machine-readable summary on stdout\n"
+
+#endif /* MXF_CMD_FILES_H */

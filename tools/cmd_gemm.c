@@ -1,0 +1,553 @@
+/*
+ * cmd_gemm.c — `mxfuse gemm-amax`: the block-scaled GEMM + amax of SPEC §1 on tensors
+ * read from files, with an optional f64 reference check (the metrics of SPEC §5).
+ *
+ * File layouts: A is (M, K) or (L, M, K) C-ordered (k-major; with --a-mmajor the file
+ * holds (K, M) or (L, K, M)); B likewise with N. Scale factors are compact (MN, Kb) /
+ * (L, MN, Kb), or swizzled (R, K', 32, 4, 4) / (L, R, K', 32, 4, 4) / flat bytes.
+ * C is written (M, N) or (L, M, N), amax as a (1,) f32 array.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd_files.h"
+#include "formats.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: mxfuse gemm-amax [--in FILE.safetensors] [--a A] [--b B] [--sfa SFA] [--sfb SFB]\n"
+          "                        [--out DEST] [options]\n"
+          "\n"
+          "C = alpha * (A*SFA) (B*SFB)^T in the dtype of --c-dtype, and amax = max |C| before\n"
+          "conversion (SPEC section 1). Inputs named a, b, sfa, sfb; outputs c and amax.\n"
+          "\n"
+          "  --a, --b, --sfa, --sfb SPEC   operands (see below)\n"
+          "  --in FILE.safetensors         default source of the operands, by name\n"
+          "  --ab-dtype T      e4m3 | e5m2 | e2m1 (one code per byte, as ml_dtypes saves it)\n"
+          "                    | e2m1x2 (packed pairs, innermost extent K/2); default: the\n"
+          "                    file's dtype, e4m3 for raw bytes\n"
+          "  --sf-dtype T      e8m0 (default) | ue4m3\n"
+          "  --sf-vec N        values per scale: 32 (default) or 16 (default with ue4m3)\n"
+          "  --c-dtype T       f32 (default) | f16 | bf16 | e4m3 | e5m2 | e2m1\n"
+          "  --alpha X         scale of the result (default 1)\n"
+          "  --a-mmajor        the A file holds (K, M): A is m-major\n"
+          "  --b-nmajor        the B file holds (K, N): B is n-major\n" FC_USAGE_COMMON "\n" FC_USAGE_OPERANDS
+          "Shapes: A (M, K) or (L, M, K); B (N, K) or (L, N, K); scales compact (MN, Kb) or\n"
+          "(L, MN, Kb), or swizzled (R, K', 32, 4, 4), (L, R, K', 32, 4, 4) or flat.\n");
+}
+
+typedef struct gemm_ref_stats {
+  double fro_err, fro_ref, amax_ref;
+  int amax_ref_nan;
+  int64_t nonfinite_mismatch, checked;
+  fc_cmp codes;
+} gemm_ref_stats;
+
+/* Index (in values) of A's element (m, k, l) for the file layout. */
+static inline int64_t op_index(int64_t r, int64_t k, int64_t l, int64_t rows, int64_t kk, int major_k) {
+  return major_k ? (l * rows + r) * kk + k : (l * kk + k) * rows + r;
+}
+
+static double dec_code(mxf_dtype dt, const uint8_t *p, int64_t i) {
+  switch (dt) {
+  case MXF_E4M3: return mxf_e4m3_to_f32(p[i]);
+  case MXF_E5M2: return mxf_e5m2_to_f32(p[i]);
+  default: return mxf_e2m1_to_f32(mxf_e2m1_get(p, i));
+  }
+}
+
+static double dec_scale(mxf_dtype dt, uint8_t b) {
+  return dt == MXF_E4M3 ? (double)mxf_e4m3_to_f32(b) : (double)mxf_e8m0_to_f32(b);
+}
+
+static int64_t sf_off(int swz, int64_t mn, int64_t kbn, int64_t r, int64_t kb, int64_t l) {
+  if (!swz) return (l * mn + r) * kbn + kb;
+  return mxf_sf_swz_offset(r, kb, l, mxf_cdiv(mn, 128), mxf_cdiv(kbn, 4));
+}
+
+/* Decoded, scaled operand (rows x K) of batch l in f64. */
+static void decode_operand(double *out, const tio_tensor *t, const tio_tensor *sf, int sf_swz, int64_t rows,
+                           int64_t K, int64_t l, int major_k, int sf_vec, mxf_dtype code_dt) {
+  int64_t kbn = mxf_cdiv(K, sf_vec);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < K; ++k) {
+      double s =
+          dec_scale(sf->dtype, ((const uint8_t *)sf->data)[sf_off(sf_swz, rows, kbn, r, k / sf_vec, l)]);
+      out[r * K + k] = dec_code(code_dt, t->data, op_index(r, k, l, rows, K, major_k)) * s;
+    }
+}
+
+/* Leading dimension (in described elements) whose rows are a multiple of 16 bytes. */
+static int64_t padded_ld(mxf_dtype dt, int64_t ld) {
+  int64_t bytes = tio_dtype_bytes(dt, ld);
+  int64_t padded = (bytes + 15) / 16 * 16;
+  return dt == MXF_E2M1 ? padded * 2 : padded;
+}
+
+/* Copies `rows` rows of `ld` elements into rows of `new_ld` elements (zero padding). */
+static uint8_t *pad_rows(const void *src, int64_t rows, mxf_dtype dt, int64_t ld, int64_t new_ld,
+                         size_t *bytes) {
+  size_t rb = (size_t)tio_dtype_bytes(dt, ld), nb = (size_t)tio_dtype_bytes(dt, new_ld);
+  uint8_t *p = calloc((size_t)(rows > 0 ? rows : 1), nb);
+  if (!p) return NULL;
+  for (int64_t r = 0; r < rows; ++r)
+    memcpy(p + (size_t)r * nb, (const uint8_t *)src + (size_t)r * rb, rb);
+  *bytes = (size_t)rows * nb;
+  return p;
+}
+
+int mxf_cmd_gemm_amax(int argc, char **argv) {
+  const char *cmd = "gemm-amax";
+  if (mxf_cli_wants_help(argc, argv)) {
+    usage(stdout);
+    return MXF_CLI_OK;
+  }
+  fc_ctx c;
+  fc_init(&c, cmd);
+  const char *sa = NULL, *sb = NULL, *ssfa = NULL, *ssfb = NULL, *out = NULL, *dev = "auto", *v;
+  mxf_dtype ab_want = MXF_DTYPE_INVALID, sf_want = MXF_E8M0, c_dt = MXF_F32;
+  int64_t sf_vec = 0;
+  int a_mmajor = 0, b_nmajor = 0;
+  float alpha = 1.0f;
+  int have_alpha = 0;
+  for (int i = 1; i < argc; ++i) {
+    const char *o = argv[i];
+    v = NULL;
+#define OPT(name) (v = mxf_cli_opt(cmd, argc, argv, &i, name))
+    if (OPT("--in"))
+      c.in = v;
+    else if (OPT("--a"))
+      sa = v;
+    else if (OPT("--b"))
+      sb = v;
+    else if (OPT("--sfa"))
+      ssfa = v;
+    else if (OPT("--sfb"))
+      ssfb = v;
+    else if (OPT("--out"))
+      out = v;
+    else if (OPT("--device"))
+      dev = v;
+    else if (OPT("--ab-dtype")) {
+      ab_want = tio_dtype_parse(v);
+      if (ab_want != MXF_E4M3 && ab_want != MXF_E5M2 && ab_want != MXF_E2M1 && ab_want != MXF_E2M1X2) {
+        mxf_cli_err(cmd, "--ab-dtype: '%s' is not one of e4m3, e5m2, e2m1, e2m1x2", v);
+        return MXF_CLI_USAGE;
+      }
+    } else if (OPT("--sf-dtype")) {
+      if (!strcmp(v, "e8m0"))
+        sf_want = MXF_E8M0;
+      else if (!strcmp(v, "ue4m3") || !strcmp(v, "e4m3"))
+        sf_want = MXF_E4M3;
+      else {
+        mxf_cli_err(cmd, "--sf-dtype: '%s' is not e8m0 or ue4m3", v);
+        return MXF_CLI_USAGE;
+      }
+    } else if (OPT("--sf-vec")) {
+      if (mxf_cli_parse_i64(cmd, "--sf-vec", v, 16, 32, &sf_vec)) return MXF_CLI_USAGE;
+    } else if (OPT("--c-dtype")) {
+      c_dt = tio_dtype_parse(v);
+      if (c_dt != MXF_F32 && c_dt != MXF_F16 && c_dt != MXF_BF16 && c_dt != MXF_E4M3 && c_dt != MXF_E5M2 &&
+          c_dt != MXF_E2M1) {
+        mxf_cli_err(cmd, "--c-dtype: '%s' is not one of f32, f16, bf16, e4m3, e5m2, e2m1", v);
+        return MXF_CLI_USAGE;
+      }
+    } else if (OPT("--alpha")) {
+      char *end;
+      alpha = strtof(v, &end);
+      if (*end) {
+        mxf_cli_err(cmd, "--alpha: '%s' is not a number", v);
+        return MXF_CLI_USAGE;
+      }
+      have_alpha = 1;
+    } else if (!strcmp(o, "--a-mmajor"))
+      a_mmajor = 1;
+    else if (!strcmp(o, "--b-nmajor"))
+      b_nmajor = 1;
+    else if (!strcmp(o, "--check"))
+      c.check = 1;
+    else if (!strcmp(o, "--json"))
+      c.json = 1;
+    else {
+      mxf_cli_err(cmd, "unknown argument %s (mxfuse gemm-amax --help)", o);
+      return MXF_CLI_USAGE;
+    }
+    if (v && !*v) return MXF_CLI_USAGE; /* an option without its value (reported) */
+#undef OPT
+  }
+  if (sf_vec && sf_vec != 16 && sf_vec != 32) {
+    mxf_cli_err(cmd, "--sf-vec: 16 or 32");
+    return MXF_CLI_USAGE;
+  }
+  if (!sf_vec) sf_vec = sf_want == MXF_E4M3 ? 16 : 32;
+  if (mxf_cli_parse_device(cmd, "--device", dev, &c.device)) return MXF_CLI_USAGE;
+
+  int rc = MXF_CLI_FAIL;
+  fc_operand A, B, SFA, SFB;
+  void *da = NULL, *db = NULL, *dsfa = NULL, *dsfb = NULL, *dc = NULL, *damax = NULL, *ws = NULL;
+  uint8_t *hc = NULL, *a_pad = NULL, *b_pad = NULL;
+  float amax = NAN;
+  mxf_plan *plan = NULL;
+  double *ra = NULL, *rb = NULL;
+  uint8_t *refc = NULL;
+  char sh[256];
+  if (fc_operand_get(&c, sa, "a", 1, &A) < 0 || fc_operand_get(&c, sb, "b", 1, &B) < 0 ||
+      fc_operand_get(&c, ssfa, "sfa", 1, &SFA) < 0 || fc_operand_get(&c, ssfb, "sfb", 1, &SFB) < 0)
+    goto done;
+
+  /* operand dtypes */
+  if (ab_want == MXF_DTYPE_INVALID) {
+    mxf_dtype d = A.t->dtype;
+    ab_want = (d == MXF_E4M3 || d == MXF_E5M2 || d == MXF_E2M1) ? d : MXF_E4M3;
+  }
+  if (fc_as(&c, &A, ab_want) || fc_as(&c, &B, ab_want)) goto done;
+  if (fc_as(&c, &SFA, sf_want) || fc_as(&c, &SFB, sf_want)) goto done;
+  mxf_dtype code_dt = ab_want == MXF_E2M1X2 ? MXF_E2M1 : ab_want;
+  int kscale = ab_want == MXF_E2M1X2 ? 2 : 1; /* logical values per described element */
+
+  /* geometry */
+  if (A.t->ndim < 2 || A.t->ndim > 3 || B.t->ndim != A.t->ndim) {
+    mxf_cli_err(cmd,
+                "%s has shape %s and %s has %d dimensions; A and B are (M, K) / (N, K) or "
+                "(L, M, K) / (L, N, K)",
+                A.what, fc_shape(sh, sizeof sh, A.t->ndim, A.t->shape), B.what, B.t->ndim);
+    goto done;
+  }
+  int nd = A.t->ndim;
+  int64_t L = nd == 3 ? A.t->shape[0] : 1;
+  int64_t M = a_mmajor ? A.t->shape[nd - 1] : A.t->shape[nd - 2];
+  int64_t Kd = a_mmajor ? A.t->shape[nd - 2] : A.t->shape[nd - 1];
+  int64_t N = b_nmajor ? B.t->shape[nd - 1] : B.t->shape[nd - 2];
+  int64_t Kbd = b_nmajor ? B.t->shape[nd - 2] : B.t->shape[nd - 1];
+  int64_t LB = nd == 3 ? B.t->shape[0] : 1;
+  if (Kbd != Kd || LB != L) {
+    mxf_cli_err(cmd, "%s is (M=%lld, K=%lld, L=%lld) but %s is (N=%lld, K=%lld, L=%lld): K and L must agree",
+                A.what, (long long)M, (long long)Kd, (long long)L, B.what, (long long)N, (long long)Kbd,
+                (long long)LB);
+    goto done;
+  }
+  int64_t K = Kd * kscale, Kb = mxf_cdiv(K, sf_vec);
+  mxf_gemm_amax_desc d;
+  memset(&d, 0, sizeof d);
+  d.a.dtype = d.b.dtype = ab_want;
+  d.a.ndim = d.b.ndim = 3;
+  d.a.device = d.b.device = d.sfa.device = d.sfb.device = d.c.device = d.amax.device = c.device;
+  int64_t ashape[3] = {M, Kd, L}, bshape[3] = {N, Kd, L};
+  memcpy(d.a.shape, ashape, sizeof ashape);
+  memcpy(d.b.shape, bshape, sizeof bshape);
+  /* rows must start 16-byte aligned: pad the file's rows when they are not */
+  const void *a_host = A.t->data, *b_host = B.t->data;
+  size_t a_bytes = A.t->nbytes, b_bytes = B.t->nbytes;
+  {
+    int64_t ald = padded_ld(ab_want, a_mmajor ? M : Kd), bld = padded_ld(ab_want, b_nmajor ? N : Kd);
+    int64_t arows = L * (a_mmajor ? Kd : M), brows = L * (b_nmajor ? Kd : N);
+    if (ald != (a_mmajor ? M : Kd)) {
+      if (!(a_pad = pad_rows(A.t->data, arows, ab_want, a_mmajor ? M : Kd, ald, &a_bytes))) goto oom;
+      a_host = a_pad;
+    }
+    if (bld != (b_nmajor ? N : Kd)) {
+      if (!(b_pad = pad_rows(B.t->data, brows, ab_want, b_nmajor ? N : Kd, bld, &b_bytes))) goto oom;
+      b_host = b_pad;
+    }
+    if (a_mmajor) {
+      d.a.stride[0] = 1;
+      d.a.stride[1] = ald;
+      d.a.stride[2] = Kd * ald;
+    } else {
+      d.a.stride[0] = ald;
+      d.a.stride[1] = 1;
+      d.a.stride[2] = M * ald;
+    }
+    if (b_nmajor) {
+      d.b.stride[0] = 1;
+      d.b.stride[1] = bld;
+      d.b.stride[2] = Kd * bld;
+    } else {
+      d.b.stride[0] = bld;
+      d.b.stride[1] = 1;
+      d.b.stride[2] = N * bld;
+    }
+  }
+  /* scale tensors: normalize to (L, MN, Kb) or (L, R, K', 32, 4, 4) */
+  fc_operand *sfs[2] = {&SFA, &SFB};
+  mxf_tensor *sfd[2] = {&d.sfa, &d.sfb};
+  int64_t mns[2] = {M, N};
+  int swz[2];
+  for (int s = 0; s < 2; ++s) {
+    tio_tensor *t = sfs[s]->t;
+    mxf_tensor *x = sfd[s];
+    x->dtype = sf_want;
+    int64_t R = mxf_cdiv(mns[s], 128), Kq = mxf_cdiv(Kb, 4);
+    if (t->ndim == 2 || t->ndim == 3) {
+      x->ndim = 3;
+      x->shape[0] = t->ndim == 3 ? t->shape[0] : 1;
+      x->shape[1] = t->shape[t->ndim - 2];
+      x->shape[2] = t->shape[t->ndim - 1];
+      swz[s] = 0;
+    } else if (t->ndim == 5 || t->ndim == 6 || t->ndim == 1) {
+      x->ndim = 6;
+      int64_t per = R * Kq * 512;
+      x->shape[0] = t->ndim == 6 ? t->shape[0] : t->ndim == 5 ? 1 : (per ? t->shape[0] / per : 0);
+      if (t->ndim == 1 && (per == 0 || t->shape[0] % per)) {
+        mxf_cli_err(cmd,
+                    "%s holds %lld bytes; flat swizzled scales for MN=%lld, K=%lld need a multiple of %lld",
+                    sfs[s]->what, (long long)t->shape[0], (long long)mns[s], (long long)K, (long long)per);
+        goto done;
+      }
+      int64_t tail[5] = {R, Kq, 32, 4, 4};
+      for (int i = 0; i < 5; ++i)
+        x->shape[1 + i] = t->ndim == 1 ? tail[i] : t->shape[t->ndim - 5 + i];
+      swz[s] = 1;
+    } else {
+      mxf_cli_err(cmd, "%s has shape %s; scales are (MN, Kb), (L, MN, Kb) or swizzled", sfs[s]->what,
+                  fc_shape(sh, sizeof sh, t->ndim, t->shape));
+      goto done;
+    }
+  }
+  d.c.dtype = c_dt;
+  d.c.ndim = 3;
+  d.c.shape[0] = M;
+  d.c.shape[1] = N;
+  d.c.shape[2] = L;
+  int64_t cld = padded_ld(c_dt, N);
+  d.c.stride[0] = cld;
+  d.c.stride[1] = 1;
+  d.c.stride[2] = M * cld;
+  d.amax.dtype = MXF_F32;
+  d.amax.ndim = 1;
+  d.amax.shape[0] = 1;
+  d.sf_vec = (int)sf_vec;
+  d.alpha = have_alpha ? &alpha : NULL;
+
+  /* plan (validates everything), then move data */
+  mxf_status st = mxf_gemm_amax_plan(&plan, &d);
+  if (st != MXF_OK) {
+    mxf_cli_err_status(cmd, "gemm_amax", st);
+    goto done;
+  }
+  size_t cbytes = (size_t)tio_dtype_bytes(c_dt, M * N * L);
+  size_t crow = (size_t)tio_dtype_bytes(c_dt, N), cldb = (size_t)tio_dtype_bytes(c_dt, cld);
+  size_t cdev_bytes = cldb * (size_t)(M * L);
+  fc_stage(&c, "copying inputs");
+  if (!(da = fc_upload(&c, a_host, a_bytes)) || !(db = fc_upload(&c, b_host, b_bytes)) ||
+      !(dsfa = fc_upload(&c, SFA.t->data, SFA.t->nbytes)) ||
+      !(dsfb = fc_upload(&c, SFB.t->data, SFB.t->nbytes)) || !(dc = fc_dev_output(&c, cdev_bytes)) ||
+      !(damax = fc_dev_output(&c, 4)))
+    goto done;
+  size_t wsz = mxf_plan_workspace_size(plan);
+  if (wsz && !(ws = mxf_cli_dev_alloc(cmd, c.device, wsz))) goto done;
+  char devs[32];
+  fc_stage(&c, "running gemm_amax on %s (%s)", mxf_cli_device_str(devs, sizeof devs, c.device),
+           mxf_plan_backend(plan));
+  mxf_gemm_amax_args args = {da, db, dsfa, dsfb, dc, damax, have_alpha ? &alpha : NULL};
+  double t0 = mxf_cli_now_ms();
+  st = mxf_gemm_amax_run(plan, &args, ws, wsz, NULL);
+  if (st == MXF_OK && mxf_cli_dev_sync(cmd, c.device)) st = MXF_ERR_CUDA;
+  double ms = mxf_cli_now_ms() - t0;
+  fc_stage_done(&c);
+  if (st != MXF_OK) {
+    mxf_cli_err_status(cmd, "gemm_amax", st);
+    goto done;
+  }
+  hc = tio_copy_aligned(NULL, cdev_bytes);
+  if (!hc || fc_download(&c, hc, dc, cdev_bytes) || fc_download(&c, &amax, damax, 4)) goto done;
+  if (cldb != crow) /* drop the row padding */
+    for (int64_t r = 0; r < M * L; ++r)
+      memmove(hc + (size_t)r * crow, hc + (size_t)r * cldb, crow);
+
+  /* outputs */
+  int64_t cshape[3], one = 1;
+  int cnd = 0;
+  if (nd == 3) cshape[cnd++] = L;
+  cshape[cnd++] = M;
+  cshape[cnd++] = N;
+  tio_tensor outs[2] = {tio_tensor_view("c", c_dt, cnd, cshape, hc),
+                        tio_tensor_view("amax", MXF_F32, 1, &one, &amax)};
+  if (fc_save(&c, out, outs, 2)) goto done;
+
+  /* reference check: f64 accumulation of the decoded inputs (SPEC §5) */
+  gemm_ref_stats rs;
+  memset(&rs, 0, sizeof rs);
+  int64_t row_step = 1;
+  int sampled_amax_ok = 1;
+  int pass = 1;
+  double tol = 1e-6 * sqrt((double)K);
+  if (c.check) {
+    ra = malloc(sizeof(double) * (size_t)(M * K > 0 ? M * K : 1));
+    rb = malloc(sizeof(double) * (size_t)(N * K > 0 ? N * K : 1));
+    refc = tio_copy_aligned(NULL, cbytes);
+    if (!ra || !rb || !refc) {
+      mxf_cli_err(cmd, "--check: out of memory for the reference");
+      goto done;
+    }
+    /* big problems: every row_step-th row of C, about 2^32 multiply-adds in all */
+    double macs = (double)M * (double)N * (double)K * (double)L;
+    row_step = macs > 4294967296.0 ? (int64_t)ceil(macs / 4294967296.0) : 1;
+    double work = (double)mxf_cdiv(M, row_step) * (double)N * (double)L, done_ = 0;
+    rs.codes.max_step_pos = -1;
+    for (int64_t l = 0; l < L; ++l) {
+      decode_operand(ra, A.t, SFA.t, swz[0], M, K, l, !a_mmajor, (int)sf_vec, code_dt);
+      decode_operand(rb, B.t, SFB.t, swz[1], N, K, l, !b_nmajor, (int)sf_vec, code_dt);
+      for (int64_t m = 0; m < M; m += row_step) {
+        fc_progress(&c, "checking against the f64 reference", done_, work);
+        for (int64_t n = 0; n < N; ++n) {
+          double acc = 0;
+          const double *x = ra + m * K, *y = rb + n * K;
+          for (int64_t k = 0; k < K; ++k)
+            acc += x[k] * y[k];
+          acc *= (double)alpha;
+          int64_t idx = (l * M + m) * N + n;
+          if (isnan(acc))
+            rs.amax_ref_nan = 1;
+          else if (fabs(acc) > rs.amax_ref)
+            rs.amax_ref = fabs(acc);
+          float accf = (float)acc;
+          if (c_dt == MXF_F32) {
+            float got = ((const float *)hc)[idx];
+            if (isfinite(acc) && isfinite(accf)) {
+              rs.fro_err += (got - acc) * (got - acc);
+              rs.fro_ref += acc * acc;
+            } else if (!(isnan(acc) ? isnan(got) : got == accf)) {
+              rs.nonfinite_mismatch++;
+            }
+          } else if (c_dt == MXF_E2M1) {
+            mxf_e2m1_set(refc, idx, (uint8_t)fc_encode(c_dt, accf));
+          } else if (c_dt == MXF_F16 || c_dt == MXF_BF16) {
+            ((uint16_t *)refc)[idx] = (uint16_t)fc_encode(c_dt, accf);
+          } else {
+            refc[idx] = (uint8_t)fc_encode(c_dt, accf);
+          }
+        }
+        done_ += (double)N;
+        rs.checked += N;
+        if (c_dt != MXF_F32) { /* this row's codes (e2m1 rows are whole bytes: N is even) */
+          size_t off = (size_t)tio_dtype_bytes(c_dt, (l * M + m) * N);
+          fc_cmp r = fc_compare_codes(c_dt, hc + off, refc + off, N);
+          rs.codes.n += r.n;
+          rs.codes.equal += r.equal;
+          if (r.max_step > rs.codes.max_step) {
+            rs.codes.max_step = r.max_step;
+            rs.codes.max_step_pos = (l * M + m) * N + r.max_step_pos;
+          }
+        }
+      }
+    }
+    fc_stage_done(&c);
+    if (row_step > 1) { /* amax covers all of C: compare with the sampled rows and with C itself */
+      double cmax = 0;
+      int cnan = 0;
+      for (int64_t i = 0; i < M * N * L; ++i) {
+        double cv = fc_decode(c_dt, hc, i);
+        if (isnan(cv))
+          cnan = 1;
+        else if (fabs(cv) > cmax)
+          cmax = fabs(cv);
+      }
+      sampled_amax_ok = isnan(amax)
+                            ? (rs.amax_ref_nan || cnan)
+                            : !rs.amax_ref_nan && (double)amax >= rs.amax_ref * (1 - tol) &&
+                                  (c_dt != MXF_F32 || isinf(cmax) || fabs((double)amax - cmax) <= tol * cmax);
+    }
+  }
+  double rel_fro = rs.fro_ref > 0 ? sqrt(rs.fro_err / rs.fro_ref) : sqrt(rs.fro_err);
+  double amax_rel = rs.amax_ref > 0 ? fabs((double)amax - rs.amax_ref) / rs.amax_ref : fabs((double)amax);
+  int amax_ok =
+      rs.amax_ref_nan ? isnan(amax) : (!isnan(amax) && (isinf(rs.amax_ref) ? isinf(amax) : amax_rel <= tol));
+  int c_ok;
+  if (c_dt == MXF_F32)
+    c_ok = rel_fro <= tol && rs.nonfinite_mismatch == 0;
+  else
+    c_ok = rs.codes.max_step <= 1 && rs.codes.equal >= 0.999 * (double)rs.codes.n;
+  if (row_step > 1) amax_ok = sampled_amax_ok;
+  if (c.check) pass = amax_ok && c_ok;
+
+  char devs2[32];
+  mxf_cli_device_str(devs2, sizeof devs2, c.device);
+  if (c.json) {
+    printf("{\"command\": \"gemm-amax\", \"device\": \"%s\", \"backend\": ", devs2);
+    mxf_cli_json_str(stdout, mxf_plan_backend(plan));
+    printf(
+        ", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"l\": %lld, \"ab_dtype\": \"%s\", \"sf_dtype\": \"%s\", "
+        "\"sf_vec\": %d, \"c_dtype\": \"%s\", \"time_ms\": %.3f, \"amax\": ",
+        (long long)M, (long long)N, (long long)K, (long long)L, tio_dtype_name(code_dt),
+        sf_want == MXF_E4M3 ? "ue4m3" : "e8m0", (int)sf_vec, tio_dtype_name(c_dt), ms);
+    if (isfinite(amax))
+      printf("%.9g, ", (double)amax);
+    else
+      printf("\"%s\", ", isnan(amax) ? "nan" : "inf");
+    fc_json_outputs(stdout, out, outs, 2);
+    if (c.check) {
+      printf(", \"check\": {\"passed\": %s, \"tolerance\": %.3g, ", pass ? "true" : "false", tol);
+      if (c_dt == MXF_F32)
+        printf("\"c_rel_frobenius\": %.6g, \"c_nonfinite_mismatches\": %lld, ", rel_fro,
+               (long long)rs.nonfinite_mismatch);
+      else
+        printf("\"c_codes_equal\": %.6f, \"c_max_code_step\": %lld, ",
+               rs.codes.n ? (double)rs.codes.equal / (double)rs.codes.n : 1.0,
+               rs.codes.max_step == INT64_MAX ? -1LL : (long long)rs.codes.max_step);
+      printf("\"row_step\": %lld, \"checked\": %lld, \"amax_ref\": ", (long long)row_step,
+             (long long)rs.checked);
+      if (rs.amax_ref_nan)
+        printf("\"nan\"");
+      else if (isinf(rs.amax_ref))
+        printf("\"inf\"");
+      else
+        printf("%.9g", rs.amax_ref);
+      printf(", \"amax_rel_err\": %.6g}", isfinite(amax_rel) ? amax_rel : -1.0);
+    }
+    printf("}\n");
+  } else {
+    printf("gemm-amax: M=%lld N=%lld K=%lld L=%lld, %s x %s scales (sf_vec %d) -> C %s\n", (long long)M,
+           (long long)N, (long long)K, (long long)L, tio_dtype_name(code_dt),
+           sf_want == MXF_E4M3 ? "ue4m3" : "e8m0", (int)sf_vec, tio_dtype_name(c_dt));
+    printf("  device %s, backend %s, %.3f ms\n", devs2, mxf_plan_backend(plan), ms);
+    printf("  amax = %.9g\n", (double)amax);
+    if (out) printf("  wrote c %s and amax to %s\n", fc_shape(sh, sizeof sh, cnd, cshape), out);
+    if (c.check) {
+      if (c_dt == MXF_F32)
+        printf("  check: C relative Frobenius error %.3g (limit %.3g), non-finite mismatches %lld\n", rel_fro,
+               tol, (long long)rs.nonfinite_mismatch);
+      else
+        printf("  check: C codes equal to encode(ref) %.4f%% (need >= 99.9%%), max step %s%lld (limit 1)\n",
+               rs.codes.n ? 100.0 * (double)rs.codes.equal / (double)rs.codes.n : 100.0,
+               rs.codes.max_step == INT64_MAX ? "NaN vs number at " : "",
+               rs.codes.max_step == INT64_MAX ? (long long)rs.codes.max_step_pos
+                                              : (long long)rs.codes.max_step);
+      if (row_step > 1)
+        printf("  check: amax %.9g vs %.9g, the largest |ref| of the sampled rows (must not be below it)\n",
+               (double)amax, rs.amax_ref_nan ? NAN : rs.amax_ref);
+      else
+        printf("  check: amax %.9g vs reference %.9g (relative error %.3g, limit %.3g)\n", (double)amax,
+               rs.amax_ref_nan ? NAN : rs.amax_ref, amax_rel, tol);
+      if (row_step > 1)
+        printf("  check: sampled every %lld-th row of C (%lld elements); amax checked against them and C\n",
+               (long long)row_step, (long long)rs.checked);
+      printf("  check: %s\n", pass ? "passed" : "FAILED");
+    }
+  }
+  rc = pass ? MXF_CLI_OK : MXF_CLI_FAIL;
+  goto done;
+oom:
+  mxf_cli_err(cmd, "out of memory");
+done:
+  fc_stage_done(&c);
+  mxf_plan_destroy(plan);
+  if (c.device != MXF_DEVICE_CPU) {
+    fc_dev_free(&c, da);
+    fc_dev_free(&c, db);
+    fc_dev_free(&c, dsfa);
+    fc_dev_free(&c, dsfb);
+  }
+  mxf_cli_dev_free(c.device, dc);
+  mxf_cli_dev_free(c.device, damax);
+  mxf_cli_dev_free(c.device, ws);
+  free(hc);
+  free(a_pad);
+  free(b_pad);
+  free(ra);
+  free(rb);
+  free(refc);
+  fc_free(&c);
+  return rc;
+}

@@ -1,0 +1,112 @@
+/*
+ * tensor_io.h — tensors in files, for the mxfuse CLI (not part of libmxfuse).
+ *
+ * One API over two formats:
+ *   - NumPy .npy (versions 1.0, 2.0, 3.0; C order only): one array per file. Its dtype
+ *     string often says only the storage width (ml_dtypes saves fp8 as '<V1', bf16 as
+ *     '<V2'; plain numpy users save '|u1' / '<u2'), so such tensors come back "raw" and
+ *     the caller names the dtype with tio_tensor_as().
+ *   - safetensors: 8-byte little-endian header length, a JSON header (tensor name ->
+ *     dtype, shape, data_offsets; optional "__metadata__" string map), then the data.
+ *
+ * Files are hostile input: every size, offset and shape is checked against the bytes
+ * actually present, header sizes are capped, byte counts are computed without overflow.
+ * A failing call returns -1 and writes a one-line message naming the file and the
+ * problem into `err`; nothing is allocated for the caller then.
+ *
+ * Writing goes to a temporary file in the destination directory that is renamed into
+ * place at the end, so an error never leaves a partial file behind.
+ */
+#ifndef MXF_TENSOR_IO_H
+#define MXF_TENSOR_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mxfuse.h"
+
+#define TIO_MAX_DIMS 8
+/* Caps on header sizes: larger headers are refused before anything is allocated. */
+#define TIO_NPY_HEADER_MAX (64u * 1024u)
+#define TIO_ST_HEADER_MAX (100u * 1024u * 1024u)
+#define TIO_ERR_LEN 512
+
+typedef struct tio_tensor {
+  char *name;          /* safetensors key; for .npy the file's base name without ".npy" */
+  mxf_dtype dtype;     /* MXF_DTYPE_INVALID while raw with no default meaning            */
+  int raw_bits;        /* 8 or 16 when the file states only the storage width (the dtype
+                          may then be re-read with tio_tensor_as), else 0                  */
+  char file_dtype[24]; /* the dtype as the file spells it ("F8_E4M3", "<V1")            */
+  int ndim;
+  int64_t shape[TIO_MAX_DIMS]; /* counts values (e2m1: values, storage packs two a byte) */
+  void *data;                  /* 64-byte aligned copy of the data, owned by the tensor            */
+  size_t nbytes;
+} tio_tensor;
+
+typedef struct tio_file {
+  int n;
+  tio_tensor *t;
+  char *metadata_json; /* safetensors "__metadata__" as compact JSON, or NULL          */
+} tio_file;
+
+/* ------------------------------------------------------------ reading */
+/* Reads a .npy or .safetensors file (told apart by its first bytes). */
+int tio_load(const char *path, tio_file *f, char *err, size_t errlen);
+/* Parsers over a buffer in memory (what tio_load and the fuzz targets call). `name`
+ * becomes the tensor's name. Messages do not name a file. */
+int tio_npy_parse(const uint8_t *buf, size_t len, const char *name, tio_tensor *t, char *err, size_t errlen);
+int tio_st_parse(const uint8_t *buf, size_t len, tio_file *f, char *err, size_t errlen);
+void tio_tensor_free(tio_tensor *t);
+void tio_file_free(tio_file *f);
+/* The tensor called `name`, or NULL. */
+tio_tensor *tio_file_find(const tio_file *f, const char *name);
+
+/*
+ * Gives the tensor the dtype `want` if its file allows it: the same dtype, or a raw /
+ * uint8 / int8 tensor of the right width (8 bits: e4m3, e5m2, e8m0, u8, i8, e2m1x2;
+ * 16 bits: bf16, f16). `want` = MXF_E2M1 from 8-bit storage means one code per byte
+ * (ml_dtypes' float4_e2m1fn): the codes are checked (< 16) and packed two a byte.
+ * `what` names the tensor in messages ("a.npy" or "in.safetensors:w").
+ */
+int tio_tensor_as(tio_tensor *t, mxf_dtype want, const char *what, char *err, size_t errlen);
+
+/* ------------------------------------------------------------ element counts */
+/* Number of values (product of the shape); -1 on overflow past 2^62. */
+int64_t tio_numel(const tio_tensor *t);
+/* Storage bytes of `numel` values of a dtype (e2m1: ceil(numel/2)); -1 if unknown. */
+int64_t tio_dtype_bytes(mxf_dtype dt, int64_t numel);
+/* Our dtype names: "f32", "bf16", "e4m3", ..., and the parse of them (INVALID if none). */
+const char *tio_dtype_name(mxf_dtype dt);
+mxf_dtype tio_dtype_parse(const char *s);
+
+/* ------------------------------------------------------------ writing */
+/* Fills a tensor that borrows `data` (tio_tensor_free must not be called on it). */
+tio_tensor tio_tensor_view(const char *name, mxf_dtype dt, int ndim, const int64_t *shape, void *data);
+/* Serializes to a malloc'd buffer (the caller frees *out). npy writes fp8 / e8m0 codes
+ * as '|u1', bf16 as '<u2', e2m1 as one code per byte '|u1' (as ml_dtypes holds it). */
+int tio_npy_serialize(const tio_tensor *t, uint8_t **out, size_t *len, char *err, size_t errlen);
+int tio_st_serialize(const tio_tensor *ts, int n, const char *metadata_json, uint8_t **out, size_t *len,
+                     char *err, size_t errlen);
+/*
+ * Saves tensors to `dest`: a path ending in ".safetensors" gets one file holding all of
+ * them; anything else is a directory (created if missing) that gets NAME.npy per
+ * tensor. Every file is first written under a temporary name in its final directory;
+ * only when all are complete are they renamed into place.
+ */
+int tio_save(const char *dest, const tio_tensor *ts, int n, const char *metadata_json, char *err,
+             size_t errlen);
+
+/* ------------------------------------------------------------ shared by npy.c / safetensors.c */
+/* printf into err; returns -1 so that callers can write `return tio_errf(...)`. */
+int tio_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* 64-byte aligned copy of n bytes (n may be 0); NULL when out of memory. */
+void *tio_copy_aligned(const void *src, size_t n);
+/* Bytes of a tensor of `numel` values with `bits` bits each; -1 on overflow or when
+ * the values do not fill whole bytes. */
+int64_t tio_bits_to_bytes(int64_t numel, int bits);
+/* Product of dims; -1 if a dim is negative or the product overflows. */
+int64_t tio_shape_numel(int ndim, const int64_t *shape);
+/* Writes buf to a fresh temporary file next to `final_path`; returns its malloc'd name. */
+char *tio_write_temp(const char *final_path, const uint8_t *buf, size_t len, char *err, size_t errlen);
+
+#endif /* MXF_TENSOR_IO_H */
