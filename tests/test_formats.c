@@ -75,10 +75,12 @@ static double ref_decode(const ref_format *f, unsigned code) {
 static void ref_format_init(ref_format *f) {
   f->sign = 1u << (f->ebits + f->mbits);
   unsigned mag = f->sign - 1u;
-  while (!isfinite(ref_decode(f, mag))) --mag;
+  while (!isfinite(ref_decode(f, mag)))
+    --mag;
   f->maxmag = mag;
   f->vals = (double *)tu_malloc(sizeof(double) * (mag + 1));
-  for (unsigned c = 0; c <= mag; ++c) f->vals[c] = ref_decode(f, c);
+  for (unsigned c = 0; c <= mag; ++c)
+    f->vals[c] = ref_decode(f, c);
 }
 
 /* Largest magnitude code whose value is <= a (0 <= a), by bisecting the ascending table. */
@@ -86,8 +88,10 @@ static unsigned ref_floor(const ref_format *f, double a) {
   unsigned l = 0, h = f->maxmag;
   while (l < h) {
     unsigned mid = (l + h + 1) / 2;
-    if (f->vals[mid] <= a) l = mid;
-    else h = mid - 1;
+    if (f->vals[mid] <= a)
+      l = mid;
+    else
+      h = mid - 1;
   }
   return l;
 }
@@ -151,10 +155,14 @@ static void test_decode(void) {
     size_t bytes = f->bits == 4 ? ncodes / 2 : (size_t)ncodes * (size_t)(f->bits / 8);
     uint8_t *codes = (uint8_t *)tu_malloc(bytes);
     for (unsigned c = 0; c < ncodes; ++c) {
-      if (f->bits == 16) ((uint16_t *)codes)[c] = (uint16_t)c;
-      else if (f->bits == 8) codes[c] = (uint8_t)c;
-      else if (c & 1u) codes[c / 2] = (uint8_t)((codes[c / 2] & 0xFu) | (c << 4));
-      else codes[c / 2] = (uint8_t)c;
+      if (f->bits == 16)
+        ((uint16_t *)codes)[c] = (uint16_t)c;
+      else if (f->bits == 8)
+        codes[c] = (uint8_t)c;
+      else if (c & 1u)
+        codes[c / 2] = (uint8_t)((codes[c / 2] & 0xFu) | (c << 4));
+      else
+        codes[c / 2] = (uint8_t)c;
     }
     float *out = (float *)tu_malloc(sizeof(float) * (ncodes + 3));
     tu_poison(out, sizeof(float) * (ncodes + 3), 0xA5);
@@ -172,7 +180,8 @@ static void test_decode(void) {
     TU_CHECK(bad == 0, "%s: %ld of %u codes decode wrong", f->name, bad, ncodes);
     TU_CHECK(tu_all_bytes(out + ncodes, 3 * sizeof(float), 0xA5), "%s decode wrote past n", f->name);
     /* spot checks of the table itself against SPEC §0's numbers */
-    if (f->dtype == MXF_E4M3) TU_CHECK(f->vals[f->maxmag] == 448.0 && f->vals[1] == ldexp(1, -9), "e4m3 range");
+    if (f->dtype == MXF_E4M3)
+      TU_CHECK(f->vals[f->maxmag] == 448.0 && f->vals[1] == ldexp(1, -9), "e4m3 range");
     if (f->dtype == MXF_E5M2) TU_CHECK(f->vals[f->maxmag] == 57344.0, "e5m2 max");
     if (f->dtype == MXF_E2M1) {
       static const double mags[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
@@ -184,16 +193,19 @@ static void test_decode(void) {
   /* e8m0: all 256 bytes */
   uint8_t b[256];
   float out[259];
-  for (int i = 0; i < 256; ++i) b[i] = (uint8_t)i;
+  for (int i = 0; i < 256; ++i)
+    b[i] = (uint8_t)i;
   tu_poison(out, sizeof out, 0xA5);
   mxf_status st = mxf_convert(b, MXF_E8M0, out, MXF_F32, 256);
   TU_CHECK(st == MXF_OK, "e8m0 decode via mxf_convert: %s", mxf_last_error());
   long bad = 0;
   for (int i = 0; i < 256; ++i)
-    if (!same_value(mxf_e8m0_to_f32((uint8_t)i), ref_e8m0((unsigned)i)) || !same_value(out[i], ref_e8m0((unsigned)i)))
+    if (!same_value(mxf_e8m0_to_f32((uint8_t)i), ref_e8m0((unsigned)i)) ||
+        !same_value(out[i], ref_e8m0((unsigned)i)))
       if (++bad <= 5) TU_CHECK(0, "e8m0 byte %d decodes to %a / %a", i, mxf_e8m0_to_f32((uint8_t)i), out[i]);
   TU_CHECK(bad == 0, "e8m0: %ld of 256 bytes decode wrong", bad);
-  TU_CHECK(mxf_e8m0_to_f32(0) == ldexp(1.0, -127) && mxf_e8m0_to_f32(127) == 1.0f && isnan(mxf_e8m0_to_f32(255)),
+  TU_CHECK(mxf_e8m0_to_f32(0) == ldexp(1.0, -127) && mxf_e8m0_to_f32(127) == 1.0f &&
+               isnan(mxf_e8m0_to_f32(255)),
            "e8m0 anchors 0 -> 2^-127, 127 -> 1, 0xFF -> NaN");
   TU_CHECK(tu_all_bytes(out + 256, 3 * sizeof(float), 0xA5), "e8m0 decode wrote past n");
 }
@@ -235,11 +247,15 @@ static float from_bits(uint32_t u) { return mxf_f32_from_bits(u); }
 static fvec build_sweep(tu_rng *r) {
   fvec s = {NULL, 0, 0};
   /* every f32 bit pattern in strides, from a random start */
-  for (uint64_t u = tu_range(r, 0, 4092); u < (1ull << 32); u += 4093) push(&s, from_bits((uint32_t)u));
+  for (uint64_t u = tu_range(r, 0, 4092); u < (1ull << 32); u += 4093)
+    push(&s, from_bits((uint32_t)u));
   /* random patterns, random f32 subnormals, random values of every magnitude near 1 */
-  for (int i = 0; i < (1 << 18); ++i) push(&s, from_bits(tu_u32(r)));
-  for (int i = 0; i < (1 << 14); ++i) push(&s, from_bits(tu_u32(r) & 0x807FFFFFu));
-  for (int i = 0; i < (1 << 16); ++i) push(&s, (float)(tu_normal(r) * ldexp(1.0, (int)tu_range(r, -30, 20))));
+  for (int i = 0; i < (1 << 18); ++i)
+    push(&s, from_bits(tu_u32(r)));
+  for (int i = 0; i < (1 << 14); ++i)
+    push(&s, from_bits(tu_u32(r) & 0x807FFFFFu));
+  for (int i = 0; i < (1 << 16); ++i)
+    push(&s, (float)(tu_normal(r) * ldexp(1.0, (int)tu_range(r, -30, 20))));
   /* specials */
   push_pm(&s, 0.0f);
   push_pm(&s, INFINITY);
@@ -307,9 +323,11 @@ static void test_encode(tu_rng *r) {
     free(buf);
   }
   /* SPEC §0 anchors, stated directly */
-  TU_CHECK(mxf_f32_to_e4m3(1000.0f) == 0x7E && mxf_f32_to_e4m3(-INFINITY) == 0xFE && mxf_f32_to_e4m3(NAN) == 0x7F,
+  TU_CHECK(mxf_f32_to_e4m3(1000.0f) == 0x7E && mxf_f32_to_e4m3(-INFINITY) == 0xFE &&
+               mxf_f32_to_e4m3(NAN) == 0x7F,
            "e4m3 saturation / NaN");
-  TU_CHECK(mxf_f32_to_e5m2(INFINITY) == 0x7B && mxf_f32_to_e5m2(-1e9f) == 0xFB && mxf_f32_to_e5m2(-NAN) == 0x7F,
+  TU_CHECK(mxf_f32_to_e5m2(INFINITY) == 0x7B && mxf_f32_to_e5m2(-1e9f) == 0xFB &&
+               mxf_f32_to_e5m2(-NAN) == 0x7F,
            "e5m2 saturation / NaN");
   TU_CHECK(mxf_f32_to_e2m1(7.0f) == 0x7 && mxf_f32_to_e2m1(-INFINITY) == 0xF && mxf_f32_to_e2m1(NAN) == 0x7 &&
                mxf_f32_to_e2m1(2.5f) == 0x4 && mxf_f32_to_e2m1(0.25f) == 0x0 && mxf_f32_to_e2m1(0.75f) == 0x2,
@@ -349,9 +367,12 @@ static void test_scale_rule(tu_rng *r) {
     double t = ldexp(1.0, k) / (double)c;
     if (t < FLT_MAX) push_around(&s, (float)t, 4);
   }
-  for (uint64_t u = tu_range(r, 0, 1020); u <= 0x7F800000u; u += 1021) push(&s, from_bits((uint32_t)u));
-  for (int i = 0; i < (1 << 16); ++i) push(&s, from_bits(tu_u32(r) & 0x007FFFFFu)); /* subnormals */
-  for (int i = 0; i < (1 << 16); ++i) push(&s, from_bits(tu_u32(r) & 0x7FFFFFFFu));
+  for (uint64_t u = tu_range(r, 0, 1020); u <= 0x7F800000u; u += 1021)
+    push(&s, from_bits((uint32_t)u));
+  for (int i = 0; i < (1 << 16); ++i)
+    push(&s, from_bits(tu_u32(r) & 0x007FFFFFu)); /* subnormals */
+  for (int i = 0; i < (1 << 16); ++i)
+    push(&s, from_bits(tu_u32(r) & 0x7FFFFFFFu));
   long bad = 0, zeros = 0;
   int seen[256] = {0}, distinct = 0;
   for (size_t i = 0; i < s.n; ++i) {
@@ -364,10 +385,11 @@ static void test_scale_rule(tu_rng *r) {
   }
   TU_CHECK(bad == 0, "scale rule: %ld of %zu amax values wrong", bad, s.n);
   /* finite amax reaches bytes 0..247 (FLT_MAX/448 < 2^120); inf gives 254, NaN 0xFF */
-  TU_CHECK(zeros > 100 && distinct >= 250 && seen[254] && seen[255], "scale sweep: %ld zero bytes, %d distinct",
-           zeros, distinct);
-  TU_CHECK(mxf_e8m0_from_amax(0.0f) == 0 && mxf_e8m0_from_amax(INFINITY) == 254 && mxf_e8m0_from_amax(NAN) == 0xFF &&
-               mxf_e8m0_from_amax(448.0f) == 127 && mxf_e8m0_from_amax(449.0f) == 128,
+  TU_CHECK(zeros > 100 && distinct >= 250 && seen[254] && seen[255],
+           "scale sweep: %ld zero bytes, %d distinct", zeros, distinct);
+  TU_CHECK(mxf_e8m0_from_amax(0.0f) == 0 && mxf_e8m0_from_amax(INFINITY) == 254 &&
+               mxf_e8m0_from_amax(NAN) == 0xFF && mxf_e8m0_from_amax(448.0f) == 127 &&
+               mxf_e8m0_from_amax(449.0f) == 128,
            "scale anchors: 0 -> 0, inf -> 254, NaN -> 0xFF, 448 -> 127, 449 -> 128");
   for (unsigned b = 0; b <= 254; ++b) {
     double want = b == 254 ? 0.0 : ldexp(1.0, 127 - (int)b);
@@ -384,9 +406,11 @@ static void test_scale_rule(tu_rng *r) {
 static void test_e2m1_packing(tu_rng *r) {
   int n = (int)tu_range(r, 101, 777) | 1; /* odd: a lone low nibble at the end */
   uint8_t *codes = (uint8_t *)tu_malloc((size_t)n), *p = (uint8_t *)tu_malloc((size_t)(n + 1) / 2 + 1);
-  for (int i = 0; i < n; ++i) codes[i] = (uint8_t)tu_range(r, 0, 15);
+  for (int i = 0; i < n; ++i)
+    codes[i] = (uint8_t)tu_range(r, 0, 15);
   tu_poison(p, (size_t)(n + 1) / 2 + 1, 0xA5);
-  for (int i = 0; i + 1 < n; i += 2) p[i / 2] = mxf_e2m1_pack(codes[i], codes[i + 1]);
+  for (int i = 0; i + 1 < n; i += 2)
+    p[i / 2] = mxf_e2m1_pack(codes[i], codes[i + 1]);
   mxf_e2m1_set(p, n - 1, codes[n - 1]);
   long bad = 0;
   for (int i = 0; i < n; ++i) {
@@ -394,14 +418,16 @@ static void test_e2m1_packing(tu_rng *r) {
     if (want != codes[i] || mxf_e2m1_get(p, i) != codes[i]) ++bad;
   }
   TU_CHECK(bad == 0, "e2m1 pack/get: %ld of %d wrong", bad, n);
-  TU_CHECK(p[(n - 1) / 2] >> 4 == 0xA && p[(n + 1) / 2] == 0xA5, "e2m1 set of the last value kept its neighbour");
+  TU_CHECK(p[(n - 1) / 2] >> 4 == 0xA && p[(n + 1) / 2] == 0xA5,
+           "e2m1 set of the last value kept its neighbour");
   TU_CHECK(mxf_e2m1_pack(0x13, 0xF2) == 0x23, "e2m1_pack masks to nibbles, low first");
   for (int t = 0; t < 1000; ++t) {
     int i = (int)tu_range(r, 0, n - 1);
     uint8_t c = (uint8_t)tu_u32(r); /* high bits must be ignored */
     uint8_t before = p[i / 2];
     mxf_e2m1_set(p, i, c);
-    uint8_t keep = (i & 1) ? (before & 0x0F) : (before & 0xF0), mine = (i & 1) ? p[i / 2] >> 4 : p[i / 2] & 0xF;
+    uint8_t keep = (i & 1) ? (before & 0x0F) : (before & 0xF0),
+            mine = (i & 1) ? p[i / 2] >> 4 : p[i / 2] & 0xF;
     uint8_t other = (i & 1) ? (p[i / 2] & 0x0F) : (p[i / 2] & 0xF0);
     if (mine != (c & 0xF) || other != keep) {
       TU_CHECK(0, "e2m1_set(%d, 0x%02x): byte 0x%02x -> 0x%02x", i, c, before, p[i / 2]);
@@ -420,8 +446,8 @@ static void test_swizzle_offset(tu_rng *r) {
     if (t == 0) mn = 128, k = 4 * 32, l = 1;
     int64_t R = (mn + 127) / 128, Kb = (k + sf_vec - 1) / sf_vec, Kq = (Kb + 3) / 4;
     int64_t total = l * R * Kq * 512;
-    TU_CHECK(mxf_sf_size(mn, k, l, sf_vec, MXF_SF_SWIZZLED) == (size_t)total, "mxf_sf_size swizzled (%lld,%lld,%lld)",
-             (long long)mn, (long long)k, (long long)l);
+    TU_CHECK(mxf_sf_size(mn, k, l, sf_vec, MXF_SF_SWIZZLED) == (size_t)total,
+             "mxf_sf_size swizzled (%lld,%lld,%lld)", (long long)mn, (long long)k, (long long)l);
     TU_CHECK(mxf_sf_size(mn, k, l, sf_vec, MXF_SF_COMPACT) == (size_t)(l * mn * Kb), "mxf_sf_size compact");
     uint8_t *seen = (uint8_t *)calloc((size_t)total, 1);
     long bad = 0, dup = 0;
@@ -431,40 +457,48 @@ static void test_swizzle_offset(tu_rng *r) {
           /* physical C-contiguous shape (L, R, K', 32, 4, 4) */
           int64_t idx[6] = {b, row / 128, kb / 4, row % 32, (row / 32) % 4, kb % 4};
           int64_t ext[6] = {l, R, Kq, 32, 4, 4}, want = 0;
-          for (int d = 0; d < 6; ++d) want = want * ext[d] + idx[d];
+          for (int d = 0; d < 6; ++d)
+            want = want * ext[d] + idx[d];
           int64_t got = mxf_sf_swz_offset(row, kb, b, R, Kq);
           if (got != want) ++bad;
           if (row < mn && kb < Kb && mxf_sf_swizzled_offset(row, kb, b, mn, k, sf_vec) != want) ++bad;
           if (want >= 0 && want < total && seen[want]++) ++dup;
         }
-    TU_CHECK(bad == 0 && dup == 0, "swizzled offset (mn=%lld k=%lld l=%lld sf_vec=%d): %ld wrong, %ld collide",
-             (long long)mn, (long long)k, (long long)l, sf_vec, bad, dup);
+    TU_CHECK(bad == 0 && dup == 0,
+             "swizzled offset (mn=%lld k=%lld l=%lld sf_vec=%d): %ld wrong, %ld collide", (long long)mn,
+             (long long)k, (long long)l, sf_vec, bad, dup);
     free(seen);
   }
 }
 
 /* ------------------------------------------------------------ mxf_convert */
-static const mxf_dtype all_dtypes[] = {MXF_F32, MXF_F16, MXF_BF16, MXF_E4M3, MXF_E5M2, MXF_E2M1,
-                                       MXF_E2M1X2, MXF_E8M0, MXF_U8, MXF_I8};
+static const mxf_dtype all_dtypes[] = {MXF_F32,  MXF_F16,    MXF_BF16, MXF_E4M3, MXF_E5M2,
+                                       MXF_E2M1, MXF_E2M1X2, MXF_E8M0, MXF_U8,   MXF_I8};
 
 static size_t dtype_bytes(mxf_dtype d, int64_t n) {
-  int bits = d == MXF_F32 ? 32 : (d == MXF_F16 || d == MXF_BF16) ? 16 : (d == MXF_E2M1 || d == MXF_E2M1X2) ? 4 : 8;
+  int bits = d == MXF_F32                         ? 32
+             : (d == MXF_F16 || d == MXF_BF16)    ? 16
+             : (d == MXF_E2M1 || d == MXF_E2M1X2) ? 4
+                                                  : 8;
   return bits == 4 ? (size_t)(n + 1) / 2 : (size_t)n * (size_t)(bits / 8);
 }
 
-static void expect_error(const char *what, mxf_status want, const void *src, mxf_dtype sd, mxf_dtype dd, int64_t n) {
+static void expect_error(const char *what, mxf_status want, const void *src, mxf_dtype sd, mxf_dtype dd,
+                         int64_t n) {
   uint8_t dst[64];
   tu_poison(dst, sizeof dst, 0xA5);
   mxf_status st = mxf_convert(src, sd, dst, dd, n);
   const char *msg = mxf_last_error();
   TU_CHECK(st == want && strstr(msg, "mxf_convert") != NULL && tu_all_bytes(dst, sizeof dst, 0xA5),
-           "%s: status %s (want %s), message \"%s\"", what, mxf_status_string(st), mxf_status_string(want), msg);
+           "%s: status %s (want %s), message \"%s\"", what, mxf_status_string(st), mxf_status_string(want),
+           msg);
 }
 
 static void test_convert_api(tu_rng *r) {
   int64_t n = tu_range(r, 1000, 3000) | 1;
   float *x = (float *)tu_malloc(sizeof(float) * (size_t)n);
-  for (int64_t i = 0; i < n; ++i) x[i] = (float)(tu_normal(r) * ldexp(1.0, (int)tu_range(r, -12, 12)));
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = (float)(tu_normal(r) * ldexp(1.0, (int)tu_range(r, -12, 12)));
   x[0] = NAN, x[1] = -INFINITY, x[2] = -0.0f;
   /* f32 -> every encodable dtype and back; bytes past n (and e2m1's last high nibble) untouched */
   for (int fi = 0; fi < NFMT + 1; ++fi) {
@@ -475,8 +509,10 @@ static void test_convert_api(tu_rng *r) {
     float *back = (float *)tu_malloc(sizeof(float) * (size_t)(n + 2));
     tu_poison(q, bytes + 4, 0xA5);
     tu_poison(back, sizeof(float) * (size_t)(n + 2), 0xA5);
-    TU_CHECK(mxf_convert(x, MXF_F32, q, d, n) == MXF_OK, "f32 -> %s: %s", mxf_dtype_name(d), mxf_last_error());
-    TU_CHECK(mxf_convert(q, d, back, MXF_F32, n) == MXF_OK, "%s -> f32: %s", mxf_dtype_name(d), mxf_last_error());
+    TU_CHECK(mxf_convert(x, MXF_F32, q, d, n) == MXF_OK, "f32 -> %s: %s", mxf_dtype_name(d),
+             mxf_last_error());
+    TU_CHECK(mxf_convert(q, d, back, MXF_F32, n) == MXF_OK, "%s -> f32: %s", mxf_dtype_name(d),
+             mxf_last_error());
     long bad = 0;
     for (int64_t i = 0; i < n; ++i) {
       unsigned c = code_at(q, f->bits, (size_t)i);
@@ -485,7 +521,8 @@ static void test_convert_api(tu_rng *r) {
     TU_CHECK(bad == 0, "%s round trip of %lld values: %ld wrong", mxf_dtype_name(d), (long long)n, bad);
     TU_CHECK(tu_all_bytes(q + bytes, 4, 0xA5) && tu_all_bytes(back + n, 2 * sizeof(float), 0xA5),
              "%s: bytes past n written", mxf_dtype_name(d));
-    if (f->bits == 4) TU_CHECK(q[bytes - 1] >> 4 == 0xA, "%s: odd n left the last high nibble", mxf_dtype_name(d));
+    if (f->bits == 4)
+      TU_CHECK(q[bytes - 1] >> 4 == 0xA, "%s: odd n left the last high nibble", mxf_dtype_name(d));
     free(q);
     free(back);
   }
@@ -495,7 +532,8 @@ static void test_convert_api(tu_rng *r) {
     int64_t m = tu_range(r, 1, 999) | 1;
     size_t bytes = dtype_bytes(d, m);
     uint8_t *a = (uint8_t *)tu_malloc(bytes), *b = (uint8_t *)tu_malloc(bytes + 4);
-    for (size_t i = 0; i < bytes; ++i) a[i] = (uint8_t)tu_u32(r);
+    for (size_t i = 0; i < bytes; ++i)
+      a[i] = (uint8_t)tu_u32(r);
     tu_poison(b, bytes + 4, 0x5A);
     TU_CHECK(mxf_convert(a, d, b, d, m) == MXF_OK, "copy %s: %s", mxf_dtype_name(d), mxf_last_error());
     int ok = memcmp(a, b, bytes - 1) == 0 && tu_all_bytes(b + bytes, 4, 0x5A);
@@ -509,7 +547,8 @@ static void test_convert_api(tu_rng *r) {
   }
   {
     uint8_t a[3] = {0x21, 0x43, 0x65}, b[3] = {0, 0, 0};
-    TU_CHECK(mxf_convert(a, MXF_E2M1, b, MXF_E2M1X2, 6) == MXF_OK && memcmp(a, b, 3) == 0, "e2m1 -> e2m1x2 copy");
+    TU_CHECK(mxf_convert(a, MXF_E2M1, b, MXF_E2M1X2, 6) == MXF_OK && memcmp(a, b, 3) == 0,
+             "e2m1 -> e2m1x2 copy");
   }
   /* n = 0 writes nothing */
   {
@@ -523,7 +562,8 @@ static void test_convert_api(tu_rng *r) {
   expect_error("NULL src", MXF_ERR_INVALID_VALUE, NULL, MXF_F32, MXF_E4M3, 4);
   {
     mxf_status st = mxf_convert(src, MXF_F32, NULL, MXF_E4M3, 4);
-    TU_CHECK(st == MXF_ERR_INVALID_VALUE && strstr(mxf_last_error(), "dst"), "NULL dst: %s", mxf_last_error());
+    TU_CHECK(st == MXF_ERR_INVALID_VALUE && strstr(mxf_last_error(), "dst"), "NULL dst: %s",
+             mxf_last_error());
   }
   expect_error("n < 0", MXF_ERR_INVALID_VALUE, src, MXF_F32, MXF_E4M3, -1);
   expect_error("dtype 0", MXF_ERR_INVALID_VALUE, src, MXF_DTYPE_INVALID, MXF_F32, 4);
@@ -541,13 +581,15 @@ static void test_convert_api(tu_rng *r) {
 int main(void) {
   tu_rng r;
   tu_rng_init(&r, tu_seed());
-  for (int fi = 0; fi < NFMT; ++fi) ref_format_init(&g_fmts[fi]);
+  for (int fi = 0; fi < NFMT; ++fi)
+    ref_format_init(&g_fmts[fi]);
   test_decode();
   test_encode(&r);
   test_scale_rule(&r);
   test_e2m1_packing(&r);
   test_swizzle_offset(&r);
   test_convert_api(&r);
-  for (int fi = 0; fi < NFMT; ++fi) free(g_fmts[fi].vals);
+  for (int fi = 0; fi < NFMT; ++fi)
+    free(g_fmts[fi].vals);
   return tu_finish("test_formats");
 }

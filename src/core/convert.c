@@ -18,7 +18,9 @@ static float load_f16(const void *p, int64_t i) { return mxf_f16_to_f32(((const 
 static float load_bf16(const void *p, int64_t i) { return mxf_bf16_to_f32(((const uint16_t *)p)[i]); }
 static float load_e4m3(const void *p, int64_t i) { return mxf_e4m3_to_f32(((const uint8_t *)p)[i]); }
 static float load_e5m2(const void *p, int64_t i) { return mxf_e5m2_to_f32(((const uint8_t *)p)[i]); }
-static float load_e2m1(const void *p, int64_t i) { return mxf_e2m1_to_f32(mxf_e2m1_get((const uint8_t *)p, i)); }
+static float load_e2m1(const void *p, int64_t i) {
+  return mxf_e2m1_to_f32(mxf_e2m1_get((const uint8_t *)p, i));
+}
 static float load_e8m0(const void *p, int64_t i) { return mxf_e8m0_to_f32(((const uint8_t *)p)[i]); }
 
 static void store_f32(void *p, int64_t i, float v) { ((float *)p)[i] = v; }
@@ -52,7 +54,9 @@ static const cv_format cv_formats[MXF_DTYPE_COUNT] = {
     [MXF_I8] = {NULL, NULL, 8, 0},
 };
 
-static int cv_valid(mxf_dtype d) { return d > MXF_DTYPE_INVALID && d < MXF_DTYPE_COUNT && cv_formats[d].bits; }
+static int cv_valid(mxf_dtype d) {
+  return d > MXF_DTYPE_INVALID && d < MXF_DTYPE_COUNT && cv_formats[d].bits;
+}
 
 static mxf_dtype cv_storage(mxf_dtype d) { return cv_formats[d].storage ? cv_formats[d].storage : d; }
 
@@ -72,8 +76,7 @@ mxf_status mxf_convert(const void *src, mxf_dtype src_dtype, void *dst, mxf_dtyp
     return mxf_set_error(MXF_ERR_INVALID_VALUE, "mxf_convert: dst_dtype %d is not a dtype", (int)dst_dtype);
   if (!src) return mxf_set_error(MXF_ERR_INVALID_VALUE, "mxf_convert: src is NULL");
   if (!dst) return mxf_set_error(MXF_ERR_INVALID_VALUE, "mxf_convert: dst is NULL");
-  if (n < 0)
-    return mxf_set_error(MXF_ERR_INVALID_VALUE, "mxf_convert: n = %lld is negative", (long long)n);
+  if (n < 0) return mxf_set_error(MXF_ERR_INVALID_VALUE, "mxf_convert: n = %lld is negative", (long long)n);
 
   const cv_format *s = &cv_formats[src_dtype], *d = &cv_formats[dst_dtype];
   if (cv_storage(src_dtype) == cv_storage(dst_dtype)) {
@@ -86,16 +89,19 @@ mxf_status mxf_convert(const void *src, mxf_dtype src_dtype, void *dst, mxf_dtyp
                          "both the same dtype",
                          mxf_dtype_name(src_dtype), mxf_dtype_name(dst_dtype));
   if (!s->load)
-    return mxf_set_error(MXF_ERR_INVALID_VALUE, "mxf_convert: %s holds raw bytes, not numbers; no conversion to %s",
+    return mxf_set_error(MXF_ERR_INVALID_VALUE,
+                         "mxf_convert: %s holds raw bytes, not numbers; no conversion to %s",
                          mxf_dtype_name(src_dtype), mxf_dtype_name(dst_dtype));
   if (dst_dtype == MXF_E8M0)
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
                          "mxf_convert: encoding to e8m0 is not supported (only decoding): e8m0 scales "
                          "come from a block amax, see mxf_quantize");
   if (!d->store)
-    return mxf_set_error(MXF_ERR_INVALID_VALUE, "mxf_convert: %s holds raw bytes, not numbers; no conversion from %s",
+    return mxf_set_error(MXF_ERR_INVALID_VALUE,
+                         "mxf_convert: %s holds raw bytes, not numbers; no conversion from %s",
                          mxf_dtype_name(dst_dtype), mxf_dtype_name(src_dtype));
 
-  for (int64_t i = 0; i < n; ++i) d->store(dst, i, s->load(src, i));
+  for (int64_t i = 0; i < n; ++i)
+    d->store(dst, i, s->load(src, i));
   return MXF_OK;
 }
