@@ -69,6 +69,35 @@ static void expect_refusal(const char *form, const char *what, mxf_status got, m
 
 enum { ONECALL_ONLY = 1, PLAN_ONLY = 2, DESC_NULL = 4, NEEDS_NO_GPU = 8 };
 
+/* An op's three public forms, over an untyped descriptor, so that one function drives
+ * the cases of every op. run builds the args from the descriptor's data pointers. */
+typedef struct op_forms {
+  mxf_status (*plan)(mxf_plan **plan, const void *desc);
+  mxf_status (*call)(const void *desc);
+  mxf_status (*run)(const mxf_plan *plan, const void *desc, void *ws, size_t ws_size);
+} op_forms;
+
+/* One case: a refusal with status `want` in the plan form (unless ONECALL_ONLY), which
+ * must leave the plan NULL, and in the one-call form (unless PLAN_ONLY). */
+static void expect_refused(const op_forms *op, const void *desc, const char *what, mxf_status want,
+                           const char *s1, const char *s2, int flags) {
+  static char not_null;
+  if ((flags & NEEDS_NO_GPU) && mxf_cuda_device_count() > 0) return;
+  ++g_cases;
+  if (!(flags & ONECALL_ONLY)) {
+    mxf_plan *plan = (mxf_plan *)&not_null; /* must come back NULL */
+    poison_outputs();
+    mxf_status st = op->plan(&plan, desc);
+    expect_refusal("plan", what, st, want, s1, s2);
+    TU_CHECK(plan == NULL, "%s [plan]: plan not NULL after a refusal", what);
+    if (st == MXF_OK) mxf_plan_destroy(plan);
+  }
+  if (!(flags & PLAN_ONLY)) {
+    poison_outputs();
+    expect_refusal("one-call", what, op->call(desc), want, s1, s2);
+  }
+}
+
 /* ================================================================ gemm_amax */
 enum { GM = 45, GN = 40, GK = 96, GL = 2 };
 
@@ -249,27 +278,22 @@ static const gemm_case gemm_cases[] = {
     {"cuda tensors, no GPU", g_all_cuda, MXF_ERR_NOT_SUPPORTED, "CUDA device 0", "", NEEDS_NO_GPU},
 };
 
+static mxf_status gemm_plan_f(mxf_plan **plan, const void *d) { return mxf_gemm_amax_plan(plan, d); }
+static mxf_status gemm_call_f(const void *d) { return mxf_gemm_amax(d, NULL); }
+static mxf_status gemm_run_f(const mxf_plan *plan, const void *dv, void *ws, size_t n) {
+  const mxf_gemm_amax_desc *d = dv;
+  float one = 1.0f;
+  mxf_gemm_amax_args a = {d->a.data, d->b.data, d->sfa.data, d->sfb.data, d->c.data, d->amax.data, &one};
+  return mxf_gemm_amax_run(plan, &a, ws, n, NULL);
+}
+static const op_forms gemm_forms = {gemm_plan_f, gemm_call_f, gemm_run_f};
+
 static void run_gemm_cases(void) {
   for (size_t i = 0; i < sizeof gemm_cases / sizeof *gemm_cases; ++i) {
     const gemm_case *c = &gemm_cases[i];
-    if ((c->flags & NEEDS_NO_GPU) && mxf_cuda_device_count() > 0) continue;
     mxf_gemm_amax_desc d = gemm_base();
     c->f(&d);
-    const mxf_gemm_amax_desc *dp = (c->flags & DESC_NULL) ? NULL : &d;
-    ++g_cases;
-    if (!(c->flags & ONECALL_ONLY)) {
-      mxf_plan *plan = (mxf_plan *)&d; /* must come back NULL */
-      poison_outputs();
-      mxf_status st = mxf_gemm_amax_plan(&plan, dp);
-      expect_refusal("plan", c->what, st, c->st, c->s1, c->s2);
-      TU_CHECK(plan == NULL, "%s [plan]: plan not NULL after a refusal", c->what);
-      if (st == MXF_OK) mxf_plan_destroy(plan);
-    }
-    if (!(c->flags & PLAN_ONLY)) {
-      poison_outputs();
-      mxf_status st = mxf_gemm_amax(dp, NULL);
-      expect_refusal("one-call", c->what, st, c->st, c->s1, c->s2);
-    }
+    expect_refused(&gemm_forms, (c->flags & DESC_NULL) ? NULL : &d, c->what, c->st, c->s1, c->s2, c->flags);
   }
   /* the plan form's output pointer */
   mxf_gemm_amax_desc d = gemm_base();
@@ -404,23 +428,23 @@ static const proj_case proj_cases[] = {
     {"desc NULL", p_null, MXF_ERR_INVALID_VALUE, "proj_rope: desc is NULL", NULL, DESC_NULL},
 };
 
+static mxf_status proj_plan_f(mxf_plan **plan, const void *d) { return mxf_proj_rope_plan(plan, d); }
+static mxf_status proj_call_f(const void *d) { return mxf_proj_rope(d, NULL); }
+static mxf_status proj_run_f(const mxf_plan *plan, const void *dv, void *ws, size_t n) {
+  const mxf_proj_rope_desc *d = dv;
+  mxf_proj_rope_args a = {
+      d->x.data,   d->w.data,       d->x_scale.data,        d->w_scale.data, d->cos.data,
+      d->sin.data, d->out_row.data, d->out_scales_row.data, d->out_col.data, d->out_scales_col.data};
+  return mxf_proj_rope_run(plan, &a, ws, n, NULL);
+}
+static const op_forms proj_forms = {proj_plan_f, proj_call_f, proj_run_f};
+
 static void run_proj_cases(void) {
   for (size_t i = 0; i < sizeof proj_cases / sizeof *proj_cases; ++i) {
     const proj_case *c = &proj_cases[i];
     mxf_proj_rope_desc d = proj_base();
     c->f(&d);
-    const mxf_proj_rope_desc *dp = (c->flags & DESC_NULL) ? NULL : &d;
-    ++g_cases;
-    if (!(c->flags & ONECALL_ONLY)) {
-      mxf_plan *plan = (mxf_plan *)&d;
-      poison_outputs();
-      mxf_status st = mxf_proj_rope_plan(&plan, dp);
-      expect_refusal("plan", c->what, st, c->st, c->s1, c->s2);
-      TU_CHECK(plan == NULL, "%s [plan]: plan not NULL after a refusal", c->what);
-      if (st == MXF_OK) mxf_plan_destroy(plan);
-    }
-    poison_outputs();
-    expect_refusal("one-call", c->what, mxf_proj_rope(dp, NULL), c->st, c->s1, c->s2);
+    expect_refused(&proj_forms, (c->flags & DESC_NULL) ? NULL : &d, c->what, c->st, c->s1, c->s2, c->flags);
   }
 }
 
@@ -477,23 +501,24 @@ static const quant_case quant_cases[] = {
     {"desc NULL", q_null, "quantize: desc is NULL", NULL, DESC_NULL},
 };
 
+static mxf_status quant_plan_f(mxf_plan **plan, const void *d) { return mxf_quantize_plan(plan, d); }
+static mxf_status quant_call_f(const void *d) { return mxf_quantize(d, NULL); }
+static mxf_status quant_run_f(const mxf_plan *plan, const void *dv, void *ws, size_t n) {
+  const mxf_quantize_desc *d = dv;
+  int rows = (d->directions & MXF_QUANT_ROWS) != 0, cols = (d->directions & MXF_QUANT_COLS) != 0;
+  mxf_quantize_args a = {d->x.data, rows ? d->q_row.data : NULL, rows ? d->s_row.data : NULL,
+                         cols ? d->q_col.data : NULL, cols ? d->s_col.data : NULL};
+  return mxf_quantize_run(plan, &a, ws, n, NULL);
+}
+static const op_forms quant_forms = {quant_plan_f, quant_call_f, quant_run_f};
+
 static void run_quant_cases(void) {
   for (size_t i = 0; i < sizeof quant_cases / sizeof *quant_cases; ++i) {
     const quant_case *c = &quant_cases[i];
     mxf_quantize_desc d = quant_base();
     c->f(&d);
-    const mxf_quantize_desc *dp = (c->flags & DESC_NULL) ? NULL : &d;
-    ++g_cases;
-    if (!(c->flags & ONECALL_ONLY)) {
-      mxf_plan *plan = (mxf_plan *)&d;
-      poison_outputs();
-      mxf_status st = mxf_quantize_plan(&plan, dp);
-      expect_refusal("plan", c->what, st, MXF_ERR_INVALID_VALUE, c->s1, c->s2);
-      TU_CHECK(plan == NULL, "%s [plan]: plan not NULL after a refusal", c->what);
-      if (st == MXF_OK) mxf_plan_destroy(plan);
-    }
-    poison_outputs();
-    expect_refusal("one-call", c->what, mxf_quantize(dp, NULL), MXF_ERR_INVALID_VALUE, c->s1, c->s2);
+    expect_refused(&quant_forms, (c->flags & DESC_NULL) ? NULL : &d, c->what, MXF_ERR_INVALID_VALUE, c->s1,
+                   c->s2, c->flags);
   }
 }
 
@@ -535,22 +560,21 @@ static const dequant_case dequant_cases[] = {
     {"y data NULL", d_y_nodata, "y has no data", "one-call form", ONECALL_ONLY},
 };
 
+static mxf_status dequant_plan_f(mxf_plan **plan, const void *d) { return mxf_dequantize_plan(plan, d); }
+static mxf_status dequant_call_f(const void *d) { return mxf_dequantize(d, NULL); }
+static mxf_status dequant_run_f(const mxf_plan *plan, const void *dv, void *ws, size_t n) {
+  const mxf_dequantize_desc *d = dv;
+  mxf_dequantize_args a = {d->q.data, d->s.data, d->y.data};
+  return mxf_dequantize_run(plan, &a, ws, n, NULL);
+}
+static const op_forms dequant_forms = {dequant_plan_f, dequant_call_f, dequant_run_f};
+
 static void run_dequant_cases(void) {
   for (size_t i = 0; i < sizeof dequant_cases / sizeof *dequant_cases; ++i) {
     const dequant_case *c = &dequant_cases[i];
     mxf_dequantize_desc d = dequant_base();
     c->f(&d);
-    ++g_cases;
-    if (!(c->flags & ONECALL_ONLY)) {
-      mxf_plan *plan = (mxf_plan *)&d;
-      poison_outputs();
-      mxf_status st = mxf_dequantize_plan(&plan, &d);
-      expect_refusal("plan", c->what, st, MXF_ERR_INVALID_VALUE, c->s1, c->s2);
-      TU_CHECK(plan == NULL, "%s [plan]: plan not NULL after a refusal", c->what);
-      if (st == MXF_OK) mxf_plan_destroy(plan);
-    }
-    poison_outputs();
-    expect_refusal("one-call", c->what, mxf_dequantize(&d, NULL), MXF_ERR_INVALID_VALUE, c->s1, c->s2);
+    expect_refused(&dequant_forms, &d, c->what, MXF_ERR_INVALID_VALUE, c->s1, c->s2, c->flags);
   }
 }
 
@@ -686,70 +710,54 @@ static void expect_valid(const char *what, mxf_status plan_st, mxf_status run_st
            mxf_last_error());
 }
 
-static void valid_gemm(const char *what, const mxf_gemm_amax_desc *d) {
-  mxf_plan *plan = NULL;
-  mxf_status ps = mxf_gemm_amax_plan(&plan, d), rs = MXF_OK;
-  if (ps == MXF_OK) {
-    size_t n = mxf_plan_workspace_size(plan);
-    void *ws = n ? tu_malloc(n) : NULL;
-    float one = 1.0f;
-    mxf_gemm_amax_args a = {d->a.data, d->b.data, d->sfa.data, d->sfb.data, d->c.data, d->amax.data, &one};
-    rs = mxf_gemm_amax_run(plan, &a, ws, n, NULL);
-    free(ws);
-    mxf_plan_destroy(plan);
-  }
-  expect_valid(what, ps, rs, mxf_gemm_amax(d, NULL));
-}
-
-static void valid_proj(const char *what, const mxf_proj_rope_desc *d) {
-  mxf_plan *plan = NULL;
-  mxf_status ps = mxf_proj_rope_plan(&plan, d), rs = MXF_OK;
-  if (ps == MXF_OK) {
-    size_t n = mxf_plan_workspace_size(plan);
-    void *ws = n ? tu_malloc(n) : NULL;
-    mxf_proj_rope_args a = {
-        d->x.data,   d->w.data,       d->x_scale.data,        d->w_scale.data, d->cos.data,
-        d->sin.data, d->out_row.data, d->out_scales_row.data, d->out_col.data, d->out_scales_col.data};
-    rs = mxf_proj_rope_run(plan, &a, ws, n, NULL);
-    free(ws);
-    mxf_plan_destroy(plan);
-  }
-  expect_valid(what, ps, rs, mxf_proj_rope(d, NULL));
-}
-
 static int g_valid;
+
+/* Plan, run (with the descriptor's pointers and the plan's workspace) and one call. */
+static void valid(const op_forms *op, const char *what, const void *desc) {
+  mxf_plan *plan = NULL;
+  mxf_status ps = op->plan(&plan, desc), rs = MXF_OK;
+  if (ps == MXF_OK) {
+    size_t n = mxf_plan_workspace_size(plan);
+    void *ws = n ? tu_malloc(n) : NULL;
+    rs = op->run(plan, desc, ws, n);
+    free(ws);
+    mxf_plan_destroy(plan);
+  }
+  expect_valid(what, ps, rs, op->call(desc));
+  ++g_valid;
+}
 
 static void valid_cases(void) {
   mxf_gemm_amax_desc d;
   /* 1. the base itself: k-major, compact 3-D SF (u8 read as e8m0) */
   d = gemm_base();
-  valid_gemm("gemm base", &d), ++g_valid;
+  valid(&gemm_forms, "gemm base", &d);
   /* 2. padded leading dims and batch strides */
   d = gemm_base();
   strides(&d.a, 112, 1, 112 * GM + 16);
   strides(&d.b, 128, 1, 128 * GN);
   strides(&d.c, 48, 1, 48 * GM + 4);
-  valid_gemm("gemm padded leading dims", &d), ++g_valid;
+  valid(&gemm_forms, "gemm padded leading dims", &d);
   /* 3. m-major A, n-major B, m-major C */
   d = gemm_base();
   strides(&d.a, 1, 48, 48 * GK);
   strides(&d.b, 1, 48, 48 * GK);
   strides(&d.c, 1, 48, 48 * GN);
-  valid_gemm("gemm m-major A, n-major B, m-major C", &d), ++g_valid;
+  valid(&gemm_forms, "gemm m-major A, n-major B, m-major C", &d);
   /* 4. swizzled SF: logical 6-D (all-zero strides) for A, physical 6-D for B */
   d = gemm_base();
   d.sfa.ndim = 6;
   set6(d.sfa.shape, 32, 4, 1, 4, 1, GL);
   d.sfb.ndim = 6;
   set6(d.sfb.shape, GL, 1, 1, 32, 4, 4);
-  valid_gemm("gemm swizzled SF, both 6-D forms", &d), ++g_valid;
+  valid(&gemm_forms, "gemm swizzled SF, both 6-D forms", &d);
   /* 5. M=300, K=512, L=1 2-D: logical swizzled SF with explicit permuted strides, compact 2-D SF */
   d = gemm_base();
   g_sf_example(&d);
   d.sfa.ndim = 6;
   set6(d.sfa.shape, 32, 4, 3, 4, 4, 1);
   set6(d.sfa.stride, 16, 4, 2048, 1, 512, 6144);
-  valid_gemm("gemm explicit logical swizzled SF + compact 2-D SF", &d), ++g_valid;
+  valid(&gemm_forms, "gemm explicit logical swizzled SF + compact 2-D SF", &d);
   /* 6. e2m1 described as values, ue4m3 scales sf_vec 16, e2m1 C (values) */
   d = gemm_base();
   to_e2m1(&d);
@@ -758,7 +766,7 @@ static void valid_cases(void) {
   d.sfa.shape[2] = d.sfb.shape[2] = 6;
   d.c.dtype = MXF_E2M1;
   strides(&d.c, 64, 1, 64 * GM);
-  valid_gemm("gemm e2m1 values, NVFP4-style", &d), ++g_valid;
+  valid(&gemm_forms, "gemm e2m1 values, NVFP4-style", &d);
   /* 7. e2m1 described as bytes (e2m1x2 a, u8 b), packed u8 C */
   d = gemm_base();
   d.a.dtype = MXF_E2M1X2, d.a.shape[1] = GK / 2;
@@ -767,7 +775,7 @@ static void valid_cases(void) {
   strides(&d.b, GK / 2, 1, GN * GK / 2);
   d.c.dtype = MXF_U8, d.c.shape[1] = GN / 2;
   strides(&d.c, 32, 1, 32 * GM);
-  valid_gemm("gemm e2m1 bytes, MXFP4", &d), ++g_valid;
+  valid(&gemm_forms, "gemm e2m1 bytes, MXFP4", &d);
   /* 8. e5m2, bf16 C, amax (1, 1, 1), accumulate, every hint set */
   d = gemm_base();
   d.a.dtype = d.b.dtype = MXF_E5M2;
@@ -775,13 +783,13 @@ static void valid_cases(void) {
   d.amax.ndim = 3, d.amax.shape[1] = d.amax.shape[2] = 1;
   d.flags = MXF_AMAX_ACCUMULATE;
   d.mma_tile_m = 128, d.mma_tile_n = 256, d.cluster_m = 2, d.cluster_n = 4;
-  valid_gemm("gemm e5m2, bf16 C, hints", &d), ++g_valid;
+  valid(&gemm_forms, "gemm e5m2, bf16 C, hints", &d);
   /* 9. M = 1: the unused leading stride may be anything */
   d = gemm_base();
   d.a.shape[0] = 1, strides(&d.a, 7, 1, GK);
   d.c.shape[0] = 1, strides(&d.c, 3, 1, 48);
   d.sfa.shape[1] = 1;
-  valid_gemm("gemm M=1", &d), ++g_valid;
+  valid(&gemm_forms, "gemm M=1", &d);
 
   mxf_proj_rope_desc p;
   /* 10. T = 1, rope = D = 64 (nope 0), in-out bf16 */
@@ -790,7 +798,7 @@ static void valid_cases(void) {
   p.cos.shape[1] = p.sin.shape[1] = 64;
   p.out_row.shape[0] = p.out_col.shape[0] = p.out_scales_row.shape[0] = 1;
   p.out_scales_col.shape[0] = 1;
-  valid_proj("proj T=1, rope=D", &p), ++g_valid;
+  valid(&proj_forms, "proj T=1, rope=D", &p);
   /* 11. MXFP8 out-in, D=96 rope=32 (nope 64), H=2, fp32 epilogue */
   p = proj_base();
   to_mxfp8(&p);
@@ -799,7 +807,7 @@ static void valid_cases(void) {
   p.out_row.shape[1] = p.out_col.shape[1] = p.out_scales_row.shape[1] = p.out_scales_col.shape[1] = 2;
   p.out_row.shape[2] = p.out_col.shape[2] = p.out_scales_col.shape[2] = 96;
   p.out_scales_row.shape[2] = 3;
-  valid_proj("proj MXFP8 out-in D=96 rope=32", &p), ++g_valid;
+  valid(&proj_forms, "proj MXFP8 out-in D=96 rope=32", &p);
   /* 12. MXFP8 in-out, explicit contiguous strides */
   p = proj_base();
   to_mxfp8(&p);
@@ -808,7 +816,7 @@ static void valid_cases(void) {
   p.w_scale.shape[0] = PK / 32, p.w_scale.shape[1] = PH * PD;
   strides(&p.out_row, PH * PD, PD, 1);
   strides(&p.w, PH * PD, 1, 0);
-  valid_proj("proj MXFP8 in-out, explicit strides", &p), ++g_valid;
+  valid(&proj_forms, "proj MXFP8 in-out, explicit strides", &p);
 
   /* 13. quantize rows only, bf16: the unused column tensors are ignored */
   mxf_quantize_desc q = quant_base();
@@ -816,37 +824,13 @@ static void valid_cases(void) {
   q.directions = MXF_QUANT_ROWS;
   q.q_col = ten(NULL, MXF_F32, 0, 0, 0, 0);
   q.s_col.shape[0] = 99;
-  {
-    mxf_plan *plan = NULL;
-    mxf_status ps = mxf_quantize_plan(&plan, &q), rs = MXF_OK;
-    if (ps == MXF_OK) {
-      size_t n = mxf_plan_workspace_size(plan);
-      void *ws = n ? tu_malloc(n) : NULL;
-      mxf_quantize_args a = {q.x.data, q.q_row.data, q.s_row.data, NULL, NULL};
-      rs = mxf_quantize_run(plan, &a, ws, n, NULL);
-      free(ws);
-      mxf_plan_destroy(plan);
-    }
-    expect_valid("quantize rows only", ps, rs, mxf_quantize(&q, NULL)), ++g_valid;
-  }
+  valid(&quant_forms, "quantize rows only", &q);
   /* 14. dequantize rows, bf16 y, i8 scales */
   mxf_dequantize_desc dq = dequant_base();
   dq.direction = MXF_QUANT_ROWS;
   dq.s.dtype = MXF_I8, dq.s.shape[0] = QR, dq.s.shape[1] = 3;
   dq.y.dtype = MXF_BF16;
-  {
-    mxf_plan *plan = NULL;
-    mxf_status ps = mxf_dequantize_plan(&plan, &dq), rs = MXF_OK;
-    if (ps == MXF_OK) {
-      mxf_dequantize_args a = {dq.q.data, dq.s.data, dq.y.data};
-      size_t n = mxf_plan_workspace_size(plan);
-      void *ws = n ? tu_malloc(n) : NULL;
-      rs = mxf_dequantize_run(plan, &a, ws, n, NULL);
-      free(ws);
-      mxf_plan_destroy(plan);
-    }
-    expect_valid("dequantize rows bf16", ps, rs, mxf_dequantize(&dq, NULL)), ++g_valid;
-  }
+  valid(&dequant_forms, "dequantize rows bf16", &dq);
 }
 
 int main(void) {

@@ -2,7 +2,8 @@
  * test_proj_rope_cpu.c — projection GEMM + RoPE + dual MXFP8 on the CPU backend
  * (SPEC §2) against an oracle written here: y accumulated in f64 from the decoded
  * inputs and rounded once to f32, then staging, RoPE and both quantization directions
- * in f32 exactly as SPEC §2.3 words them (SPEC §5).
+ * in f32 exactly as SPEC §2.3 words them (SPEC §5), on the tests' formats and MXFP8 rule
+ * (tests/common/oracle.c, independent of src/formats.h).
  *
  * Three kinds of data:
  *   - a hand-checked case (T=2, K=32, H=1, D=32, rope=8) whose dequantized outputs and
@@ -23,94 +24,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "oracle.h"
 #include "testutil.h"
-
-/* ------------------------------------------------------------ oracle: formats */
-static float f32_of_bits(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static uint32_t bits_of_f32(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-static float bf16_value(uint16_t h) { return f32_of_bits((uint32_t)h << 16); }
-
-/* f32 value of the bf16 nearest to x (ties to even), comparing the two neighbours in f64. */
-static float bf16_round(float x) {
-  if (isnan(x) || isinf(x)) return x;
-  uint32_t u = bits_of_f32(x);
-  if ((u & 0xFFFFu) == 0) return x;
-  float lo = f32_of_bits(u & 0xFFFF0000u), hi = f32_of_bits((u & 0xFFFF0000u) + 0x10000u);
-  double dl = fabs((double)lo - (double)x);
-  double dh = isinf(hi) ? ldexp(1.0, 128) - fabs((double)x) : fabs((double)hi - (double)x);
-  if (dl < dh) return lo;
-  if (dh < dl) return hi;
-  return ((u >> 16) & 1u) ? hi : lo;
-}
-
-static double e4m3_value(uint8_t c) {
-  int e = (c >> 3) & 15, m = c & 7;
-  if (e == 15 && m == 7) return NAN;
-  double v = e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
-  return (c & 0x80) ? -v : v;
-}
-
-static double e4m3_mag[127]; /* value of magnitude code m, ascending in m */
-
-/* Nearest e4m3 code: bisect the ascending table, then the nearer neighbour, ties to the
- * even code, saturating at 448, NaN -> 0x7F. */
-static uint8_t e4m3_nearest(float v) {
-  if (isnan(v)) return 0x7F;
-  uint8_t sign = signbit(v) ? 0x80 : 0;
-  double a = fabs((double)v);
-  if (a >= 448.0) return (uint8_t)(sign | 0x7E);
-  int lo = 0, hi = 126; /* e4m3_mag[lo] <= a < e4m3_mag[hi] */
-  while (hi - lo > 1) {
-    int mid = (lo + hi) / 2;
-    if (e4m3_mag[mid] <= a) lo = mid;
-    else hi = mid;
-  }
-  double dl = a - e4m3_mag[lo], dh = e4m3_mag[hi] - a;
-  int m = dl < dh ? lo : dh < dl ? hi : ((lo & 1) ? hi : lo);
-  return (uint8_t)(sign | m);
-}
-
-static const float C448 = 0x1.24924Ap-9f; /* bits 0x3B124925 */
-
-static uint8_t scale_byte(float amax) {
-  float s = amax * C448;
-  if (isnan(s)) return 0xFF;
-  for (int b = 0; b <= 254; ++b)
-    if (ldexp(1.0, b - 127) >= (double)s) return (uint8_t)b;
-  return 254;
-}
-
-static uint8_t oracle_block(const float *v, int n, int64_t stride, uint8_t *codes, int64_t cstride) {
-  float amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    float a = fabsf(v[i * stride]);
-    if (!isnan(a) && a > amax) amax = a;
-  }
-  uint8_t b = scale_byte(amax);
-  float inv = b == 254 ? 0.0f : (float)ldexp(1.0, 127 - b);
-  for (int i = 0; i < n; ++i) {
-    float x = v[i * stride] * inv;
-    codes[i * cstride] = e4m3_nearest(x);
-  }
-  return b;
-}
-
-static double deq(uint8_t code, uint8_t s) { return s == 0xFF ? NAN : e4m3_value(code) * ldexp(1.0, s - 127); }
 
 /* ------------------------------------------------------------ problem */
 typedef struct prob {
   int64_t t, k, h, d, rope;
   int mxfp8, out_in, fp32;
   /* inputs as the library gets them */
-  uint16_t *xb, *wb; /* bf16 */
+  uint16_t *xb, *wb;           /* bf16 */
   uint8_t *xq, *wq, *xs, *wsc; /* e4m3 codes, e8m0 scales */
   uint16_t *cosv, *sinv;
   /* decoded logical inputs: x̂ (T, K), ŵ (N, K) */
@@ -154,21 +76,23 @@ static void oracle(const prob *p, outs *o) {
   for (int64_t t = 0; t < T; ++t)
     for (int64_t n = 0; n < N; ++n) {
       double acc = 0.0;
-      for (int64_t k = 0; k < K; ++k) acc += (double)p->xh[t * K + k] * (double)p->wh[n * K + k];
+      for (int64_t k = 0; k < K; ++k)
+        acc += (double)p->xh[t * K + k] * (double)p->wh[n * K + k];
       float y = (float)acc;
-      out[t * N + n] = p->fp32 ? y : bf16_round(y);
+      out[t * N + n] = p->fp32 ? y : tu_bf16_round(y);
     }
   float *pairs = (float *)tu_malloc(sizeof(float) * (size_t)(rope > 0 ? rope : 1));
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < H; ++h) {
       float *y = out + t * N + h * D;
-      for (int64_t i = 0; i < rope; ++i) pairs[i] = y[nope + i];
+      for (int64_t i = 0; i < rope; ++i)
+        pairs[i] = y[nope + i];
       for (int64_t j = 0; j < half; ++j) {
         float pv = pairs[2 * j], qv = pairs[2 * j + 1];
-        float a = pv * bf16_value(p->cosv[t * rope + j]);
-        float b = qv * bf16_value(p->sinv[t * rope + j]);
-        float c = pv * bf16_value(p->sinv[t * rope + half + j]);
-        float d = qv * bf16_value(p->cosv[t * rope + half + j]);
+        float a = pv * tu_bf16_value(p->cosv[t * rope + j]);
+        float b = qv * tu_bf16_value(p->sinv[t * rope + j]);
+        float c = pv * tu_bf16_value(p->sinv[t * rope + half + j]);
+        float d = qv * tu_bf16_value(p->cosv[t * rope + half + j]);
         y[nope + j] = a - b;
         y[nope + half + j] = c + d;
       }
@@ -178,11 +102,11 @@ static void oracle(const prob *p, outs *o) {
     for (int64_t h = 0; h < H; ++h)
       for (int64_t b = 0; b < D / 32; ++b)
         o->s_row[(t * H + h) * (D / 32) + b] =
-            oracle_block(out + t * N + h * D + 32 * b, 32, 1, o->q_row + t * N + h * D + 32 * b, 1);
+            tu_mx_block(out + t * N + h * D + 32 * b, 32, 1, o->q_row + t * N + h * D + 32 * b, 1);
   for (int64_t tb = 0; tb < (T + 31) / 32; ++tb) {
     int nt = (int)(T - 32 * tb < 32 ? T - 32 * tb : 32);
     for (int64_t n = 0; n < N; ++n)
-      o->s_col[tb * N + n] = oracle_block(out + 32 * tb * N + n, nt, N, o->q_col + 32 * tb * N + n, N);
+      o->s_col[tb * N + n] = tu_mx_block(out + 32 * tb * N + n, nt, N, o->q_col + 32 * tb * N + n, N);
   }
 }
 
@@ -218,8 +142,8 @@ static mxf_status run_lib(const prob *p, outs *o, int one_call) {
   if (st != MXF_OK) return st;
   size_t wsz = mxf_plan_workspace_size(plan);
   void *ws = wsz ? tu_malloc(wsz) : NULL;
-  mxf_proj_rope_args a = {d.x.data, d.w.data, d.x_scale.data, d.w_scale.data, p->cosv, p->sinv,
-                          o->q_row, o->s_row, o->q_col, o->s_col};
+  mxf_proj_rope_args a = {d.x.data, d.w.data, d.x_scale.data, d.w_scale.data, p->cosv,
+                          p->sinv,  o->q_row, o->s_row,       o->q_col,       o->s_col};
   st = mxf_proj_rope_run(plan, &a, ws, wsz, NULL);
   free(ws);
   mxf_plan_destroy(plan);
@@ -236,7 +160,8 @@ static void poison_outs(const prob *p, outs *o, uint8_t byte) {
 static int outs_equal(const prob *p, const outs *a, const outs *b) {
   return memcmp(a->q_row, b->q_row, (size_t)(p->t * pn(p))) == 0 &&
          memcmp(a->q_col, b->q_col, (size_t)(p->t * pn(p))) == 0 &&
-         memcmp(a->s_row, b->s_row, (size_t)n_srow(p)) == 0 && memcmp(a->s_col, b->s_col, (size_t)n_scol(p)) == 0;
+         memcmp(a->s_row, b->s_row, (size_t)n_srow(p)) == 0 &&
+         memcmp(a->s_col, b->s_col, (size_t)n_scol(p)) == 0;
 }
 
 /* Runs twice over different poison; both runs must agree (every byte written, same
@@ -248,7 +173,8 @@ static int run_checked(const prob *p, outs *got, int one_call, const char *tag) 
   mxf_status st = run_lib(p, got, one_call);
   if (st == MXF_OK) st = run_lib(p, &again, !one_call);
   int ok = TU_CHECK(st == MXF_OK, "%s: status %s (%s)", tag, mxf_status_string(st), mxf_last_error());
-  if (ok) TU_CHECK(outs_equal(p, got, &again), "%s: outputs differ between two runs over different poison", tag);
+  if (ok)
+    TU_CHECK(outs_equal(p, got, &again), "%s: outputs differ between two runs over different poison", tag);
   outs_free(&again);
   return ok;
 }
@@ -257,7 +183,9 @@ static int run_checked(const prob *p, outs *got, int one_call, const char *tag) 
 static uint8_t row_scale(const prob *p, const uint8_t *s, int64_t t, int64_t n) {
   return s[(t * p->h + n / p->d) * (p->d / 32) + (n % p->d) / 32];
 }
-static uint8_t col_scale(const prob *p, const uint8_t *s, int64_t t, int64_t n) { return s[(t / 32) * pn(p) + n]; }
+static uint8_t col_scale(const prob *p, const uint8_t *s, int64_t t, int64_t n) {
+  return s[(t / 32) * pn(p) + n];
+}
 
 static int code_index(uint8_t c) { return (c & 0x80) ? -(int)(c & 0x7F) : (int)(c & 0x7F); }
 
@@ -272,13 +200,14 @@ static void compare_dir(const prob *p, const outs *got, const outs *want, int co
   const uint8_t *gs = col ? got->s_col : got->s_row, *ws = col ? want->s_col : want->s_row;
   int64_t ns = col ? n_scol(p) : n_srow(p);
   s->scales += ns;
-  for (int64_t i = 0; i < ns; ++i) s->scales_eq += gs[i] == ws[i];
+  for (int64_t i = 0; i < ns; ++i)
+    s->scales_eq += gs[i] == ws[i];
   for (int64_t t = 0; t < T; ++t)
     for (int64_t n = 0; n < N; ++n) {
       int64_t e = t * N + n;
       uint8_t sg = col ? col_scale(p, gs, t, n) : row_scale(p, gs, t, n);
       uint8_t sw = col ? col_scale(p, ws, t, n) : row_scale(p, ws, t, n);
-      double vg = deq(gq[e], sg), vw = deq(wq[e], sw), ref = (double)want->ref[e];
+      double vg = tu_mx_value(gq[e], sg), vw = tu_mx_value(wq[e], sw), ref = (double)want->ref[e];
       ++s->codes;
       if (gq[e] == wq[e]) ++s->codes_eq;
       int near;
@@ -287,7 +216,8 @@ static void compare_dir(const prob *p, const outs *got, const outs *want, int co
       else if (sg == sw)
         near = abs(code_index(gq[e]) - code_index(wq[e])) <= 1 || (vg == 0.0 && vw == 0.0);
       else /* the block's scale flipped: the values must still be one e4m3 step apart */
-        near = fabs(vg - vw) <= ldexp(fmax(fabs(vg), fabs(vw)), -3) + ldexp(1.0, (sg > sw ? sg : sw) - 127 - 9);
+        near =
+            fabs(vg - vw) <= ldexp(fmax(fabs(vg), fabs(vw)), -3) + ldexp(1.0, (sg > sw ? sg : sw) - 127 - 9);
       if (!near) {
         ++s->far;
         if (*first < 0) *first = e;
@@ -309,33 +239,37 @@ static void compare(const prob *p, const outs *got, const outs *want, int exact,
       int64_t fe = -1;
       for (int64_t e = 0; e < p->t * pn(p) && fe < 0; ++e)
         if (gq[e] != wq[e]) fe = e;
-      TU_CHECK(s.scales_eq == s.scales && s.codes_eq == s.codes,
-               "%s %s: exact data, %lld/%lld scale bytes and %lld/%lld codes differ; first code (t=%lld, n=%lld) "
-               "got 0x%02x want 0x%02x",
-               tag, dir, (long long)(s.scales - s.scales_eq), (long long)s.scales, (long long)(s.codes - s.codes_eq),
-               (long long)s.codes, (long long)(fe < 0 ? 0 : fe / pn(p)), (long long)(fe < 0 ? 0 : fe % pn(p)),
-               fe < 0 ? 0 : gq[fe], fe < 0 ? 0 : wq[fe]);
+      TU_CHECK(
+          s.scales_eq == s.scales && s.codes_eq == s.codes,
+          "%s %s: exact data, %lld/%lld scale bytes and %lld/%lld codes differ; first code (t=%lld, n=%lld) "
+          "got 0x%02x want 0x%02x",
+          tag, dir, (long long)(s.scales - s.scales_eq), (long long)s.scales,
+          (long long)(s.codes - s.codes_eq), (long long)s.codes, (long long)(fe < 0 ? 0 : fe / pn(p)),
+          (long long)(fe < 0 ? 0 : fe % pn(p)), fe < 0 ? 0 : gq[fe], fe < 0 ? 0 : wq[fe]);
     }
-    TU_CHECK(s.scales_eq * 1000 >= s.scales * 999, "%s %s: only %lld of %lld scale bytes equal the oracle", tag, dir,
-             (long long)s.scales_eq, (long long)s.scales);
+    TU_CHECK(s.scales_eq * 1000 >= s.scales * 999, "%s %s: only %lld of %lld scale bytes equal the oracle",
+             tag, dir, (long long)s.scales_eq, (long long)s.scales);
     TU_CHECK(s.codes_eq * 100 >= s.codes * 99, "%s %s: only %lld of %lld codes equal the oracle", tag, dir,
              (long long)s.codes_eq, (long long)s.codes);
-    TU_CHECK(s.far == 0, "%s %s: %lld codes more than one step from the oracle; first (t=%lld, n=%lld) got 0x%02x want 0x%02x",
-             tag, dir, (long long)s.far, (long long)(first < 0 ? 0 : first / pn(p)),
-             (long long)(first < 0 ? 0 : first % pn(p)), first < 0 ? 0 : gq[first], first < 0 ? 0 : wq[first]);
+    TU_CHECK(
+        s.far == 0,
+        "%s %s: %lld codes more than one step from the oracle; first (t=%lld, n=%lld) got 0x%02x want 0x%02x",
+        tag, dir, (long long)s.far, (long long)(first < 0 ? 0 : first / pn(p)),
+        (long long)(first < 0 ? 0 : first % pn(p)), first < 0 ? 0 : gq[first], first < 0 ? 0 : wq[first]);
     if (cudnn)
-      TU_CHECK(s.close_ref * 100 >= s.codes * 95, "%s %s: cuDNN criterion: only %lld of %lld within 0.1 + 0.1|ref|", tag,
-             dir, (long long)s.close_ref, (long long)s.codes);
+      TU_CHECK(s.close_ref * 100 >= s.codes * 95,
+               "%s %s: cuDNN criterion: only %lld of %lld within 0.1 + 0.1|ref|", tag, dir,
+               (long long)s.close_ref, (long long)s.codes);
   }
 }
 
 /* ------------------------------------------------------------ data */
 enum { DATA_RANDOM, DATA_INTEGER, DATA_INJECT };
 
-static uint16_t bf16_bits(float v) { return (uint16_t)(bits_of_f32(bf16_round(v)) >> 16); }
+static uint16_t bf16_bits(float v) { return (uint16_t)(tu_f32_bits(tu_bf16_round(v)) >> 16); }
 
 /* e4m3 codes of the integers -8..8 (exact), for the integer data */
-static uint8_t int_code(int v) { return e4m3_nearest((float)v); }
+static uint8_t int_code(int v) { return tu_e4m3_nearest((float)v); }
 
 static void prob_alloc(prob *p) {
   const int64_t T = p->t, K = p->k, N = pn(p);
@@ -373,28 +307,30 @@ static void prob_store(prob *p, const float *xv, const float *wv, const uint8_t 
     for (int64_t k = 0; k < K; ++k) {
       if (p->mxfp8) {
         p->xq[t * K + k] = xc[t * K + k];
-        p->xh[t * K + k] = (float)deq(xc[t * K + k], xsc[t * KB + k / 32]);
+        p->xh[t * K + k] = (float)tu_mx_value(xc[t * K + k], xsc[t * KB + k / 32]);
       } else {
         p->xb[t * K + k] = bf16_bits(xv[t * K + k]);
-        p->xh[t * K + k] = bf16_value(p->xb[t * K + k]);
+        p->xh[t * K + k] = tu_bf16_value(p->xb[t * K + k]);
       }
     }
   if (p->mxfp8)
-    for (int64_t i = 0; i < T * KB; ++i) p->xs[i] = xsc[i];
+    for (int64_t i = 0; i < T * KB; ++i)
+      p->xs[i] = xsc[i];
   for (int64_t n = 0; n < N; ++n)
     for (int64_t k = 0; k < K; ++k) {
       int64_t at = p->out_in ? n * K + k : k * N + n;
       if (p->mxfp8) {
         p->wq[at] = wc[n * K + k];
-        p->wh[n * K + k] = (float)deq(wc[n * K + k], wsc[n * KB + k / 32]);
+        p->wh[n * K + k] = (float)tu_mx_value(wc[n * K + k], wsc[n * KB + k / 32]);
       } else {
         p->wb[at] = bf16_bits(wv[n * K + k]);
-        p->wh[n * K + k] = bf16_value(p->wb[at]);
+        p->wh[n * K + k] = tu_bf16_value(p->wb[at]);
       }
     }
   if (p->mxfp8)
     for (int64_t n = 0; n < N; ++n)
-      for (int64_t kb = 0; kb < KB; ++kb) p->wsc[p->out_in ? n * KB + kb : kb * N + n] = wsc[n * KB + kb];
+      for (int64_t kb = 0; kb < KB; ++kb)
+        p->wsc[p->out_in ? n * KB + kb : kb * N + n] = wsc[n * KB + kb];
 }
 
 static void gen_problem(tu_rng *r, prob *p, int mode) {
@@ -402,7 +338,8 @@ static void gen_problem(tu_rng *r, prob *p, int mode) {
   float *xv = (float *)tu_malloc(sizeof(float) * (size_t)(T * K));
   float *wv = (float *)tu_malloc(sizeof(float) * (size_t)(N * K));
   uint8_t *xc = (uint8_t *)tu_malloc((size_t)(T * K)), *wc = (uint8_t *)tu_malloc((size_t)(N * K));
-  uint8_t *xsc = (uint8_t *)tu_malloc((size_t)(T * KB + 1)), *wsc = (uint8_t *)tu_malloc((size_t)(N * KB + 1));
+  uint8_t *xsc = (uint8_t *)tu_malloc((size_t)(T * KB + 1)),
+          *wsc = (uint8_t *)tu_malloc((size_t)(N * KB + 1));
   int integer = mode != DATA_RANDOM;
   for (int64_t i = 0; i < T * K; ++i) {
     xv[i] = integer ? (float)tu_range(r, -8, 8) : (float)tu_normal(r);
@@ -414,8 +351,10 @@ static void gen_problem(tu_rng *r, prob *p, int mode) {
     int64_t c = tu_range(r, 0, 253);
     wc[i] = integer ? int_code((int)tu_range(r, -8, 8)) : (uint8_t)(c >= 0x7F ? c + 1 : c);
   }
-  for (int64_t i = 0; i < T * KB; ++i) xsc[i] = (uint8_t)(integer ? tu_range(r, 126, 128) : tu_range(r, 118, 124));
-  for (int64_t i = 0; i < N * KB; ++i) wsc[i] = (uint8_t)(integer ? tu_range(r, 126, 128) : tu_range(r, 118, 124));
+  for (int64_t i = 0; i < T * KB; ++i)
+    xsc[i] = (uint8_t)(integer ? tu_range(r, 126, 128) : tu_range(r, 118, 124));
+  for (int64_t i = 0; i < N * KB; ++i)
+    wsc[i] = (uint8_t)(integer ? tu_range(r, 126, 128) : tu_range(r, 118, 124));
   if (mode == DATA_INJECT) {
     /* a NaN in one token's x, an inf in one output's weights (bf16) or a NaN scale (e4m3) */
     int64_t t0 = tu_range(r, 0, T - 1), k0 = tu_range(r, 0, K - 1), n0 = tu_range(r, 0, N - 1);
@@ -438,8 +377,8 @@ static void gen_problem(tu_rng *r, prob *p, int mode) {
   free(wsc);
 }
 
-static void test_case(tu_rng *r, int64_t T, int64_t K, int64_t H, int64_t D, int64_t rope, int mxfp8, int out_in,
-                      int fp32, int mode, int one_call) {
+static void test_case(tu_rng *r, int64_t T, int64_t K, int64_t H, int64_t D, int64_t rope, int mxfp8,
+                      int out_in, int fp32, int mode, int one_call) {
   prob p = {T, K, H, D, rope, mxfp8, out_in, fp32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   prob_alloc(&p);
   gen_problem(r, &p, mode);
@@ -447,9 +386,13 @@ static void test_case(tu_rng *r, int64_t T, int64_t K, int64_t H, int64_t D, int
   oracle(&p, &want);
   char tag[200];
   snprintf(tag, sizeof tag, "T=%lld K=%lld H=%lld D=%lld rope=%lld %s %s%s %s", (long long)T, (long long)K,
-           (long long)H, (long long)D, (long long)rope, mxfp8 ? "mxfp8" : "bf16", out_in ? "out-in" : "in-out",
-           fp32 ? " fp32-epilogue" : "", mode == DATA_RANDOM ? "random" : mode == DATA_INTEGER ? "integer" : "inject");
-  if (run_checked(&p, &got, one_call, tag)) compare(&p, &got, &want, mode != DATA_RANDOM, mode != DATA_INJECT, tag);
+           (long long)H, (long long)D, (long long)rope, mxfp8 ? "mxfp8" : "bf16",
+           out_in ? "out-in" : "in-out", fp32 ? " fp32-epilogue" : "",
+           mode == DATA_RANDOM    ? "random"
+           : mode == DATA_INTEGER ? "integer"
+                                  : "inject");
+  if (run_checked(&p, &got, one_call, tag))
+    compare(&p, &got, &want, mode != DATA_RANDOM, mode != DATA_INJECT, tag);
   outs_free(&want);
   outs_free(&got);
   prob_free(&p);
@@ -470,9 +413,9 @@ static void test_case(tu_rng *r, int64_t T, int64_t K, int64_t H, int64_t D, int
  * 16 in [128,256), 32 in [256,448], ties to even), e.g. 17*8 = 136 -> 128 -> 16,
  * 19*8 = 152 -> 160 -> 20, -31*8 = -248 -> -256 -> -32, 29*8 = 232 -> 224 -> 28,
  * -79*4 = -316 -> -320 -> -80, 27*4 = 108 -> 112 -> 28. */
-static const float hand_row0[32] = {1,  2,  3,  4,  5,  6,  7,  8,  9,   10,  11, 12, 13, 14, 15, 16,
-                                    16, 18, 20, 20, 20, 22, 24, 24, 24, -28, -0.5f, -32, 26, 1, 28, 32};
-static const float hand_row1[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18,  20, 22, 24, 26, 28, 30,
+static const float hand_row0[32] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10,  11,    12,  13, 14, 15, 16,
+                                    16, 18, 20, 20, 20, 22, 24, 24, 24, -28, -0.5f, -32, 26, 1,  28, 32};
+static const float hand_row1[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16,  18,  20, 22, 24, 26, 28,  30,
                                     32, 32, 36, 40, 40, 40, 44, 48, -26, -80, 56, 60, 48, 28, -30, 2};
 /* Column blocks hold the two tokens of a feature: amax = max(|out0|, |out1|), e.g.
  * feature 0: 1 and 0 -> 1/448 -> 2^-8: byte 119; feature 25: -28, -79 -> byte 125. The
@@ -514,14 +457,14 @@ static void test_hand(int mxfp8, int out_in, int fp32) {
   snprintf(tag, sizeof tag, "hand case %s %s%s", mxfp8 ? "mxfp8" : "bf16", out_in ? "out-in" : "in-out",
            fp32 ? " fp32-epilogue" : "");
   if (run_checked(&p, &got, 0, tag)) {
-    TU_CHECK(got.s_row[0] == 124 && got.s_row[1] == 125, "%s: row scale bytes %u %u, want 124 125", tag, got.s_row[0],
-             got.s_row[1]);
+    TU_CHECK(got.s_row[0] == 124 && got.s_row[1] == 125, "%s: row scale bytes %u %u, want 124 125", tag,
+             got.s_row[0], got.s_row[1]);
     int bad_row = 0, bad_col = 0, bad_cs = 0;
     for (int d = 0; d < 32; ++d) {
-      bad_row += deq(got.q_row[d], got.s_row[0]) != hand_row0[d];
-      bad_row += deq(got.q_row[32 + d], got.s_row[1]) != hand_row1[d];
-      bad_col += deq(got.q_col[d], got.s_col[d]) != hand_row0[d];
-      bad_col += deq(got.q_col[32 + d], got.s_col[d]) != hand_row1[d];
+      bad_row += tu_mx_value(got.q_row[d], got.s_row[0]) != hand_row0[d];
+      bad_row += tu_mx_value(got.q_row[32 + d], got.s_row[1]) != hand_row1[d];
+      bad_col += tu_mx_value(got.q_col[d], got.s_col[d]) != hand_row0[d];
+      bad_col += tu_mx_value(got.q_col[32 + d], got.s_col[d]) != hand_row1[d];
       bad_cs += got.s_col[d] != hand_col_scales[d];
     }
     TU_CHECK(bad_row == 0, "%s: %d row values differ from the hand-computed ones", tag, bad_row);
@@ -540,14 +483,16 @@ static void test_hand(int mxfp8, int out_in, int fp32) {
 int main(void) {
   tu_rng r;
   tu_rng_init(&r, tu_seed());
-  for (int m = 0; m < 127; ++m) e4m3_mag[m] = e4m3_value((uint8_t)m);
-  TU_CHECK(e4m3_nearest(17.0f) == 0x58 && e4m3_nearest(-19.0f) == 0xDA && e4m3_nearest(500.0f) == 0x7E,
+  TU_CHECK(tu_e4m3_nearest(17.0f) == 0x58 && tu_e4m3_nearest(-19.0f) == 0xDA &&
+               tu_e4m3_nearest(500.0f) == 0x7E,
            "oracle: e4m3 rounding");
-  TU_CHECK(bf16_round(1.00390625f) == 1.0f && bf16_round(1.01171875f) == 1.015625f, "oracle: bf16 ties to even");
+  TU_CHECK(tu_bf16_round(1.00390625f) == 1.0f && tu_bf16_round(1.01171875f) == 1.015625f,
+           "oracle: bf16 ties to even");
 
   for (int mx = 0; mx < 2; ++mx)
     for (int oi = 0; oi < 2; ++oi)
-      for (int f = 0; f < 2; ++f) test_hand(mx, oi, f);
+      for (int f = 0; f < 2; ++f)
+        test_hand(mx, oi, f);
 
   /* (D, rope): DeepSeek's 192/64, and non-default splits */
   static const int64_t geo[][2] = {{192, 64}, {96, 32}, {64, 64}, {160, 32}, {32, 2}};

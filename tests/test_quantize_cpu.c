@@ -1,9 +1,9 @@
 /*
  * test_quantize_cpu.c — MXFP8 quantize / dequantize on the CPU backend (SPEC §3) against
- * an oracle written here from the words of SPEC §2.3 step 4, in a different formulation
- * from src/formats.h: the scale byte by searching the smallest b with 2^(b-127) >= s in
- * f64, the code by a brute-force nearest search over every e4m3 code (ties to the even
- * code, saturation at ±448). Codes and scale bytes must match exactly.
+ * the tests' oracle (tests/common/oracle.c), written from the words of SPEC §2.3 step 4
+ * in a different formulation from src/formats.h: the scale byte by searching the smallest
+ * b with 2^(b-127) >= s in f64, the code by a nearest search over the ordered e4m3 values
+ * (ties to the even code, saturation at ±448). Codes and scale bytes must match exactly.
  *
  * Covers f32 and bf16 inputs, rows / cols / both directions, sizes that are not
  * multiples of 32 (partial blocks on both edges), all-zero blocks, NaN (ignored by the
@@ -15,92 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "oracle.h"
 #include "testutil.h"
-
-/* ------------------------------------------------------------ oracle */
-static float f32_of_bits(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-static uint32_t bits_of_f32(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
-static float bf16_value(uint16_t h) { return f32_of_bits((uint32_t)h << 16); }
-
-/* bf16 nearest to x, ties to even, by comparing the two bf16 neighbours in f64. */
-static uint16_t bf16_nearest(float x) {
-  if (isnan(x)) return (uint16_t)((bits_of_f32(x) >> 16) | 0x40u);
-  uint32_t u = bits_of_f32(x);
-  uint16_t lo = (uint16_t)(u >> 16);
-  if ((u & 0xFFFFu) == 0) return lo;
-  uint16_t hi = (uint16_t)(lo + 1); /* next magnitude away from zero (may become inf) */
-  double dl = fabs((double)bf16_value(lo) - (double)x), dh = fabs((double)bf16_value(hi) - (double)x);
-  if (isinf(bf16_value(hi))) dh = fabs(ldexp(1.0, 128) - fabs((double)x)); /* inf sits at 2^128 */
-  if (dl < dh) return lo;
-  if (dh < dl) return hi;
-  return (lo & 1u) ? hi : lo;
-}
-
-/* e4m3fn value of a code, from the format's definition. */
-static double e4m3_value(uint8_t c) {
-  int e = (c >> 3) & 15, m = c & 7;
-  if (e == 15 && m == 7) return NAN;
-  double v = e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
-  return (c & 0x80) ? -v : v;
-}
-
-/* Nearest e4m3 code by exhaustive search: ties to the even code, saturating, NaN -> 0x7F. */
-static uint8_t e4m3_nearest(float v) {
-  if (isnan(v)) return 0x7F;
-  uint8_t sign = signbit(v) ? 0x80 : 0;
-  double a = fabs((double)v);
-  if (a >= 448.0) return (uint8_t)(sign | 0x7E);
-  int best = 0;
-  double bd = INFINITY;
-  for (int m = 0; m <= 0x7E; ++m) {
-    double d = fabs(e4m3_value((uint8_t)m) - a);
-    if (d < bd || (d == bd && (m & 1) == 0)) {
-      bd = d;
-      best = m;
-    }
-  }
-  return (uint8_t)(sign | best);
-}
-
-static const float C448 = 0x1.24924Ap-9f; /* bits 0x3B124925, the f32 nearest 1/448 */
-
-static uint8_t scale_byte(float amax) {
-  float s = amax * C448;
-  if (isnan(s)) return 0xFF;
-  for (int b = 0; b <= 254; ++b)
-    if (ldexp(1.0, b - 127) >= (double)s) return (uint8_t)b;
-  return 254;
-}
-
-/* One block: codes and the scale byte, per SPEC §2.3 step 4. */
-static uint8_t oracle_block(const float *v, int n, int64_t stride, uint8_t *codes, int64_t cstride) {
-  float amax = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    float a = fabsf(v[i * stride]);
-    if (!isnan(a) && a > amax) amax = a;
-  }
-  uint8_t b = scale_byte(amax);
-  float inv = b == 254 ? 0.0f : (float)ldexp(1.0, 127 - b);
-  for (int i = 0; i < n; ++i) {
-    float x = v[i * stride] * inv;
-    codes[i * cstride] = e4m3_nearest(x);
-  }
-  return b;
-}
-
-/* Exact dequantized value, f32 (overflow to inf happens when the f64 value is cast). */
-static float deq_value(uint8_t code, uint8_t s) {
-  if (s == 0xFF) return NAN;
-  return (float)(e4m3_value(code) * ldexp(1.0, s - 127));
-}
 
 /* ------------------------------------------------------------ data */
 enum { DATA_NORMAL, DATA_SPECIAL, DATA_TINY, DATA_HUGE };
@@ -130,22 +46,27 @@ static float gen_value(tu_rng *r, int mode, int e) {
 /* x as f32 values (what the library sees) and in the input dtype. */
 static void gen_matrix(tu_rng *r, int mode, int64_t rows, int64_t cols, float *xf, uint16_t *xb) {
   int *er = (int *)tu_malloc(sizeof(int) * (size_t)rows), *ec = (int *)tu_malloc(sizeof(int) * (size_t)cols);
-  for (int64_t i = 0; i < rows; ++i) er[i] = (int)tu_range(r, -8, 8);
-  for (int64_t j = 0; j < cols; ++j) ec[j] = (int)tu_range(r, -8, 8);
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) xf[i * cols + j] = gen_value(r, mode, er[i] + ec[j]);
+    er[i] = (int)tu_range(r, -8, 8);
+  for (int64_t j = 0; j < cols; ++j)
+    ec[j] = (int)tu_range(r, -8, 8);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      xf[i * cols + j] = gen_value(r, mode, er[i] + ec[j]);
   if (mode == DATA_SPECIAL) {
     /* an all-zero 32-wide row block and an all-zero column block where they fit */
     if (cols >= 32)
-      for (int64_t j = 0; j < 32; ++j) xf[(rows - 1) * cols + j] = 0.0f;
+      for (int64_t j = 0; j < 32; ++j)
+        xf[(rows - 1) * cols + j] = 0.0f;
     if (rows >= 32)
-      for (int64_t i = 0; i < 32; ++i) xf[i * cols + cols - 1] = 0.0f;
+      for (int64_t i = 0; i < 32; ++i)
+        xf[i * cols + cols - 1] = 0.0f;
   }
   if (xb)
     for (int64_t i = 0; i < rows * cols; ++i) {
-      xb[i] = (uint16_t)(bits_of_f32(xf[i]) >> 16); /* any bf16 will do as input */
+      xb[i] = (uint16_t)(tu_f32_bits(xf[i]) >> 16); /* any bf16 will do as input */
       if (isnan(xf[i])) xb[i] = 0x7FC0;
-      xf[i] = bf16_value(xb[i]);
+      xf[i] = tu_bf16_value(xb[i]);
     }
   free(er);
   free(ec);
@@ -189,12 +110,13 @@ static void oracle_quantize(const float *xf, int64_t rows, int64_t cols, qbufs *
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t b = 0; b < sbr; ++b) {
       int n = (int)(cols - 32 * b < 32 ? cols - 32 * b : 32);
-      o->s_row[i * sbr + b] = oracle_block(xf + i * cols + 32 * b, n, 1, o->q_row + i * cols + 32 * b, 1);
+      o->s_row[i * sbr + b] = tu_mx_block(xf + i * cols + 32 * b, n, 1, o->q_row + i * cols + 32 * b, 1);
     }
   for (int64_t b = 0; b < (rows + 31) / 32; ++b)
     for (int64_t j = 0; j < cols; ++j) {
       int n = (int)(rows - 32 * b < 32 ? rows - 32 * b : 32);
-      o->s_col[b * cols + j] = oracle_block(xf + 32 * b * cols + j, n, cols, o->q_col + 32 * b * cols + j, cols);
+      o->s_col[b * cols + j] =
+          tu_mx_block(xf + 32 * b * cols + j, n, cols, o->q_col + 32 * b * cols + j, cols);
     }
 }
 
@@ -286,13 +208,18 @@ static void test_special_blocks(void) {
   /* one row of 5 blocks (the last partial, 13 values): what each must give is known */
   enum { COLS = 32 * 4 + 13 };
   float x[COLS];
-  for (int i = 0; i < COLS; ++i) x[i] = 0.0f;                     /* block 0: all zero */
-  for (int i = 32; i < 64; ++i) x[i] = (float)(i - 40);           /* block 1: -8..23, one NaN */
+  for (int i = 0; i < COLS; ++i)
+    x[i] = 0.0f; /* block 0: all zero */
+  for (int i = 32; i < 64; ++i)
+    x[i] = (float)(i - 40); /* block 1: -8..23, one NaN */
   x[33] = NAN;
-  for (int i = 64; i < 96; ++i) x[i] = 1.0f;                      /* block 2: +inf and ones */
+  for (int i = 64; i < 96; ++i)
+    x[i] = 1.0f; /* block 2: +inf and ones */
   x[70] = -INFINITY;
-  for (int i = 96; i < 128; ++i) x[i] = (float)ldexp(1.0, -140); /* block 3: f32 subnormals */
-  for (int i = 128; i < COLS; ++i) x[i] = 448.0f * (float)(i - 127); /* block 4: 448..5824 */
+  for (int i = 96; i < 128; ++i)
+    x[i] = (float)ldexp(1.0, -140); /* block 3: f32 subnormals */
+  for (int i = 128; i < COLS; ++i)
+    x[i] = 448.0f * (float)(i - 127); /* block 4: 448..5824 */
   qbufs o = qbufs_alloc(1, COLS);
   tu_poison(o.q_row, COLS, 0xA5);
   tu_poison(o.s_row, 5, 0xA5);
@@ -300,7 +227,8 @@ static void test_special_blocks(void) {
   if (TU_CHECK(st == MXF_OK, "special blocks: %s (%s)", mxf_status_string(st), mxf_last_error())) {
     TU_CHECK(o.s_row[0] == 0, "all-zero block: scale byte %u, want 0", o.s_row[0]);
     int zeros = 1;
-    for (int i = 0; i < 32; ++i) zeros &= o.q_row[i] == 0;
+    for (int i = 0; i < 32; ++i)
+      zeros &= o.q_row[i] == 0;
     TU_CHECK(zeros, "all-zero block: codes not all 0");
     /* amax 23 -> s = 23/448 = 0.0513.. -> 2^-4 -> byte 123, inv 16; 23*16 = 368 -> 384 */
     TU_CHECK(o.s_row[1] == 123, "NaN block: scale byte %u, want 123", o.s_row[1]);
@@ -327,7 +255,8 @@ static void test_special_blocks(void) {
 static mxf_status run_dequantize(int one_call, const uint8_t *q, const uint8_t *s, void *y, mxf_dtype ydt,
                                  int64_t rows, int64_t cols, unsigned dir) {
   int64_t sq[2] = {rows, cols};
-  int64_t ss[2] = {dir == MXF_QUANT_ROWS ? rows : (rows + 31) / 32, dir == MXF_QUANT_ROWS ? (cols + 31) / 32 : cols};
+  int64_t ss[2] = {dir == MXF_QUANT_ROWS ? rows : (rows + 31) / 32,
+                   dir == MXF_QUANT_ROWS ? (cols + 31) / 32 : cols};
   mxf_dequantize_desc d;
   memset(&d, 0, sizeof d);
   d.q = tu_tensor((void *)q, MXF_E4M3, 2, sq);
@@ -355,7 +284,8 @@ static uint8_t block_scale(const uint8_t *s, int64_t i, int64_t j, int64_t cols,
 static void test_dequantize_all(tu_rng *r, int64_t rows, int64_t cols, unsigned dir, int one_call) {
   int64_t n = rows * cols, ns = dir == MXF_QUANT_ROWS ? rows * ((cols + 31) / 32) : ((rows + 31) / 32) * cols;
   uint8_t *q = (uint8_t *)tu_malloc((size_t)n), *s = (uint8_t *)tu_malloc((size_t)ns);
-  for (int64_t i = 0; i < n; ++i) q[i] = (uint8_t)(i < 256 ? i : tu_range(r, 0, 255));
+  for (int64_t i = 0; i < n; ++i)
+    q[i] = (uint8_t)(i < 256 ? i : tu_range(r, 0, 255));
   for (int64_t i = 0; i < ns; ++i) {
     static const uint8_t edge[] = {0, 1, 253, 254, 0xFF, 127};
     s[i] = i < 6 ? edge[i] : (uint8_t)tu_range(r, 0, 255);
@@ -375,16 +305,16 @@ static void test_dequantize_all(tu_rng *r, int64_t rows, int64_t cols, unsigned 
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j) {
         int64_t e = i * cols + j;
-        float want = deq_value(q[e], block_scale(s, i, j, cols, dir));
-        int okf = isnan(want) ? isnan(yf[e]) : bits_of_f32(yf[e]) == bits_of_f32(want);
-        uint16_t wb = bf16_nearest(want);
-        int okb = isnan(want) ? isnan(bf16_value(yb[e])) : yb[e] == wb;
+        float want = (float)tu_mx_value(q[e], block_scale(s, i, j, cols, dir));
+        int okf = isnan(want) ? isnan(yf[e]) : tu_f32_bits(yf[e]) == tu_f32_bits(want);
+        uint16_t wb = tu_bf16_nearest(want);
+        int okb = isnan(want) ? isnan(tu_bf16_value(yb[e])) : yb[e] == wb;
         if (!okf) ++bad_f;
         if (!okb) ++bad_b;
         if ((!okf || !okb) && first < 0) first = e;
       }
-    TU_CHECK(bad_f == 0 && bad_b == 0, "%s: %lld f32 and %lld bf16 mismatches; first at %lld (code 0x%02x)", tag,
-             (long long)bad_f, (long long)bad_b, (long long)first, first < 0 ? 0 : q[first]);
+    TU_CHECK(bad_f == 0 && bad_b == 0, "%s: %lld f32 and %lld bf16 mismatches; first at %lld (code 0x%02x)",
+             tag, (long long)bad_f, (long long)bad_b, (long long)first, first < 0 ? 0 : q[first]);
   }
   free(q);
   free(s);
@@ -399,7 +329,8 @@ static void test_round_trip(tu_rng *r, int64_t rows, int64_t cols, mxf_dtype dt)
   uint16_t *xb = dt == MXF_BF16 ? (uint16_t *)tu_malloc(2 * (size_t)(rows * cols)) : NULL;
   gen_matrix(r, DATA_NORMAL, rows, cols, xf, xb);
   qbufs q1 = qbufs_alloc(rows, cols), q2 = qbufs_alloc(rows, cols);
-  float *y1 = (float *)tu_malloc(4 * (size_t)(rows * cols)), *y2 = (float *)tu_malloc(4 * (size_t)(rows * cols));
+  float *y1 = (float *)tu_malloc(4 * (size_t)(rows * cols)),
+        *y2 = (float *)tu_malloc(4 * (size_t)(rows * cols));
   mxf_status st = run_quantize(1, dt, dt == MXF_BF16 ? (const void *)xb : (const void *)xf, rows, cols,
                                MXF_QUANT_ROWS | MXF_QUANT_COLS, &q1);
   TU_CHECK(st == MXF_OK, "round trip quantize: %s (%s)", mxf_status_string(st), mxf_last_error());
@@ -407,7 +338,8 @@ static void test_round_trip(tu_rng *r, int64_t rows, int64_t cols, mxf_dtype dt)
     const uint8_t *qq = dir == MXF_QUANT_ROWS ? q1.q_row : q1.q_col;
     const uint8_t *ss = dir == MXF_QUANT_ROWS ? q1.s_row : q1.s_col;
     st = run_dequantize(0, qq, ss, y1, MXF_F32, rows, cols, (unsigned)dir);
-    if (!TU_CHECK(st == MXF_OK, "round trip dequantize: %s (%s)", mxf_status_string(st), mxf_last_error())) break;
+    if (!TU_CHECK(st == MXF_OK, "round trip dequantize: %s (%s)", mxf_status_string(st), mxf_last_error()))
+      break;
     int64_t bad = 0, worst = -1;
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j) {
@@ -420,7 +352,8 @@ static void test_round_trip(tu_rng *r, int64_t rows, int64_t cols, mxf_dtype dt)
           ++bad;
         }
       }
-    TU_CHECK(bad == 0, "round trip %lldx%lld %s dir=%d: %lld values beyond the MXFP8 bound; first %lld: x=%g y=%g",
+    TU_CHECK(bad == 0,
+             "round trip %lldx%lld %s dir=%d: %lld values beyond the MXFP8 bound; first %lld: x=%g y=%g",
              (long long)rows, (long long)cols, mxf_dtype_name(dt), dir, (long long)bad, (long long)worst,
              worst < 0 ? 0.0 : (double)xf[worst], worst < 0 ? 0.0 : (double)y1[worst]);
     /* re-quantize the dequantized values (f32 input) and dequantize once more */
@@ -429,17 +362,20 @@ static void test_round_trip(tu_rng *r, int64_t rows, int64_t cols, mxf_dtype dt)
     const uint8_t *ss2 = dir == MXF_QUANT_ROWS ? q2.s_row : q2.s_col;
     if (st == MXF_OK) st = run_dequantize(1, qq2, ss2, y2, MXF_F32, rows, cols, (unsigned)dir);
     if (!TU_CHECK(st == MXF_OK, "re-quantize: %s (%s)", mxf_status_string(st), mxf_last_error())) break;
-    TU_CHECK(memcmp(y1, y2, 4 * (size_t)(rows * cols)) == 0, "re-quantize %s dir=%d: dequantized values changed",
-             mxf_dtype_name(dt), dir);
+    TU_CHECK(memcmp(y1, y2, 4 * (size_t)(rows * cols)) == 0,
+             "re-quantize %s dir=%d: dequantized values changed", mxf_dtype_name(dt), dir);
     /* codes are identical too, except in a block whose largest code is 224·2^(b-127):
      * fl(224 · c) is exactly 1/2, so that block re-quantizes one scale byte lower with
      * every code doubled — the same values */
     int64_t ns = dir == MXF_QUANT_ROWS ? rows * ((cols + 31) / 32) : ((rows + 31) / 32) * cols;
     int64_t same = 0, shifted = 0, other = 0;
     for (int64_t b = 0; b < ns; ++b) {
-      if (ss2[b] == ss[b]) ++same;
-      else if (ss2[b] + 1 == ss[b]) ++shifted;
-      else ++other;
+      if (ss2[b] == ss[b])
+        ++same;
+      else if (ss2[b] + 1 == ss[b])
+        ++shifted;
+      else
+        ++other;
     }
     int64_t code_bad = 0;
     for (int64_t i = 0; i < rows; ++i)
@@ -452,7 +388,8 @@ static void test_round_trip(tu_rng *r, int64_t rows, int64_t cols, mxf_dtype dt)
     TU_CHECK(other == 0 && code_bad == 0,
              "re-quantize %s dir=%d: %lld scale bytes moved by other than -1, %lld codes changed (same %lld, "
              "one lower %lld)",
-             mxf_dtype_name(dt), dir, (long long)other, (long long)code_bad, (long long)same, (long long)shifted);
+             mxf_dtype_name(dt), dir, (long long)other, (long long)code_bad, (long long)same,
+             (long long)shifted);
   }
   qbufs_free(&q1);
   qbufs_free(&q2);
@@ -467,15 +404,18 @@ int main(void) {
   tu_rng_init(&r, tu_seed());
 
   /* the oracle itself, on values whose codes are known */
-  TU_CHECK(e4m3_nearest(448.0f) == 0x7E && e4m3_nearest(1e9f) == 0x7E && e4m3_nearest(-INFINITY) == 0xFE,
+  TU_CHECK(tu_e4m3_nearest(448.0f) == 0x7E && tu_e4m3_nearest(1e9f) == 0x7E &&
+               tu_e4m3_nearest(-INFINITY) == 0xFE,
            "oracle: saturation");
-  TU_CHECK(e4m3_nearest(17.0f) == 0x58 && e4m3_nearest(19.0f) == 0x5A, "oracle: ties to even");
-  TU_CHECK(scale_byte(0.0f) == 0 && scale_byte(INFINITY) == 254 && scale_byte(448.0f) == 127,
+  TU_CHECK(tu_e4m3_nearest(17.0f) == 0x58 && tu_e4m3_nearest(19.0f) == 0x5A, "oracle: ties to even");
+  TU_CHECK(tu_mx_scale_byte(0.0f) == 0 && tu_mx_scale_byte(INFINITY) == 254 &&
+               tu_mx_scale_byte(448.0f) == 127,
            "oracle: scale bytes of 0, inf, 448");
 
   test_special_blocks();
 
-  static const int64_t shapes[][2] = {{45, 70}, {1, 1}, {1, 33}, {33, 1}, {64, 96}, {31, 32}, {97, 161}, {130, 45}};
+  static const int64_t shapes[][2] = {{45, 70}, {1, 1},   {1, 33},   {33, 1},
+                                      {64, 96}, {31, 32}, {97, 161}, {130, 45}};
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; ++si)
     for (int mode = 0; mode < 4; ++mode)
       for (int dt = 0; dt < 2; ++dt)

@@ -12,7 +12,7 @@
  *   when the text is bad.
  * - Device memory: host memory for MXF_DEVICE_CPU, CUDA memory otherwise (only when the
  *   tool is built with MXF_WITH_CUDA; without it every CUDA request fails cleanly).
- * - A seeded RNG (xoshiro256**) and timing.
+ * - A seeded RNG (src/host_rng.h) and timing.
  *
  * Adding a subcommand: write `int mxf_cmd_<name>(int argc, char **argv)` in a source file
  * under tools/, declare it here, add one row to the table in tools/main.c.
@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "host_rng.h"
 #include "mxfuse.h"
 
 /* ------------------------------------------------------------ exit statuses */
@@ -105,9 +106,7 @@ uint64_t mxf_cli_default_seed(void);
 void mxf_cli_json_str(FILE *f, const char *s);
 
 /* ------------------------------------------------------------ RNG */
-typedef struct mxf_cli_rng {
-  uint64_t s[4];
-} mxf_cli_rng;
+typedef mxf_rng mxf_cli_rng; /* src/host_rng.h, shared with the tests */
 
 void mxf_cli_rng_init(mxf_cli_rng *r, uint64_t seed);
 uint64_t mxf_cli_rng_u64(mxf_cli_rng *r);
@@ -132,6 +131,32 @@ int mxf_cli_dev_download(const char *cmd, int32_t device, void *dst, const void 
 int mxf_cli_dev_memset(const char *cmd, int32_t device, void *p, int byte, size_t bytes);
 /* Waits for all work queued on device (nothing for the CPU). */
 int mxf_cli_dev_sync(const char *cmd, int32_t device);
+/* The `bytes` host bytes as an input on device: the host pointer itself for the CPU,
+ * else a fresh copy (NULL on failure, message printed). Release with mxf_cli_dev_release. */
+void *mxf_cli_dev_mirror(const char *cmd, int32_t device, const void *host, size_t bytes);
+/* Frees dev unless it is the host memory it mirrors. */
+void mxf_cli_dev_release(int32_t device, void *dev, const void *host);
+
+/* ------------------------------------------------------------ running a plan */
+typedef enum mxf_cli_op {
+  MXF_CLI_GEMM_AMAX,
+  MXF_CLI_PROJ_ROPE,
+  MXF_CLI_QUANTIZE,
+  MXF_CLI_DEQUANTIZE
+} mxf_cli_op;
+/* mxf_<op>_run on the default stream; args points to the op's args struct. */
+mxf_status mxf_cli_run(mxf_cli_op op, const mxf_plan *plan, const void *args, void *ws, size_t ws_size);
+
+/* ------------------------------------------------------------ host references */
+/*
+ * SPEC §2.3 steps 2-3 for one (token, head), as the demo and `proj-rope --check` compute
+ * them: y holds the D = nope + rope GEMM results, each already rounded once to f32, and
+ * is staged through bf16 in place unless fp32_epilogue; out gets the nope features as
+ * they are and RoPE of the interleaved pairs into halves with the token's cos / sin rows
+ * (bf16), one f32 rounding per product and per sum (the tool builds without contraction).
+ */
+void mxf_cli_proj_epilogue(float *y, int64_t nope, int64_t rope, const uint16_t *cos_t, const uint16_t *sin_t,
+                           int fp32_epilogue, float *out);
 
 /* ------------------------------------------------------------ timing */
 /* Monotonic wall clock in milliseconds. */

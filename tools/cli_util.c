@@ -1,6 +1,6 @@
 /*
  * cli_util.c — shared helpers of the mxfuse subcommands (see cli.h): messages, option
- * parsing, JSON strings, the RNG, memory on a device and timing.
+ * parsing, JSON strings, the RNG, memory on a device, running a plan and timing.
  *
  * CUDA calls live only here and in the demo, behind MXF_WITH_CUDA (defined for the
  * tool when CMake finds CUDA), so the tool also builds and runs without a CUDA toolkit.
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "formats.h"
 
 #if defined(MXF_WITH_CUDA)
 #include <cuda_runtime.h>
@@ -218,30 +219,10 @@ void mxf_cli_json_str(FILE *f, const char *s) {
   fputc('"', f);
 }
 
-/* ------------------------------------------------------------ RNG (xoshiro256**) */
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+/* ------------------------------------------------------------ RNG */
+void mxf_cli_rng_init(mxf_cli_rng *r, uint64_t seed) { mxf_rng_init(r, seed); }
 
-void mxf_cli_rng_init(mxf_cli_rng *r, uint64_t seed) {
-  /* splitmix64 spreads any seed (0 included) over the whole state */
-  for (int i = 0; i < 4; i++) {
-    uint64_t z = (seed += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    r->s[i] = z ^ (z >> 31);
-  }
-}
-
-uint64_t mxf_cli_rng_u64(mxf_cli_rng *r) {
-  uint64_t *s = r->s;
-  uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl(s[3], 45);
-  return out;
-}
+uint64_t mxf_cli_rng_u64(mxf_cli_rng *r) { return mxf_rng_u64(r); }
 
 uint64_t mxf_cli_rng_below(mxf_cli_rng *r, uint64_t n) {
   /* rejection keeps it unbiased; the loop almost never repeats */
@@ -253,7 +234,7 @@ uint64_t mxf_cli_rng_below(mxf_cli_rng *r, uint64_t n) {
   return v % n;
 }
 
-double mxf_cli_rng_uniform(mxf_cli_rng *r) { return (double)(mxf_cli_rng_u64(r) >> 11) * 0x1.0p-53; }
+double mxf_cli_rng_uniform(mxf_cli_rng *r) { return mxf_rng_uniform(r); }
 
 void mxf_cli_rng_normal(mxf_cli_rng *r, float *out, size_t n) {
   const double two_pi = 6.283185307179586;
@@ -318,30 +299,32 @@ void mxf_cli_dev_free(int32_t device, void *p) {
 #endif
 }
 
-int mxf_cli_dev_upload(const char *cmd, int32_t device, void *dst, const void *src, size_t bytes) {
+/* A copy between host memory and memory of device, in the direction to_device says. */
+static int dev_copy(const char *cmd, int32_t device, void *dst, const void *src, size_t bytes,
+                    int to_device) {
   if (device == MXF_DEVICE_CPU) {
     if (dst != src && bytes) memcpy(dst, src, bytes);
     return 0;
   }
 #if defined(MXF_WITH_CUDA)
   if (!cuda_ok(cmd, cudaSetDevice(device - 1), "cudaSetDevice")) return -1;
-  return cuda_ok(cmd, cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "cudaMemcpy to device") ? 0 : -1;
+  return cuda_ok(cmd,
+                 cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost),
+                 to_device ? "cudaMemcpy to device" : "cudaMemcpy to host")
+             ? 0
+             : -1;
 #else
+  (void)to_device;
   return no_cuda(cmd);
 #endif
 }
 
+int mxf_cli_dev_upload(const char *cmd, int32_t device, void *dst, const void *src, size_t bytes) {
+  return dev_copy(cmd, device, dst, src, bytes, 1);
+}
+
 int mxf_cli_dev_download(const char *cmd, int32_t device, void *dst, const void *src, size_t bytes) {
-  if (device == MXF_DEVICE_CPU) {
-    if (dst != src && bytes) memcpy(dst, src, bytes);
-    return 0;
-  }
-#if defined(MXF_WITH_CUDA)
-  if (!cuda_ok(cmd, cudaSetDevice(device - 1), "cudaSetDevice")) return -1;
-  return cuda_ok(cmd, cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy to host") ? 0 : -1;
-#else
-  return no_cuda(cmd);
-#endif
+  return dev_copy(cmd, device, dst, src, bytes, 0);
 }
 
 int mxf_cli_dev_memset(const char *cmd, int32_t device, void *p, int byte, size_t bytes) {
@@ -365,6 +348,49 @@ int mxf_cli_dev_sync(const char *cmd, int32_t device) {
 #else
   return no_cuda(cmd);
 #endif
+}
+
+void *mxf_cli_dev_mirror(const char *cmd, int32_t device, const void *host, size_t bytes) {
+  if (device == MXF_DEVICE_CPU) return (void *)host;
+  void *d = mxf_cli_dev_alloc(cmd, device, bytes);
+  if (d && mxf_cli_dev_upload(cmd, device, d, host, bytes)) {
+    mxf_cli_dev_free(device, d);
+    return NULL;
+  }
+  return d;
+}
+
+void mxf_cli_dev_release(int32_t device, void *dev, const void *host) {
+  if (dev != host) mxf_cli_dev_free(device, dev);
+}
+
+/* ------------------------------------------------------------ running a plan */
+mxf_status mxf_cli_run(mxf_cli_op op, const mxf_plan *plan, const void *args, void *ws, size_t ws_size) {
+  switch (op) {
+  case MXF_CLI_GEMM_AMAX: return mxf_gemm_amax_run(plan, args, ws, ws_size, NULL);
+  case MXF_CLI_PROJ_ROPE: return mxf_proj_rope_run(plan, args, ws, ws_size, NULL);
+  case MXF_CLI_QUANTIZE: return mxf_quantize_run(plan, args, ws, ws_size, NULL);
+  case MXF_CLI_DEQUANTIZE: return mxf_dequantize_run(plan, args, ws, ws_size, NULL);
+  }
+  return MXF_ERR_INTERNAL;
+}
+
+/* ------------------------------------------------------------ host references */
+void mxf_cli_proj_epilogue(float *y, int64_t nope, int64_t rope, const uint16_t *cos_t, const uint16_t *sin_t,
+                           int fp32_epilogue, float *out) {
+  const int64_t half = rope / 2;
+  if (!fp32_epilogue)
+    for (int64_t d = 0; d < nope + rope; ++d)
+      y[d] = mxf_round_bf16(y[d]);
+  for (int64_t d = 0; d < nope; ++d)
+    out[d] = y[d];
+  for (int64_t j = 0; j < half; ++j) {
+    float p = y[nope + 2 * j], q = y[nope + 2 * j + 1];
+    float pc = p * mxf_bf16_to_f32(cos_t[j]), qs = q * mxf_bf16_to_f32(sin_t[j]);
+    float ps = p * mxf_bf16_to_f32(sin_t[half + j]), qc = q * mxf_bf16_to_f32(cos_t[half + j]);
+    out[nope + j] = pc - qs;
+    out[nope + half + j] = ps + qc;
+  }
 }
 
 /* ------------------------------------------------------------ timing */

@@ -18,6 +18,28 @@ void fc_init(fc_ctx *c, const char *cmd) {
   c->cmd = cmd;
   c->progress = isatty(2);
   c->device = MXF_DEVICE_CPU;
+  c->device_text = "auto";
+}
+
+int fc_common_opt(fc_ctx *c, int argc, char **argv, int *i) {
+  const char *v;
+  if ((v = mxf_cli_opt(c->cmd, argc, argv, i, "--in")))
+    c->in = v;
+  else if ((v = mxf_cli_opt(c->cmd, argc, argv, i, "--out")))
+    c->out = v;
+  else if ((v = mxf_cli_opt(c->cmd, argc, argv, i, "--device")))
+    c->device_text = v;
+  else if (!strcmp(argv[*i], "--check"))
+    c->check = 1;
+  else if (!strcmp(argv[*i], "--json"))
+    c->json = 1;
+  else
+    return 0;
+  return (v && !*v) ? -1 : 1;
+}
+
+int fc_parse_device(fc_ctx *c) {
+  return mxf_cli_parse_device(c->cmd, "--device", c->device_text, &c->device);
 }
 
 void fc_free(fc_ctx *c) {
@@ -159,13 +181,7 @@ void fc_stage_done(fc_ctx *c) {
 
 /* ------------------------------------------------------------ device memory */
 void *fc_upload(fc_ctx *c, const void *host, size_t bytes) {
-  if (c->device == MXF_DEVICE_CPU) return (void *)host;
-  void *d = mxf_cli_dev_alloc(c->cmd, c->device, bytes);
-  if (d && mxf_cli_dev_upload(c->cmd, c->device, d, host, bytes)) {
-    mxf_cli_dev_free(c->device, d);
-    return NULL;
-  }
-  return d;
+  return mxf_cli_dev_mirror(c->cmd, c->device, host, bytes);
 }
 
 void *fc_dev_output(fc_ctx *c, size_t bytes) {
@@ -183,6 +199,25 @@ int fc_download(fc_ctx *c, void *host, const void *dev, size_t bytes) {
 
 void fc_dev_free(fc_ctx *c, void *p) {
   if (c->device != MXF_DEVICE_CPU) mxf_cli_dev_free(c->device, p);
+}
+
+mxf_status fc_run(fc_ctx *c, mxf_cli_op op, const char *what, const mxf_plan *plan, const void *args,
+                  double *ms) {
+  size_t wsz = mxf_plan_workspace_size(plan);
+  void *ws = NULL;
+  *ms = 0.0;
+  if (wsz && !(ws = mxf_cli_dev_alloc(c->cmd, c->device, wsz))) return MXF_ERR_NO_MEMORY;
+  char dev[32];
+  fc_stage(c, "running %s on %s (%s)", what, mxf_cli_device_str(dev, sizeof dev, c->device),
+           mxf_plan_backend(plan));
+  double t0 = mxf_cli_now_ms();
+  mxf_status st = mxf_cli_run(op, plan, args, ws, wsz);
+  if (st == MXF_OK && mxf_cli_dev_sync(c->cmd, c->device)) st = MXF_ERR_CUDA;
+  *ms = mxf_cli_now_ms() - t0;
+  fc_stage_done(c);
+  mxf_cli_dev_free(c->device, ws);
+  if (st != MXF_OK) mxf_cli_err_status(c->cmd, what, st);
+  return st;
 }
 
 /* ------------------------------------------------------------ codes and values */
@@ -270,10 +305,22 @@ fc_cmp fc_compare_codes(mxf_dtype dt, const void *x, const void *y, int64_t n) {
   return r;
 }
 
-/* ------------------------------------------------------------ output */
-const char *fc_shape(char *buf, size_t n, int ndim, const int64_t *shape) {
-  return mxf_cli_shape_str(buf, n, shape, ndim);
+void fc_cmp_add(fc_cmp *total, fc_cmp r, int64_t base) {
+  total->n += r.n;
+  total->equal += r.equal;
+  if (r.max_step > total->max_step) {
+    total->max_step = r.max_step;
+    total->max_step_pos = base + r.max_step_pos;
+  }
 }
+
+double fc_cmp_equal_share(const fc_cmp *r) { return r->n ? (double)r->equal / (double)r->n : 1.0; }
+
+long long fc_cmp_max_step(const fc_cmp *r) {
+  return r->max_step == INT64_MAX ? -1LL : (long long)r->max_step;
+}
+
+/* ------------------------------------------------------------ output */
 
 void fc_json_shape(FILE *f, int ndim, const int64_t *shape) {
   fputc('[', f);
@@ -522,7 +569,7 @@ int mxf_cmd_inspect(int argc, char **argv) {
     } else {
       char sh[256];
       printf("  %-28s %-10s %-14s %-20s %zu bytes\n", t->name, t->file_dtype, ours,
-             fc_shape(sh, sizeof sh, t->ndim, t->shape), t->nbytes);
+             mxf_cli_shape_str(sh, sizeof sh, t->shape, t->ndim), t->nbytes);
     }
     if (is_scale) {
       scale_stats s;
@@ -635,7 +682,7 @@ static int swizzle_cmd(int argc, char **argv, int un) {
   if (!un) {
     if (t->ndim != 2 && t->ndim != 3) {
       mxf_cli_err(cmd, "%s has shape %s; compact scales are (MN, Kb) or (L, MN, Kb)", op.what,
-                  fc_shape(sh, sizeof sh, t->ndim, t->shape));
+                  mxf_cli_shape_str(sh, sizeof sh, t->shape, t->ndim));
       goto done;
     }
     if (t->ndim == 3) l = t->shape[0];
@@ -666,7 +713,7 @@ static int swizzle_cmd(int argc, char **argv, int un) {
       mxf_cli_err(cmd,
                   "%s has shape %s; swizzled scales of MN=%lld, Kb=%lld are (L, %lld, %lld, 32, 4, 4), "
                   "(%lld, %lld, 32, 4, 4) or flat with a multiple of %lld bytes",
-                  op.what, fc_shape(sh, sizeof sh, t->ndim, t->shape), (long long)mn, (long long)kb,
+                  op.what, mxf_cli_shape_str(sh, sizeof sh, t->shape, t->ndim), (long long)mn, (long long)kb,
                   (long long)mxf_cdiv(mn, 128), (long long)mxf_cdiv(kb, 4), (long long)mxf_cdiv(mn, 128),
                   (long long)mxf_cdiv(kb, 4), (long long)per);
       goto done;
@@ -712,8 +759,8 @@ static int swizzle_cmd(int argc, char **argv, int un) {
     printf("}\n");
   } else {
     printf("%s: %s %s -> %s %s (MN=%lld, Kb=%lld, L=%lld)\n", cmd, op.what,
-           fc_shape(sh, sizeof sh, t->ndim, t->shape), out, fc_shape(sh2, sizeof sh2, ond, oshape),
-           (long long)mn, (long long)kb, (long long)l);
+           mxf_cli_shape_str(sh, sizeof sh, t->shape, t->ndim), out,
+           mxf_cli_shape_str(sh2, sizeof sh2, oshape, ond), (long long)mn, (long long)kb, (long long)l);
   }
   rc = MXF_CLI_OK;
 done:

@@ -22,7 +22,9 @@
 
 typedef struct fc_ctx {
   const char *cmd;
-  const char *in; /* --in: default source of operands (a .safetensors file) */
+  const char *in;          /* --in: default source of operands (a .safetensors file) */
+  const char *out;         /* --out: where the outputs go (NULL: not saved) */
+  const char *device_text; /* --device as typed ("auto" unless given) */
   tio_file files[FC_MAX_FILES];
   char *file_paths[FC_MAX_FILES];
   int nfiles;
@@ -37,6 +39,14 @@ typedef struct fc_operand {
 
 void fc_init(fc_ctx *c, const char *cmd);
 void fc_free(fc_ctx *c);
+/*
+ * The options every operation command takes: --in, --out, --device, --check, --json.
+ * Returns 1 when argv[*i] was one of them (consumed, *i advanced past a value), 0 when
+ * it is another argument, -1 when its value is missing (reported: exit MXF_CLI_USAGE).
+ */
+int fc_common_opt(fc_ctx *c, int argc, char **argv, int *i);
+/* Parses the --device text into c->device; -1 (reported) when it is not usable. */
+int fc_parse_device(fc_ctx *c);
 /*
  * Finds the operand named by `spec` (NULL: look up `name` in --in). Returns 1 when
  * found, 0 when absent and !required, -1 on an error (printed).
@@ -53,11 +63,20 @@ void fc_stage(fc_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 
 void fc_progress(fc_ctx *c, const char *what, double done, double total);
 void fc_stage_done(fc_ctx *c);
 
-/* Host copy of a tensor on the device (the host pointer itself for the CPU). */
+/* Host copy of a tensor on the device (the host pointer itself for the CPU); release
+ * with fc_dev_free. */
 void *fc_upload(fc_ctx *c, const void *host, size_t bytes);
-void *fc_dev_output(fc_ctx *c, size_t bytes); /* poisoned with 0xA5 */
+void *fc_dev_output(fc_ctx *c, size_t bytes); /* poisoned with 0xA5; free with mxf_cli_dev_free */
 int fc_download(fc_ctx *c, void *host, const void *dev, size_t bytes);
-void fc_dev_free(fc_ctx *c, void *p);
+void fc_dev_free(fc_ctx *c, void *p); /* what fc_upload returned */
+
+/*
+ * Runs a plan made for `op` once on the command's device with a workspace of its own,
+ * timed with the wall clock around the run and a device sync (*ms); a progress line
+ * names `what` while it runs, and a failure is reported as "<what>: <status>: <message>".
+ */
+mxf_status fc_run(fc_ctx *c, mxf_cli_op op, const char *what, const mxf_plan *plan, const void *args,
+                  double *ms);
 
 /* Code-by-code comparison of two arrays of one dtype (8-bit codes, e2m1 packed, or
  * 16-bit bf16/f16): fraction equal and the largest distance in representable steps. */
@@ -66,6 +85,11 @@ typedef struct fc_cmp {
   int64_t max_step; /* INT64_MAX when a NaN meets a number */
 } fc_cmp;
 fc_cmp fc_compare_codes(mxf_dtype dt, const void *x, const void *y, int64_t n);
+/* Adds the comparison r of a chunk starting at element `base` to the running total. */
+void fc_cmp_add(fc_cmp *total, fc_cmp r, int64_t base);
+/* Share of equal codes (1 when nothing was compared); the largest step, -1 for NaN vs a number. */
+double fc_cmp_equal_share(const fc_cmp *r);
+long long fc_cmp_max_step(const fc_cmp *r);
 /* Decoded value of element i of a tensor of dtype dt (f32, f16, bf16, fp8, e2m1, e8m0). */
 double fc_decode(mxf_dtype dt, const void *p, int64_t i);
 /* Encodes an f32 value to dt's bits (for fp8 / e2m1 returns the code). */
@@ -74,8 +98,6 @@ uint32_t fc_encode(mxf_dtype dt, float v);
 /* --out handling: saves and prints/records where; prints the error on failure. */
 int fc_save(fc_ctx *c, const char *dest, const tio_tensor *ts, int n);
 
-/* Prints shape as "(a, b, c)" into buf. */
-const char *fc_shape(char *buf, size_t n, int ndim, const int64_t *shape);
 /* JSON helpers for the summary on stdout. */
 void fc_json_shape(FILE *f, int ndim, const int64_t *shape);
 void fc_json_outputs(FILE *f, const char *dest, const tio_tensor *ts, int n);

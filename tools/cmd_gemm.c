@@ -49,18 +49,6 @@ static inline int64_t op_index(int64_t r, int64_t k, int64_t l, int64_t rows, in
   return major_k ? (l * rows + r) * kk + k : (l * kk + k) * rows + r;
 }
 
-static double dec_code(mxf_dtype dt, const uint8_t *p, int64_t i) {
-  switch (dt) {
-  case MXF_E4M3: return mxf_e4m3_to_f32(p[i]);
-  case MXF_E5M2: return mxf_e5m2_to_f32(p[i]);
-  default: return mxf_e2m1_to_f32(mxf_e2m1_get(p, i));
-  }
-}
-
-static double dec_scale(mxf_dtype dt, uint8_t b) {
-  return dt == MXF_E4M3 ? (double)mxf_e4m3_to_f32(b) : (double)mxf_e8m0_to_f32(b);
-}
-
 static int64_t sf_off(int swz, int64_t mn, int64_t kbn, int64_t r, int64_t kb, int64_t l) {
   if (!swz) return (l * mn + r) * kbn + kb;
   return mxf_sf_swz_offset(r, kb, l, mxf_cdiv(mn, 128), mxf_cdiv(kbn, 4));
@@ -72,9 +60,8 @@ static void decode_operand(double *out, const tio_tensor *t, const tio_tensor *s
   int64_t kbn = mxf_cdiv(K, sf_vec);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t k = 0; k < K; ++k) {
-      double s =
-          dec_scale(sf->dtype, ((const uint8_t *)sf->data)[sf_off(sf_swz, rows, kbn, r, k / sf_vec, l)]);
-      out[r * K + k] = dec_code(code_dt, t->data, op_index(r, k, l, rows, K, major_k)) * s;
+      double s = fc_decode(sf->dtype, sf->data, sf_off(sf_swz, rows, kbn, r, k / sf_vec, l));
+      out[r * K + k] = fc_decode(code_dt, t->data, op_index(r, k, l, rows, K, major_k)) * s;
     }
 }
 
@@ -97,6 +84,14 @@ static uint8_t *pad_rows(const void *src, int64_t rows, mxf_dtype dt, int64_t ld
   return p;
 }
 
+/* Strides (rows, k, batch) of an operand stored (L, rows, K) with leading dimension ld,
+ * or (L, K, rows) when it is rows-major (m- / n-major). */
+static void operand_strides(mxf_tensor *t, int rows_major, int64_t ld, int64_t rows, int64_t K) {
+  t->stride[0] = rows_major ? 1 : ld;
+  t->stride[1] = rows_major ? ld : 1;
+  t->stride[2] = (rows_major ? K : rows) * ld;
+}
+
 int mxf_cmd_gemm_amax(int argc, char **argv) {
   const char *cmd = "gemm-amax";
   if (mxf_cli_wants_help(argc, argv)) {
@@ -105,7 +100,7 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
   }
   fc_ctx c;
   fc_init(&c, cmd);
-  const char *sa = NULL, *sb = NULL, *ssfa = NULL, *ssfb = NULL, *out = NULL, *dev = "auto", *v;
+  const char *sa = NULL, *sb = NULL, *ssfa = NULL, *ssfb = NULL, *v;
   mxf_dtype ab_want = MXF_DTYPE_INVALID, sf_want = MXF_E8M0, c_dt = MXF_F32;
   int64_t sf_vec = 0;
   int a_mmajor = 0, b_nmajor = 0;
@@ -113,11 +108,12 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
   int have_alpha = 0;
   for (int i = 1; i < argc; ++i) {
     const char *o = argv[i];
+    int common = fc_common_opt(&c, argc, argv, &i);
+    if (common < 0) return MXF_CLI_USAGE;
+    if (common) continue;
     v = NULL;
 #define OPT(name) (v = mxf_cli_opt(cmd, argc, argv, &i, name))
-    if (OPT("--in"))
-      c.in = v;
-    else if (OPT("--a"))
+    if (OPT("--a"))
       sa = v;
     else if (OPT("--b"))
       sb = v;
@@ -125,10 +121,6 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
       ssfa = v;
     else if (OPT("--sfb"))
       ssfb = v;
-    else if (OPT("--out"))
-      out = v;
-    else if (OPT("--device"))
-      dev = v;
     else if (OPT("--ab-dtype")) {
       ab_want = tio_dtype_parse(v);
       if (ab_want != MXF_E4M3 && ab_want != MXF_E5M2 && ab_want != MXF_E2M1 && ab_want != MXF_E2M1X2) {
@@ -165,10 +157,6 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
       a_mmajor = 1;
     else if (!strcmp(o, "--b-nmajor"))
       b_nmajor = 1;
-    else if (!strcmp(o, "--check"))
-      c.check = 1;
-    else if (!strcmp(o, "--json"))
-      c.json = 1;
     else {
       mxf_cli_err(cmd, "unknown argument %s (mxfuse gemm-amax --help)", o);
       return MXF_CLI_USAGE;
@@ -181,11 +169,12 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
     return MXF_CLI_USAGE;
   }
   if (!sf_vec) sf_vec = sf_want == MXF_E4M3 ? 16 : 32;
-  if (mxf_cli_parse_device(cmd, "--device", dev, &c.device)) return MXF_CLI_USAGE;
+  if (fc_parse_device(&c)) return MXF_CLI_USAGE;
+  const char *out = c.out;
 
   int rc = MXF_CLI_FAIL;
   fc_operand A, B, SFA, SFB;
-  void *da = NULL, *db = NULL, *dsfa = NULL, *dsfb = NULL, *dc = NULL, *damax = NULL, *ws = NULL;
+  void *da = NULL, *db = NULL, *dsfa = NULL, *dsfb = NULL, *dc = NULL, *damax = NULL;
   uint8_t *hc = NULL, *a_pad = NULL, *b_pad = NULL;
   float amax = NAN;
   mxf_plan *plan = NULL;
@@ -211,7 +200,7 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
     mxf_cli_err(cmd,
                 "%s has shape %s and %s has %d dimensions; A and B are (M, K) / (N, K) or "
                 "(L, M, K) / (L, N, K)",
-                A.what, fc_shape(sh, sizeof sh, A.t->ndim, A.t->shape), B.what, B.t->ndim);
+                A.what, mxf_cli_shape_str(sh, sizeof sh, A.t->shape, A.t->ndim), B.what, B.t->ndim);
     goto done;
   }
   int nd = A.t->ndim;
@@ -250,24 +239,8 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
       if (!(b_pad = pad_rows(B.t->data, brows, ab_want, b_nmajor ? N : Kd, bld, &b_bytes))) goto oom;
       b_host = b_pad;
     }
-    if (a_mmajor) {
-      d.a.stride[0] = 1;
-      d.a.stride[1] = ald;
-      d.a.stride[2] = Kd * ald;
-    } else {
-      d.a.stride[0] = ald;
-      d.a.stride[1] = 1;
-      d.a.stride[2] = M * ald;
-    }
-    if (b_nmajor) {
-      d.b.stride[0] = 1;
-      d.b.stride[1] = bld;
-      d.b.stride[2] = Kd * bld;
-    } else {
-      d.b.stride[0] = bld;
-      d.b.stride[1] = 1;
-      d.b.stride[2] = N * bld;
-    }
+    operand_strides(&d.a, a_mmajor, ald, M, Kd);
+    operand_strides(&d.b, b_nmajor, bld, N, Kd);
   }
   /* scale tensors: normalize to (L, MN, Kb) or (L, R, K', 32, 4, 4) */
   fc_operand *sfs[2] = {&SFA, &SFB};
@@ -301,7 +274,7 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
       swz[s] = 1;
     } else {
       mxf_cli_err(cmd, "%s has shape %s; scales are (MN, Kb), (L, MN, Kb) or swizzled", sfs[s]->what,
-                  fc_shape(sh, sizeof sh, t->ndim, t->shape));
+                  mxf_cli_shape_str(sh, sizeof sh, t->shape, t->ndim));
       goto done;
     }
   }
@@ -335,21 +308,9 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
       !(dsfb = fc_upload(&c, SFB.t->data, SFB.t->nbytes)) || !(dc = fc_dev_output(&c, cdev_bytes)) ||
       !(damax = fc_dev_output(&c, 4)))
     goto done;
-  size_t wsz = mxf_plan_workspace_size(plan);
-  if (wsz && !(ws = mxf_cli_dev_alloc(cmd, c.device, wsz))) goto done;
-  char devs[32];
-  fc_stage(&c, "running gemm_amax on %s (%s)", mxf_cli_device_str(devs, sizeof devs, c.device),
-           mxf_plan_backend(plan));
   mxf_gemm_amax_args args = {da, db, dsfa, dsfb, dc, damax, have_alpha ? &alpha : NULL};
-  double t0 = mxf_cli_now_ms();
-  st = mxf_gemm_amax_run(plan, &args, ws, wsz, NULL);
-  if (st == MXF_OK && mxf_cli_dev_sync(cmd, c.device)) st = MXF_ERR_CUDA;
-  double ms = mxf_cli_now_ms() - t0;
-  fc_stage_done(&c);
-  if (st != MXF_OK) {
-    mxf_cli_err_status(cmd, "gemm_amax", st);
-    goto done;
-  }
+  double ms;
+  if (fc_run(&c, MXF_CLI_GEMM_AMAX, "gemm_amax", plan, &args, &ms) != MXF_OK) goto done;
   hc = tio_copy_aligned(NULL, cdev_bytes);
   if (!hc || fc_download(&c, hc, dc, cdev_bytes) || fc_download(&c, &amax, damax, 4)) goto done;
   if (cldb != crow) /* drop the row padding */
@@ -423,13 +384,7 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
         rs.checked += N;
         if (c_dt != MXF_F32) { /* this row's codes (e2m1 rows are whole bytes: N is even) */
           size_t off = (size_t)tio_dtype_bytes(c_dt, (l * M + m) * N);
-          fc_cmp r = fc_compare_codes(c_dt, hc + off, refc + off, N);
-          rs.codes.n += r.n;
-          rs.codes.equal += r.equal;
-          if (r.max_step > rs.codes.max_step) {
-            rs.codes.max_step = r.max_step;
-            rs.codes.max_step_pos = (l * M + m) * N + r.max_step_pos;
-          }
+          fc_cmp_add(&rs.codes, fc_compare_codes(c_dt, hc + off, refc + off, N), (l * M + m) * N);
         }
       }
     }
@@ -462,10 +417,10 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
   if (row_step > 1) amax_ok = sampled_amax_ok;
   if (c.check) pass = amax_ok && c_ok;
 
-  char devs2[32];
-  mxf_cli_device_str(devs2, sizeof devs2, c.device);
+  char devs[32];
+  mxf_cli_device_str(devs, sizeof devs, c.device);
   if (c.json) {
-    printf("{\"command\": \"gemm-amax\", \"device\": \"%s\", \"backend\": ", devs2);
+    printf("{\"command\": \"gemm-amax\", \"device\": \"%s\", \"backend\": ", devs);
     mxf_cli_json_str(stdout, mxf_plan_backend(plan));
     printf(
         ", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"l\": %lld, \"ab_dtype\": \"%s\", \"sf_dtype\": \"%s\", "
@@ -483,9 +438,8 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
         printf("\"c_rel_frobenius\": %.6g, \"c_nonfinite_mismatches\": %lld, ", rel_fro,
                (long long)rs.nonfinite_mismatch);
       else
-        printf("\"c_codes_equal\": %.6f, \"c_max_code_step\": %lld, ",
-               rs.codes.n ? (double)rs.codes.equal / (double)rs.codes.n : 1.0,
-               rs.codes.max_step == INT64_MAX ? -1LL : (long long)rs.codes.max_step);
+        printf("\"c_codes_equal\": %.6f, \"c_max_code_step\": %lld, ", fc_cmp_equal_share(&rs.codes),
+               fc_cmp_max_step(&rs.codes));
       printf("\"row_step\": %lld, \"checked\": %lld, \"amax_ref\": ", (long long)row_step,
              (long long)rs.checked);
       if (rs.amax_ref_nan)
@@ -501,19 +455,18 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
     printf("gemm-amax: M=%lld N=%lld K=%lld L=%lld, %s x %s scales (sf_vec %d) -> C %s\n", (long long)M,
            (long long)N, (long long)K, (long long)L, tio_dtype_name(code_dt),
            sf_want == MXF_E4M3 ? "ue4m3" : "e8m0", (int)sf_vec, tio_dtype_name(c_dt));
-    printf("  device %s, backend %s, %.3f ms\n", devs2, mxf_plan_backend(plan), ms);
+    printf("  device %s, backend %s, %.3f ms\n", devs, mxf_plan_backend(plan), ms);
     printf("  amax = %.9g\n", (double)amax);
-    if (out) printf("  wrote c %s and amax to %s\n", fc_shape(sh, sizeof sh, cnd, cshape), out);
+    if (out) printf("  wrote c %s and amax to %s\n", mxf_cli_shape_str(sh, sizeof sh, cshape, cnd), out);
     if (c.check) {
       if (c_dt == MXF_F32)
         printf("  check: C relative Frobenius error %.3g (limit %.3g), non-finite mismatches %lld\n", rel_fro,
                tol, (long long)rs.nonfinite_mismatch);
       else
-        printf("  check: C codes equal to encode(ref) %.4f%% (need >= 99.9%%), max step %s%lld (limit 1)\n",
-               rs.codes.n ? 100.0 * (double)rs.codes.equal / (double)rs.codes.n : 100.0,
-               rs.codes.max_step == INT64_MAX ? "NaN vs number at " : "",
-               rs.codes.max_step == INT64_MAX ? (long long)rs.codes.max_step_pos
-                                              : (long long)rs.codes.max_step);
+        printf(
+            "  check: C codes equal to encode(ref) %.4f%% (need >= 99.9%%), max step %s%lld (limit 1)\n",
+            100.0 * fc_cmp_equal_share(&rs.codes), rs.codes.max_step == INT64_MAX ? "NaN vs number at " : "",
+            rs.codes.max_step == INT64_MAX ? (long long)rs.codes.max_step_pos : (long long)rs.codes.max_step);
       if (row_step > 1)
         printf("  check: amax %.9g vs %.9g, the largest |ref| of the sampled rows (must not be below it)\n",
                (double)amax, rs.amax_ref_nan ? NAN : rs.amax_ref);
@@ -533,15 +486,12 @@ oom:
 done:
   fc_stage_done(&c);
   mxf_plan_destroy(plan);
-  if (c.device != MXF_DEVICE_CPU) {
-    fc_dev_free(&c, da);
-    fc_dev_free(&c, db);
-    fc_dev_free(&c, dsfa);
-    fc_dev_free(&c, dsfb);
-  }
+  fc_dev_free(&c, da);
+  fc_dev_free(&c, db);
+  fc_dev_free(&c, dsfa);
+  fc_dev_free(&c, dsfb);
   mxf_cli_dev_free(c.device, dc);
   mxf_cli_dev_free(c.device, damax);
-  mxf_cli_dev_free(c.device, ws);
   free(hc);
   free(a_pad);
   free(b_pad);

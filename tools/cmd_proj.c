@@ -48,10 +48,9 @@ static int reference(fc_ctx *c, const proj_geom *p, const tio_tensor *x, const t
                      const uint8_t *sel, float *out, uint8_t *qr, uint8_t *sr, uint8_t *qc, uint8_t *sc) {
   int64_t T = p->t, K = p->k, H = p->h, D = p->d, R = p->rope, HD = H * D;
   double *xd = malloc(sizeof(double) * (size_t)(T * K)), *wd = malloc(sizeof(double) * (size_t)(D * K));
-  double *y = malloc(sizeof(double) * (size_t)D);
   float *yf = malloc(sizeof(float) * (size_t)D);
-  if (!xd || !wd || !y || !yf) {
-    free(xd), free(wd), free(y), free(yf);
+  if (!xd || !wd || !yf) {
+    free(xd), free(wd), free(yf);
     mxf_cli_err(c->cmd, "--check: out of memory for the reference");
     return -1;
   }
@@ -79,21 +78,10 @@ static int reference(fc_ctx *c, const proj_geom *p, const tio_tensor *x, const t
         double acc = 0;
         for (int64_t k = 0; k < K; ++k)
           acc += xd[t * K + k] * wd[dd * K + k];
-        float f = (float)acc;
-        yf[dd] = p->fp32_epilogue ? f : mxf_round_bf16(f);
+        yf[dd] = (float)acc;
       }
-      float *o = out + (t * H + h) * D;
-      for (int64_t dd = 0; dd < p->nope; ++dd)
-        o[dd] = yf[dd];
-      for (int64_t j = 0; j < R / 2; ++j) {
-        float pv = yf[p->nope + 2 * j], qv = yf[p->nope + 2 * j + 1];
-        float c1 = mxf_bf16_to_f32(cosv[t * R + j]), s1 = mxf_bf16_to_f32(sinv[t * R + j]);
-        float c2 = mxf_bf16_to_f32(cosv[t * R + R / 2 + j]), s2 = mxf_bf16_to_f32(sinv[t * R + R / 2 + j]);
-        float a = pv * c1, b = qv * s1;
-        o[p->nope + j] = a - b;
-        float e = pv * s2, g = qv * c2;
-        o[p->nope + R / 2 + j] = e + g;
-      }
+      mxf_cli_proj_epilogue(yf, p->nope, R, cosv + t * R, sinv + t * R, p->fp32_epilogue,
+                            out + (t * H + h) * D);
     }
   }
   /* quantize both directions with the one rule */
@@ -113,7 +101,7 @@ static int reference(fc_ctx *c, const proj_geom *p, const tio_tensor *x, const t
     }
   }
   fc_stage_done(c);
-  free(xd), free(wd), free(y), free(yf);
+  free(xd), free(wd), free(yf);
   return 0;
 }
 
@@ -133,16 +121,6 @@ static double within_tol(const float *ref, const uint8_t *q, const uint8_t *s, i
   return seen ? (double)ok / (double)seen : 1.0;
 }
 
-/* Adds the comparison of one chunk (starting at element `base`) to a running total. */
-static void cmp_add(fc_cmp *acc, fc_cmp r, int64_t base) {
-  acc->n += r.n;
-  acc->equal += r.equal;
-  if (r.max_step > acc->max_step) {
-    acc->max_step = r.max_step;
-    acc->max_step_pos = base + r.max_step_pos;
-  }
-}
-
 int mxf_cmd_proj_rope(int argc, char **argv) {
   const char *cmd = "proj-rope";
   if (mxf_cli_wants_help(argc, argv)) {
@@ -151,17 +129,17 @@ int mxf_cmd_proj_rope(int argc, char **argv) {
   }
   fc_ctx c;
   fc_init(&c, cmd);
-  const char *sx = NULL, *sw = NULL, *sxs = NULL, *sws = NULL, *scos = NULL, *ssin = NULL, *out = NULL;
-  const char *dev = "auto", *v;
+  const char *sx = NULL, *sw = NULL, *sxs = NULL, *sws = NULL, *scos = NULL, *ssin = NULL, *v;
   int64_t nope = 128;
   int w_out_in = 1, fp32 = 0;
   for (int i = 1; i < argc; ++i) {
     const char *o = argv[i];
+    int common = fc_common_opt(&c, argc, argv, &i);
+    if (common < 0) return MXF_CLI_USAGE;
+    if (common) continue;
     v = NULL;
 #define OPT(name) (v = mxf_cli_opt(cmd, argc, argv, &i, name))
-    if (OPT("--in"))
-      c.in = v;
-    else if (OPT("--x"))
+    if (OPT("--x"))
       sx = v;
     else if (OPT("--w"))
       sw = v;
@@ -173,10 +151,6 @@ int mxf_cmd_proj_rope(int argc, char **argv) {
       scos = v;
     else if (OPT("--sin"))
       ssin = v;
-    else if (OPT("--out"))
-      out = v;
-    else if (OPT("--device"))
-      dev = v;
     else if (OPT("--nope")) {
       if (*v && mxf_cli_parse_i64(cmd, "--nope", v, 0, 1 << 20, &nope)) return MXF_CLI_USAGE;
     } else if (OPT("--w-layout")) {
@@ -190,10 +164,6 @@ int mxf_cmd_proj_rope(int argc, char **argv) {
       }
     } else if (!strcmp(o, "--fp32-epilogue"))
       fp32 = 1;
-    else if (!strcmp(o, "--check"))
-      c.check = 1;
-    else if (!strcmp(o, "--json"))
-      c.json = 1;
     else {
       mxf_cli_err(cmd, "unknown argument %s (mxfuse proj-rope --help)", o);
       return MXF_CLI_USAGE;
@@ -201,12 +171,13 @@ int mxf_cmd_proj_rope(int argc, char **argv) {
     if (v && !*v) return MXF_CLI_USAGE;
 #undef OPT
   }
-  if (mxf_cli_parse_device(cmd, "--device", dev, &c.device)) return MXF_CLI_USAGE;
+  if (fc_parse_device(&c)) return MXF_CLI_USAGE;
+  const char *out = c.out;
 
   int rc = MXF_CLI_FAIL;
   fc_operand X, W, XS, WS, COS, SIN;
   mxf_plan *plan = NULL, *cplan = NULL;
-  void *dptr[6] = {0}, *dout[4] = {0}, *ws = NULL, *cws = NULL;
+  void *dptr[6] = {0}, *dout[4] = {0}, *cws = NULL;
   uint8_t *hout[4] = {0}, *ref[4] = {0}, *cpu[4] = {0};
   float *refv = NULL;
   uint8_t *sel = NULL;
@@ -235,7 +206,8 @@ int mxf_cmd_proj_rope(int argc, char **argv) {
       fc_as(&c, &SIN, MXF_BF16))
     goto done;
   if (X.t->ndim != 2 || W.t->ndim != 2 || COS.t->ndim != 2) {
-    mxf_cli_err(cmd, "x, w and cos must be 2-D (x is %s)", fc_shape(sh, sizeof sh, X.t->ndim, X.t->shape));
+    mxf_cli_err(cmd, "x, w and cos must be 2-D (x is %s)",
+                mxf_cli_shape_str(sh, sizeof sh, X.t->shape, X.t->ndim));
     goto done;
   }
   proj_geom p;
@@ -293,22 +265,12 @@ int mxf_cmd_proj_rope(int argc, char **argv) {
   for (int i = 0; i < 4; ++i)
     if (!(dout[i] = fc_dev_output(&c, obytes[i])) || !(hout[i] = tio_copy_aligned(NULL, obytes[i])))
       goto done;
-  size_t wsz = mxf_plan_workspace_size(plan);
-  if (wsz && !(ws = mxf_cli_dev_alloc(cmd, c.device, wsz))) goto done;
   char devs[32];
   mxf_cli_device_str(devs, sizeof devs, c.device);
-  fc_stage(&c, "running proj_rope on %s (%s)", devs, mxf_plan_backend(plan));
   mxf_proj_rope_args a = {dptr[0], dptr[1], dptr[2], dptr[3], dptr[4],
                           dptr[5], dout[0], dout[1], dout[2], dout[3]};
-  double t0 = mxf_cli_now_ms();
-  st = mxf_proj_rope_run(plan, &a, ws, wsz, NULL);
-  if (st == MXF_OK && mxf_cli_dev_sync(cmd, c.device)) st = MXF_ERR_CUDA;
-  double ms = mxf_cli_now_ms() - t0;
-  fc_stage_done(&c);
-  if (st != MXF_OK) {
-    mxf_cli_err_status(cmd, "proj_rope", st);
-    goto done;
-  }
+  double ms;
+  if (fc_run(&c, MXF_CLI_PROJ_ROPE, "proj_rope", plan, &a, &ms) != MXF_OK) goto done;
   for (int i = 0; i < 4; ++i)
     if (fc_download(&c, hout[i], dout[i], obytes[i])) goto done;
   tio_tensor outs[4];
@@ -346,10 +308,11 @@ int mxf_cmd_proj_rope(int argc, char **argv) {
       for (int64_t tb = 0; tb < TB; ++tb) {
         if (!sel[tb]) continue;
         int64_t nt = T - tb * 32 < 32 ? T - tb * 32 : 32, q0 = tb * 32 * HD;
-        cmp_add(&cmpq[dir], fc_compare_codes(MXF_E4M3, hout[2 * dir] + q0, ref[2 * dir] + q0, nt * HD), q0);
+        fc_cmp_add(&cmpq[dir], fc_compare_codes(MXF_E4M3, hout[2 * dir] + q0, ref[2 * dir] + q0, nt * HD),
+                   q0);
         int64_t s0 = dir ? tb * HD : tb * 32 * SR, sn = dir ? HD : nt * SR;
-        cmp_add(&cmps[dir], fc_compare_codes(MXF_E8M0, hout[2 * dir + 1] + s0, ref[2 * dir + 1] + s0, sn),
-                s0);
+        fc_cmp_add(&cmps[dir], fc_compare_codes(MXF_E8M0, hout[2 * dir + 1] + s0, ref[2 * dir + 1] + s0, sn),
+                   s0);
       }
       crit[dir] = within_tol(refv, hout[2 * dir], hout[2 * dir + 1], T, H, D, dir, sel);
       pass &= cmps[dir].equal >= 0.999 * (double)cmps[dir].n &&
@@ -407,13 +370,11 @@ int mxf_cmd_proj_rope(int argc, char **argv) {
       for (int dir = 0; dir < 2; ++dir) {
         printf(", \"%s\": {\"scales_equal\": %.6f, \"codes_equal\": %.6f, \"max_code_step\": %lld, "
                "\"within_0.1\": %.6f",
-               dirname[dir], cmps[dir].n ? (double)cmps[dir].equal / (double)cmps[dir].n : 1.0,
-               cmpq[dir].n ? (double)cmpq[dir].equal / (double)cmpq[dir].n : 1.0,
-               cmpq[dir].max_step == INT64_MAX ? -1LL : (long long)cmpq[dir].max_step, crit[dir]);
+               dirname[dir], fc_cmp_equal_share(&cmps[dir]), fc_cmp_equal_share(&cmpq[dir]),
+               fc_cmp_max_step(&cmpq[dir]), crit[dir]);
         if (have_cpu)
           printf(", \"cpu_scales_equal\": %.6f, \"cpu_codes_equal\": %.6f",
-                 cpuc[2 * dir + 1].n ? (double)cpuc[2 * dir + 1].equal / (double)cpuc[2 * dir + 1].n : 1.0,
-                 cpuc[2 * dir].n ? (double)cpuc[2 * dir].equal / (double)cpuc[2 * dir].n : 1.0);
+                 fc_cmp_equal_share(&cpuc[2 * dir + 1]), fc_cmp_equal_share(&cpuc[2 * dir]));
         printf("}");
       }
       printf("}");
@@ -430,16 +391,12 @@ int mxf_cmd_proj_rope(int argc, char **argv) {
         printf("  check %s: scales equal %.4f%% (need >= 99.9%%), codes equal %.4f%% (need >= 99%%), max "
                "step %lld "
                "(limit 1), within 0.1+0.1|ref| %.2f%% (need >= 95%%)\n",
-               dirname[dir], cmps[dir].n ? 100.0 * (double)cmps[dir].equal / (double)cmps[dir].n : 100.0,
-               cmpq[dir].n ? 100.0 * (double)cmpq[dir].equal / (double)cmpq[dir].n : 100.0,
-               cmpq[dir].max_step == INT64_MAX ? -1LL : (long long)cmpq[dir].max_step, 100.0 * crit[dir]);
+               dirname[dir], 100.0 * fc_cmp_equal_share(&cmps[dir]), 100.0 * fc_cmp_equal_share(&cmpq[dir]),
+               fc_cmp_max_step(&cmpq[dir]), 100.0 * crit[dir]);
         if (have_cpu)
           printf("  vs cpu backend %s: scales equal %.4f%%, codes equal %.4f%%, max step %lld\n",
-                 dirname[dir],
-                 cpuc[2 * dir + 1].n ? 100.0 * (double)cpuc[2 * dir + 1].equal / (double)cpuc[2 * dir + 1].n
-                                     : 100.0,
-                 cpuc[2 * dir].n ? 100.0 * (double)cpuc[2 * dir].equal / (double)cpuc[2 * dir].n : 100.0,
-                 cpuc[2 * dir].max_step == INT64_MAX ? -1LL : (long long)cpuc[2 * dir].max_step);
+                 dirname[dir], 100.0 * fc_cmp_equal_share(&cpuc[2 * dir + 1]),
+                 100.0 * fc_cmp_equal_share(&cpuc[2 * dir]), fc_cmp_max_step(&cpuc[2 * dir]));
       }
       if (tb_step > 1)
         printf("  check: sampled every %lld-th block of 32 tokens and the last one\n", (long long)tb_step);
@@ -452,14 +409,13 @@ done:
   mxf_plan_destroy(plan);
   mxf_plan_destroy(cplan);
   for (int i = 0; i < 6; ++i)
-    if (c.device != MXF_DEVICE_CPU) fc_dev_free(&c, dptr[i]);
+    fc_dev_free(&c, dptr[i]);
   for (int i = 0; i < 4; ++i) {
     mxf_cli_dev_free(c.device, dout[i]);
     free(hout[i]);
     free(ref[i]);
     free(cpu[i]);
   }
-  mxf_cli_dev_free(c.device, ws);
   free(cws);
   free(refv);
   free(sel);

@@ -38,25 +38,6 @@ static void dequant_usage(FILE *f) {
       "  --y-dtype T       f32 (default) | bf16\n" FC_USAGE_COMMON "\n" FC_USAGE_OPERANDS);
 }
 
-static int parse_common(fc_ctx *c, int argc, char **argv, int *i, const char **out, const char **dev,
-                        int *used) {
-  const char *v;
-  *used = 1;
-  if ((v = mxf_cli_opt(c->cmd, argc, argv, i, "--out")))
-    *out = v;
-  else if ((v = mxf_cli_opt(c->cmd, argc, argv, i, "--device")))
-    *dev = v;
-  else if ((v = mxf_cli_opt(c->cmd, argc, argv, i, "--in")))
-    c->in = v;
-  else if (!strcmp(argv[*i], "--check"))
-    c->check = 1;
-  else if (!strcmp(argv[*i], "--json"))
-    c->json = 1;
-  else
-    *used = 0;
-  return (v && !*v) ? -1 : 0;
-}
-
 int mxf_cmd_quantize(int argc, char **argv) {
   const char *cmd = "quantize";
   if (mxf_cli_wants_help(argc, argv)) {
@@ -65,12 +46,12 @@ int mxf_cmd_quantize(int argc, char **argv) {
   }
   fc_ctx c;
   fc_init(&c, cmd);
-  const char *sx = NULL, *out = NULL, *dev = "auto", *v;
+  const char *sx = NULL, *v;
   unsigned dirs = MXF_QUANT_ROWS | MXF_QUANT_COLS;
   for (int i = 1; i < argc; ++i) {
-    int used;
-    if (parse_common(&c, argc, argv, &i, &out, &dev, &used)) return MXF_CLI_USAGE;
-    if (used) continue;
+    int common = fc_common_opt(&c, argc, argv, &i);
+    if (common < 0) return MXF_CLI_USAGE;
+    if (common) continue;
     if ((v = mxf_cli_opt(cmd, argc, argv, &i, "--x"))) {
       if (!*v) return MXF_CLI_USAGE;
       sx = v;
@@ -92,11 +73,12 @@ int mxf_cmd_quantize(int argc, char **argv) {
       return MXF_CLI_USAGE;
     }
   }
-  if (mxf_cli_parse_device(cmd, "--device", dev, &c.device)) return MXF_CLI_USAGE;
+  if (fc_parse_device(&c)) return MXF_CLI_USAGE;
+  const char *out = c.out;
   int rc = MXF_CLI_FAIL;
   fc_operand X;
   mxf_plan *plan = NULL;
-  void *dx = NULL, *dout[4] = {0}, *ws = NULL;
+  void *dx = NULL, *dout[4] = {0};
   uint8_t *hout[4] = {0}, *ref[4] = {0};
   char sh[256];
   if (fc_operand_get(&c, sx, "x", 1, &X) < 0) goto done;
@@ -136,21 +118,11 @@ int mxf_cmd_quantize(int argc, char **argv) {
     if (!want) continue;
     if (!(dout[i] = fc_dev_output(&c, nb[i])) || !(hout[i] = tio_copy_aligned(NULL, nb[i]))) goto done;
   }
-  size_t wsz = mxf_plan_workspace_size(plan);
-  if (wsz && !(ws = mxf_cli_dev_alloc(cmd, c.device, wsz))) goto done;
   char devs[32];
   mxf_cli_device_str(devs, sizeof devs, c.device);
-  fc_stage(&c, "quantizing on %s", devs);
   mxf_quantize_args a = {dx, dout[0], dout[1], dout[2], dout[3]};
-  double t0 = mxf_cli_now_ms();
-  st = mxf_quantize_run(plan, &a, ws, wsz, NULL);
-  if (st == MXF_OK && mxf_cli_dev_sync(cmd, c.device)) st = MXF_ERR_CUDA;
-  double ms = mxf_cli_now_ms() - t0;
-  fc_stage_done(&c);
-  if (st != MXF_OK) {
-    mxf_cli_err_status(cmd, "quantize", st);
-    goto done;
-  }
+  double ms;
+  if (fc_run(&c, MXF_CLI_QUANTIZE, "quantize", plan, &a, &ms) != MXF_OK) goto done;
   tio_tensor outs[4];
   int n = 0;
   for (int i = 0; i < 4; ++i) {
@@ -219,7 +191,7 @@ int mxf_cmd_quantize(int argc, char **argv) {
     if (out) {
       printf("  wrote");
       for (int i = 0; i < n; ++i)
-        printf(" %s %s", outs[i].name, fc_shape(sh, sizeof sh, 2, outs[i].shape));
+        printf(" %s %s", outs[i].name, mxf_cli_shape_str(sh, sizeof sh, outs[i].shape, 2));
       printf(" to %s\n", out);
     }
     if (c.check) {
@@ -234,13 +206,12 @@ int mxf_cmd_quantize(int argc, char **argv) {
 done:
   fc_stage_done(&c);
   mxf_plan_destroy(plan);
-  if (c.device != MXF_DEVICE_CPU) fc_dev_free(&c, dx);
+  fc_dev_free(&c, dx);
   for (int i = 0; i < 4; ++i) {
     mxf_cli_dev_free(c.device, dout[i]);
     free(hout[i]);
     free(ref[i]);
   }
-  mxf_cli_dev_free(c.device, ws);
   fc_free(&c);
   return rc;
 }
@@ -253,13 +224,13 @@ int mxf_cmd_dequantize(int argc, char **argv) {
   }
   fc_ctx c;
   fc_init(&c, cmd);
-  const char *sq = NULL, *ss = NULL, *out = NULL, *dev = "auto", *v;
+  const char *sq = NULL, *ss = NULL, *v;
   unsigned dir = 0;
   mxf_dtype ydt = MXF_F32;
   for (int i = 1; i < argc; ++i) {
-    int used;
-    if (parse_common(&c, argc, argv, &i, &out, &dev, &used)) return MXF_CLI_USAGE;
-    if (used) continue;
+    int common = fc_common_opt(&c, argc, argv, &i);
+    if (common < 0) return MXF_CLI_USAGE;
+    if (common) continue;
     if ((v = mxf_cli_opt(cmd, argc, argv, &i, "--q"))) {
       if (!*v) return MXF_CLI_USAGE;
       sq = v;
@@ -286,18 +257,20 @@ int mxf_cmd_dequantize(int argc, char **argv) {
       return MXF_CLI_USAGE;
     }
   }
-  if (mxf_cli_parse_device(cmd, "--device", dev, &c.device)) return MXF_CLI_USAGE;
+  if (fc_parse_device(&c)) return MXF_CLI_USAGE;
+  const char *out = c.out;
   int rc = MXF_CLI_FAIL;
   fc_operand Q, S;
   mxf_plan *plan = NULL;
-  void *dq = NULL, *ds = NULL, *dy = NULL, *ws = NULL;
+  void *dq = NULL, *ds = NULL, *dy = NULL;
   uint8_t *hy = NULL;
   char sh[256], sh2[256];
   if (fc_operand_get(&c, sq, "q", 1, &Q) < 0 || fc_operand_get(&c, ss, "s", 1, &S) < 0) goto done;
   if (fc_as(&c, &Q, MXF_E4M3) || fc_as(&c, &S, MXF_E8M0)) goto done;
   if (Q.t->ndim != 2 || S.t->ndim != 2) {
-    mxf_cli_err(cmd, "q and s must be 2-D (q is %s, s is %s)", fc_shape(sh, sizeof sh, Q.t->ndim, Q.t->shape),
-                fc_shape(sh2, sizeof sh2, S.t->ndim, S.t->shape));
+    mxf_cli_err(cmd, "q and s must be 2-D (q is %s, s is %s)",
+                mxf_cli_shape_str(sh, sizeof sh, Q.t->shape, Q.t->ndim),
+                mxf_cli_shape_str(sh2, sizeof sh2, S.t->shape, S.t->ndim));
     goto done;
   }
   int64_t rows = Q.t->shape[0], cols = Q.t->shape[1];
@@ -306,7 +279,8 @@ int mxf_cmd_dequantize(int argc, char **argv) {
   if (!dir) {
     if (fits_rows && fits_cols) {
       mxf_cli_err(cmd, "s %s fits both directions for q %s; say --dir rows or --dir cols",
-                  fc_shape(sh, sizeof sh, 2, S.t->shape), fc_shape(sh2, sizeof sh2, 2, Q.t->shape));
+                  mxf_cli_shape_str(sh, sizeof sh, S.t->shape, 2),
+                  mxf_cli_shape_str(sh2, sizeof sh2, Q.t->shape, 2));
       goto done;
     }
     dir = fits_cols ? MXF_QUANT_COLS : MXF_QUANT_ROWS; /* a misfit is reported by the library */
@@ -327,19 +301,11 @@ int mxf_cmd_dequantize(int argc, char **argv) {
   if (!(dq = fc_upload(&c, Q.t->data, Q.t->nbytes)) || !(ds = fc_upload(&c, S.t->data, S.t->nbytes)) ||
       !(dy = fc_dev_output(&c, ybytes)) || !(hy = tio_copy_aligned(NULL, ybytes)))
     goto done;
-  size_t wsz = mxf_plan_workspace_size(plan);
-  if (wsz && !(ws = mxf_cli_dev_alloc(cmd, c.device, wsz))) goto done;
   char devs[32];
   mxf_cli_device_str(devs, sizeof devs, c.device);
   mxf_dequantize_args a = {dq, ds, dy};
-  double t0 = mxf_cli_now_ms();
-  st = mxf_dequantize_run(plan, &a, ws, wsz, NULL);
-  if (st == MXF_OK && mxf_cli_dev_sync(cmd, c.device)) st = MXF_ERR_CUDA;
-  double ms = mxf_cli_now_ms() - t0;
-  if (st != MXF_OK) {
-    mxf_cli_err_status(cmd, "dequantize", st);
-    goto done;
-  }
+  double ms;
+  if (fc_run(&c, MXF_CLI_DEQUANTIZE, "dequantize", plan, &a, &ms) != MXF_OK) goto done;
   if (fc_download(&c, hy, dy, ybytes)) goto done;
   tio_tensor y = tio_tensor_view("y", ydt, 2, Q.t->shape, hy);
   if (fc_save(&c, out, &y, 1)) goto done;
@@ -370,8 +336,8 @@ int mxf_cmd_dequantize(int argc, char **argv) {
       printf(", \"check\": {\"passed\": %s, \"mismatches\": %lld}", pass ? "true" : "false", (long long)bad);
     printf("}\n");
   } else {
-    printf("dequantize: q %s, s %s (%s) -> y %s\n", fc_shape(sh, sizeof sh, 2, Q.t->shape),
-           fc_shape(sh2, sizeof sh2, 2, S.t->shape), dir == MXF_QUANT_ROWS ? "rows" : "cols",
+    printf("dequantize: q %s, s %s (%s) -> y %s\n", mxf_cli_shape_str(sh, sizeof sh, Q.t->shape, 2),
+           mxf_cli_shape_str(sh2, sizeof sh2, S.t->shape, 2), dir == MXF_QUANT_ROWS ? "rows" : "cols",
            tio_dtype_name(ydt));
     printf("  device %s, backend %s, %.3f ms\n", devs, mxf_plan_backend(plan), ms);
     if (out) printf("  wrote y to %s\n", out);
@@ -382,12 +348,9 @@ int mxf_cmd_dequantize(int argc, char **argv) {
   rc = pass ? MXF_CLI_OK : MXF_CLI_FAIL;
 done:
   mxf_plan_destroy(plan);
-  if (c.device != MXF_DEVICE_CPU) {
-    fc_dev_free(&c, dq);
-    fc_dev_free(&c, ds);
-  }
+  fc_dev_free(&c, dq);
+  fc_dev_free(&c, ds);
   mxf_cli_dev_free(c.device, dy);
-  mxf_cli_dev_free(c.device, ws);
   free(hy);
   fc_free(&c);
   return rc;

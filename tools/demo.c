@@ -72,11 +72,10 @@ static void *xalloc(size_t bytes) {
 }
 
 /* ------------------------------------------------------------ device mirrors */
-/* On the CPU the op reads the host buffers themselves; on a GPU a device copy. */
+/* On the CPU the op reads and writes the host buffers themselves; on a GPU device copies. */
 static void *dev_in(demo *dm, const void *host, size_t bytes) {
-  if (dm->device == MXF_DEVICE_CPU) return (void *)host;
-  void *d = mxf_cli_dev_alloc(CMD, dm->device, bytes);
-  if (!d || mxf_cli_dev_upload(CMD, dm->device, d, host, bytes) != 0) exit(MXF_CLI_FAIL);
+  void *d = mxf_cli_dev_mirror(CMD, dm->device, host, bytes);
+  if (!d) exit(MXF_CLI_FAIL);
   return d;
 }
 
@@ -87,9 +86,7 @@ static void *dev_out(demo *dm, void *host, size_t bytes) {
   return d;
 }
 
-static void dev_release(demo *dm, void *dev, const void *host) {
-  if (dev && dev != host) mxf_cli_dev_free(dm->device, dev);
-}
+static void dev_release(demo *dm, void *dev, const void *host) { mxf_cli_dev_release(dm->device, dev, host); }
 
 static int fetch(demo *dm, void *host, const void *dev, size_t bytes) {
   return mxf_cli_dev_download(CMD, dm->device, host, dev, bytes);
@@ -110,10 +107,8 @@ static mxf_tensor tens(void *data, mxf_dtype dtype, int32_t device, int ndim, in
 }
 
 /* ------------------------------------------------------------ running one op */
-typedef enum op_kind { OP_GEMM, OP_PROJ, OP_QUANT } op_kind;
-
 typedef struct launch {
-  op_kind kind;
+  mxf_cli_op op;
   const mxf_plan *plan;
   const void *args;
   void *ws;
@@ -122,12 +117,7 @@ typedef struct launch {
 
 static mxf_status launch_once(void *p) {
   const launch *l = p;
-  switch (l->kind) {
-  case OP_GEMM: return mxf_gemm_amax_run(l->plan, l->args, l->ws, l->ws_size, NULL);
-  case OP_PROJ: return mxf_proj_rope_run(l->plan, l->args, l->ws, l->ws_size, NULL);
-  case OP_QUANT: return mxf_quantize_run(l->plan, l->args, l->ws, l->ws_size, NULL);
-  }
-  return MXF_ERR_INTERNAL;
+  return mxf_cli_run(l->op, l->plan, l->args, l->ws, l->ws_size);
 }
 
 /* Records a failed library call in the row: "not supported" keeps the run green. */
@@ -144,14 +134,14 @@ static void row_status(demo_row *row, const char *what, mxf_status st) {
 
 /* Plans (already done by the caller: plan_st/plan), times warm-up + runs, frees the plan.
  * Returns 1 when the op ran and its outputs are ready to check. */
-static int run_timed(demo *dm, demo_row *row, op_kind kind, mxf_status plan_st, mxf_plan *plan,
+static int run_timed(demo *dm, demo_row *row, mxf_cli_op op, mxf_status plan_st, mxf_plan *plan,
                      const void *args) {
   if (plan_st != MXF_OK) {
     row_status(row, "plan", plan_st);
     return 0;
   }
   snprintf(row->backend, sizeof row->backend, "%s", mxf_plan_backend(plan));
-  launch l = {kind, plan, args, NULL, mxf_plan_workspace_size(plan)};
+  launch l = {op, plan, args, NULL, mxf_plan_workspace_size(plan)};
   if (l.ws_size && !(l.ws = mxf_cli_dev_alloc(CMD, dm->device, l.ws_size))) exit(MXF_CLI_FAIL);
   mxf_status st = mxf_cli_time_median(CMD, dm->device, dm->warmup, dm->runs, launch_once, &l, &row->ms);
   if (st == MXF_OK && mxf_cli_dev_sync(CMD, dm->device) != 0) st = MXF_ERR_CUDA;
@@ -175,22 +165,9 @@ static int code_steps(uint32_t a, uint32_t b, uint32_t sign_bit, uint32_t mag_ma
   return (int)(d < 0 ? -d : d);
 }
 
-/* One MXFP8 block by the rule of SPEC §2.3 step 4 (formats.h): n values at stride. */
-static uint8_t ref_mx_block(const float *v, int64_t n, int64_t stride, uint8_t *codes, int64_t code_stride) {
-  float amax = 0.0f;
-  for (int64_t i = 0; i < n; i++)
-    amax = mxf_amax_step(amax, v[i * stride]);
-  uint8_t b = mxf_e8m0_from_amax(amax);
-  float inv = mxf_e8m0_inv(b);
-  for (int64_t i = 0; i < n; i++)
-    codes[i * code_stride] = mxf_mx_encode(v[i * stride], inv);
-  return b;
-}
-
-/* MXFP8 row quantization of an f32 (rows, cols) matrix, cols % 32 == 0: the library's
- * mxf_quantize, or the rule above if the library cannot yet (reported once). */
+/* MXFP8 row quantization of an f32 (rows, cols) matrix, cols % 32 == 0, with the
+ * library's mxf_quantize on the CPU. */
 static int quantize_rows(const float *x, int64_t rows, int64_t cols, uint8_t *q, uint8_t *s) {
-  static int noted = 0;
   mxf_quantize_desc d;
   memset(&d, 0, sizeof d);
   d.x = tens((void *)x, MXF_F32, MXF_DEVICE_CPU, 2, rows, cols, 0);
@@ -199,19 +176,8 @@ static int quantize_rows(const float *x, int64_t rows, int64_t cols, uint8_t *q,
   d.directions = MXF_QUANT_ROWS;
   mxf_status st = mxf_quantize(&d, NULL);
   if (st == MXF_OK) return 0;
-  if (st != MXF_ERR_NOT_SUPPORTED) {
-    mxf_cli_err_status(CMD, "preparing MXFP8 inputs with mxf_quantize", st);
-    return -1;
-  }
-  if (!noted) {
-    fprintf(stderr, "mxfuse demo: note: mxf_quantize on the CPU: %s; inputs quantized by the demo's rule\n",
-            mxf_last_error());
-    noted = 1;
-  }
-  for (int64_t r = 0; r < rows; r++)
-    for (int64_t j = 0; j < cols / 32; j++)
-      s[r * (cols / 32) + j] = ref_mx_block(x + r * cols + j * 32, 32, 1, q + r * cols + j * 32, 1);
-  return 0;
+  mxf_cli_err_status(CMD, "preparing MXFP8 inputs with mxf_quantize", st);
+  return -1;
 }
 
 static int swizzle(const uint8_t *compact, uint8_t *swz, int64_t mn, int64_t k) {
@@ -460,7 +426,7 @@ static void demo_gemm(demo *dm, const gemm_case *g) {
   mxf_plan *plan = NULL;
   mxf_status st = mxf_gemm_amax_plan(&plan, &d);
   mxf_gemm_amax_args args = {da, db, dsfa, dsfb, dc, damax, NULL};
-  if (run_timed(dm, row, OP_GEMM, st, plan, &args)) {
+  if (run_timed(dm, row, MXF_CLI_GEMM_AMAX, st, plan, &args)) {
     if (fetch(dm, c, dc, c_bytes) != 0 || fetch(dm, &amax, damax, sizeof amax) != 0) exit(MXF_CLI_FAIL);
     gemm_check(dm, row, g, c, amax);
   }
@@ -475,28 +441,12 @@ typedef struct proj_out {
   uint8_t *row, *srow, *col, *scol;
 } proj_out;
 
-/* SPEC §2.3 steps 2-4 for one (t, h) from its f64 GEMM row: out holds the f32 values
- * that both quantization directions see. */
-static void ref_epilogue(const double *y64, const uint16_t *cosr, const uint16_t *sinr, float *out) {
-  const int nope = DS_D - DS_ROPE, half = DS_ROPE / 2;
-  float y[DS_D];
-  for (int d = 0; d < DS_D; d++)
-    y[d] = mxf_round_bf16((float)y64[d]);
-  for (int d = 0; d < nope; d++)
-    out[d] = y[d];
-  for (int j = 0; j < half; j++) {
-    float p = y[nope + 2 * j], q = y[nope + 2 * j + 1];
-    float pc = p * mxf_bf16_to_f32(cosr[j]), qs = q * mxf_bf16_to_f32(sinr[j]);
-    float ps = p * mxf_bf16_to_f32(sinr[half + j]), qc = q * mxf_bf16_to_f32(cosr[half + j]);
-    out[nope + j] = pc - qs;
-    out[nope + half + j] = ps + qc;
-  }
-}
-
-/* The f64 GEMM row y[d] = sum_k x̂[t,k] ŵ[h*D+d,k] of one (t, h), then the epilogue. */
+/* The f64 GEMM row y[d] = sum_k x̂[t,k] ŵ[h*D+d,k] of one (t, h), then SPEC §2.3 steps
+ * 2-3: out holds the f32 values that both quantization directions see. */
 static void ref_proj_row(const inputs *in, int mx, int64_t t, int64_t h, float *out) {
   const int64_t K = DS_K;
-  double xd[DS_K], y[DS_D];
+  double xd[DS_K];
+  float y[DS_D];
   for (int64_t k = 0; k < K; k++)
     xd[k] = mx ? (double)mxf_e4m3_to_f32(in->x8[t * K + k]) * mxf_e8m0_to_f32(in->x8s[t * (K / 32) + k / 32])
                : (double)mxf_bf16_to_f32(in->xbf[t * K + k]);
@@ -509,9 +459,9 @@ static void ref_proj_row(const inputs *in, int mx, int64_t t, int64_t h, float *
              : (double)mxf_bf16_to_f32(in->wbf[n * K + k]);
       acc += xd[k] * w;
     }
-    y[d] = acc;
+    y[d] = (float)acc;
   }
-  ref_epilogue(y, in->cosv + t * DS_ROPE, in->sinv + t * DS_ROPE, out);
+  mxf_cli_proj_epilogue(y, DS_D - DS_ROPE, DS_ROPE, in->cosv + t * DS_ROPE, in->sinv + t * DS_ROPE, 0, out);
 }
 
 typedef struct tally {
@@ -548,7 +498,7 @@ static void proj_check(demo *dm, demo_row *row, const inputs *in, int mx, const 
     ref_proj_row(in, mx, t, h, out);
     if (i < cnt) memcpy(blk + i * D, out, sizeof(float) * (size_t)D);
     for (int64_t j = 0; j < nblk; j++)
-      sc[j] = ref_mx_block(out + j * 32, 32, 1, codes + j * 32, 1);
+      sc[j] = mxf_mx_quantize_block(out + j * 32, 32, 1, codes + j * 32, 1);
     tally_codes(&tr, o->row + (t * H + h) * D, codes, D, 1, 1);
     for (int64_t j = 0; j < nblk; j++)
       tr.scales_eq += (o->srow[(t * H + h) * nblk + j] == sc[j]);
@@ -556,7 +506,7 @@ static void proj_check(demo *dm, demo_row *row, const inputs *in, int mx, const 
   }
   uint8_t *ccodes = xalloc((size_t)(32 * D));
   for (int64_t d = 0; d < D; d++) {
-    uint8_t b = ref_mx_block(blk + d, cnt, D, ccodes + d, D);
+    uint8_t b = mxf_mx_quantize_block(blk + d, (int)cnt, D, ccodes + d, D);
     tc.scales_eq += (o->scol[(tb * H + hc) * D + d] == b);
     tc.scales++;
     tally_codes(&tc, o->col + (t0 * H + hc) * D + d, ccodes + d, cnt, H * D, D);
@@ -613,7 +563,7 @@ static void demo_proj(demo *dm, const inputs *in, int mx) {
   mxf_plan *plan = NULL;
   mxf_status st = mxf_proj_rope_plan(&plan, &d);
   mxf_proj_rope_args args = {dx, dw, dxs, dws, dcos, dsin, drow, dsrow, dcol, dscol};
-  if (run_timed(dm, row, OP_PROJ, st, plan, &args)) {
+  if (run_timed(dm, row, MXF_CLI_PROJ_ROPE, st, plan, &args)) {
     if (fetch(dm, o.row, drow, out_bytes) || fetch(dm, o.srow, dsrow, srow_bytes) ||
         fetch(dm, o.col, dcol, out_bytes) || fetch(dm, o.scol, dscol, scol_bytes))
       exit(MXF_CLI_FAIL);
@@ -639,7 +589,7 @@ static void quant_check(demo *dm, demo_row *row, const inputs *in, const proj_ou
             j = (int64_t)mxf_cli_rng_below(&dm->rng, (uint64_t)nblk);
     for (int e = 0; e < 32; e++)
       v[e] = mxf_bf16_to_f32(in->qin[t * C + j * 32 + e]);
-    uint8_t b = ref_mx_block(v, 32, 1, codes, 1);
+    uint8_t b = mxf_mx_quantize_block(v, 32, 1, codes, 1);
     int same = o->srow[t * nblk + j] == b && memcmp(o->row + t * C + j * 32, codes, 32) == 0;
     n++, bad += !same;
   }
@@ -649,7 +599,7 @@ static void quant_check(demo *dm, demo_row *row, const inputs *in, const proj_ou
     int64_t t0 = tb * 32, cnt = T - t0 < 32 ? T - t0 : 32;
     for (int64_t e = 0; e < cnt; e++)
       v[e] = mxf_bf16_to_f32(in->qin[(t0 + e) * C + c]);
-    uint8_t b = ref_mx_block(v, cnt, 1, codes, 1);
+    uint8_t b = mxf_mx_quantize_block(v, (int)cnt, 1, codes, 1);
     int same = o->scol[tb * C + c] == b;
     for (int64_t e = 0; e < cnt; e++)
       same &= o->col[(t0 + e) * C + c] == codes[e];
@@ -685,7 +635,7 @@ static void demo_quantize(demo *dm, const inputs *in) {
   mxf_plan *plan = NULL;
   mxf_status st = mxf_quantize_plan(&plan, &d);
   mxf_quantize_args args = {dx, dqr, dsr, dqc, dsc};
-  if (run_timed(dm, row, OP_QUANT, st, plan, &args)) {
+  if (run_timed(dm, row, MXF_CLI_QUANTIZE, st, plan, &args)) {
     if (fetch(dm, o.row, dqr, q_bytes) || fetch(dm, o.srow, dsr, srow_bytes) ||
         fetch(dm, o.col, dqc, q_bytes) || fetch(dm, o.scol, dsc, scol_bytes))
       exit(MXF_CLI_FAIL);

@@ -1,6 +1,8 @@
 /*
- * sgemm_cpu.c — the plain C f32 GEMM core, C = A B^T (row-major panels), used by
- * mxf_cpu_sgemm_nt when the library is built without OpenBLAS.
+ * sgemm_cpu.c — the f32 GEMM core of the CPU ops, C = A B^T on row-major panels
+ * (mxf_cpu_sgemm_nt): OpenBLAS's sgemm when the library is built with it, else the plain
+ * C core below (mxf_cpu_sgemm_nt_c), which also takes what OpenBLAS cannot (extents
+ * beyond its int range, and the empty cases).
  *
  * Classic three-level blocking: C is cut into MXF_SG_MC x MXF_SG_NC tiles, one task
  * each on mxf_parallel_for; inside a task, K goes by MXF_SG_KC slices, each slice of A
@@ -22,6 +24,11 @@
 
 #include "cpu/cpu.h"
 #include "cpu/parallel.h"
+
+#if defined(MXF_HAVE_CBLAS)
+#include <cblas.h>
+#include <limits.h>
+#endif
 
 #define MXF_SG_MR 6
 #define MXF_SG_NR 16
@@ -125,4 +132,25 @@ void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t
   sgemm_ctx s = {m, n, k, lda, ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC)};
   int64_t tiles = mxf_cdiv(m, MXF_SG_MC) * s.tiles_n;
   mxf_parallel_for(tiles, 1, sgemm_task, &s);
+}
+
+const char *mxf_cpu_gemm_core(void) {
+#if defined(MXF_HAVE_CBLAS)
+  return "blas";
+#else
+  return "c";
+#endif
+}
+
+void mxf_cpu_sgemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                      int64_t ldb, float *c, int64_t ldc) {
+#if defined(MXF_HAVE_CBLAS)
+  if (m > 0 && n > 0 && k > 0 && m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX &&
+      ldb <= INT_MAX && ldc <= INT_MAX) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)m, (blasint)n, (blasint)k, 1.0f, a,
+                (blasint)lda, b, (blasint)ldb, 0.0f, c, (blasint)ldc);
+    return;
+  }
+#endif
+  mxf_cpu_sgemm_nt_c(m, n, k, a, lda, b, ldb, c, ldc);
 }

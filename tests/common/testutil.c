@@ -27,29 +27,9 @@ uint64_t tu_seed(void) {
   return seed;
 }
 
-static uint64_t splitmix(uint64_t *x) {
-  uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+void tu_rng_init(tu_rng *r, uint64_t seed) { mxf_rng_init(r, seed); }
 
-void tu_rng_init(tu_rng *r, uint64_t seed) {
-  for (int i = 0; i < 4; ++i) r->s[i] = splitmix(&seed);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-uint64_t tu_u64(tu_rng *r) {
-  uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl(s[3], 45);
-  return res;
-}
+uint64_t tu_u64(tu_rng *r) { return mxf_rng_u64(r); }
 
 uint32_t tu_u32(tu_rng *r) { return (uint32_t)(tu_u64(r) >> 32); }
 
@@ -57,7 +37,7 @@ int64_t tu_range(tu_rng *r, int64_t lo, int64_t hi) {
   return lo + (int64_t)(tu_u64(r) % (uint64_t)(hi - lo + 1));
 }
 
-double tu_uniform(tu_rng *r) { return (double)(tu_u64(r) >> 11) * 0x1.0p-53; }
+double tu_uniform(tu_rng *r) { return mxf_rng_uniform(r); }
 
 double tu_normal(tu_rng *r) {
   double u1 = tu_uniform(r), u2 = tu_uniform(r);
@@ -115,6 +95,7 @@ mxf_tensor tu_tensor(void *data, mxf_dtype dtype, int ndim, const int64_t *shape
   t.data = data;
   t.dtype = dtype;
   t.ndim = ndim;
-  for (int i = 0; i < ndim; ++i) t.shape[i] = shape[i];
+  for (int i = 0; i < ndim; ++i)
+    t.shape[i] = shape[i];
   return t;
 }

@@ -10,12 +10,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "host_rng.h"
 #include "mxfuse.h"
 
-/* ------------------------------------------------------------ RNG (xoshiro256**) */
-typedef struct tu_rng {
-  uint64_t s[4];
-} tu_rng;
+/* ------------------------------------------------------------ RNG (src/host_rng.h) */
+typedef mxf_rng tu_rng;
 
 /* The run's seed: MXF_SEED from the environment, else from the clock; printed once. */
 uint64_t tu_seed(void);
@@ -33,8 +32,7 @@ double tu_normal(tu_rng *r);
 extern long tu_passed, tu_failed;
 
 /* Counts a check; prints the location and message of a failing one (first 50 only). */
-int tu_check(int ok, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+int tu_check(int ok, const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 #define TU_CHECK(cond, ...) tu_check(!!(cond), __FILE__, __LINE__, __VA_ARGS__)
 
 /* Prints "<name>: N passed, N failed" and returns the exit status (0 iff none failed). */
