@@ -241,6 +241,31 @@ MXF_HD uint8_t mxf_mx_quantize_block(const float *v, int n, int64_t stride, uint
   return b;
 }
 
+/* Four codes of mxf_mx_encode at once, packed little-endian (v0 in the low byte), each
+ * value with its own multiplier. Same bits as four mxf_mx_encode calls. On sm_89+ device
+ * code the f32 -> e4m3 step is the hardware conversion cvt.rn.satfinite.e4m3x2.f32 (round
+ * to nearest even, saturating to +-448, +-inf to +-448: the rule of mxf_f32_to_e4m3), with
+ * NaN mapped to 0x7F as SPEC §0 says; tests/gpu/test_quantize_gpu.c compares it with the
+ * CPU backend (this file's integer path) on a dense sweep of f32 values. */
+MXF_HD uint32_t mxf_mx_encode4(float v0, float v1, float v2, float v3, float inv0, float inv1, float inv2,
+                               float inv3) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  const float x0 = __fmul_rn(v0, inv0), x1 = __fmul_rn(v1, inv1), x2 = __fmul_rn(v2, inv2), x3 = __fmul_rn(v3, inv3);
+  unsigned short lo, hi;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(x1), "f"(x0)); /* first operand: high byte */
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(x3), "f"(x2));
+  uint32_t r = (uint32_t)lo | ((uint32_t)hi << 16);
+  if (mxf_f32_isnan(x0)) r = (r & 0xFFFFFF00u) | 0x7Fu;
+  if (mxf_f32_isnan(x1)) r = (r & 0xFFFF00FFu) | 0x7F00u;
+  if (mxf_f32_isnan(x2)) r = (r & 0xFF00FFFFu) | 0x7F0000u;
+  if (mxf_f32_isnan(x3)) r = (r & 0x00FFFFFFu) | 0x7F000000u;
+  return r;
+#else
+  return (uint32_t)mxf_mx_encode(v0, inv0) | ((uint32_t)mxf_mx_encode(v1, inv1) << 8) |
+         ((uint32_t)mxf_mx_encode(v2, inv2) << 16) | ((uint32_t)mxf_mx_encode(v3, inv3) << 24);
+#endif
+}
+
 /* ------------------------------------------------------------ scale-factor layouts */
 MXF_HD int64_t mxf_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 

@@ -1,11 +1,41 @@
-/* dequantize on CUDA — not supported yet: the backend answers so, with the reason. */
+/*
+ * dequantize_cuda.cu — MXFP8 dequantize on the CUDA backend (SPEC §3): plan and launch.
+ * One elementwise kernel for every device from cc 8.0 on (portable/quantize_portable.cu).
+ * No workspace.
+ */
+#include <cuda_runtime.h>
+#include <string.h>
+
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_util.h"
+
+extern "C" mxf_status mxf_portable_dequantize_launch(const mxf_quant_problem *p, const mxf_dequantize_args *args,
+                                                     cudaStream_t stream, int num_sms);
 
 extern "C" mxf_status mxf_cuda_dequantize_plan(mxf_plan *plan) {
-  return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: dequantize is not supported yet");
+  mxf_cuda_device_info_t info;
+  mxf_status st = mxf_cuda_device_info(plan->device - 1, &info);
+  if (st != MXF_OK) return st;
+  if (info.cc < 80)
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
+                         "cuda backend: dequantize needs compute capability 8.0 or newer (device %d is %d.%d)",
+                         plan->device - 1, info.cc_major, info.cc_minor);
+  const mxf_quant_problem *p = &plan->p.quant;
+  if (p->x != MXF_F32 && p->x != MXF_BF16)
+    return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: dequantize output dtype %s", mxf_dtype_name(p->x));
+  if (p->directions != MXF_QUANT_ROWS && p->directions != MXF_QUANT_COLS)
+    return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: dequantize direction %u", p->directions);
+  strcpy(plan->kernel, "cuda/portable");
+  plan->workspace_size = 0;
+  return MXF_OK;
 }
 
-extern "C" mxf_status mxf_cuda_dequantize_run(const mxf_plan *plan, const mxf_dequantize_args *args, void *ws, size_t ws_size,
-                                  void *stream) {
-  return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: dequantize is not supported yet");
+extern "C" mxf_status mxf_cuda_dequantize_run(const mxf_plan *plan, const mxf_dequantize_args *args, void *ws,
+                                              size_t ws_size, void *stream) {
+  (void)ws;
+  (void)ws_size;
+  mxf_cuda_device_info_t info;
+  mxf_status st = mxf_cuda_device_info(plan->device - 1, &info); /* cached: no driver call */
+  if (st != MXF_OK) return st;
+  return mxf_portable_dequantize_launch(&plan->p.quant, args, static_cast<cudaStream_t>(stream), info.sm_count);
 }

@@ -1,11 +1,72 @@
-/* gemm_amax on CUDA — not supported yet: the backend answers so, with the reason. */
+/*
+ * gemm_amax_cuda.cu — gemm_amax on the CUDA backend: kernel choice (plan) and launch (run).
+ *
+ *   cc 9.0 and the sm_90a kernel takes the problem  -> "cuda/sm90"     (sm90/)
+ *   any other problem on cc >= 8.0                  -> "cuda/portable" (portable/)
+ *   cc < 8.0                                        -> not supported (no bf16 mma.sync)
+ * MXF_GEMM_KERNEL=portable in the environment (read at plan time) forces the portable
+ * kernel, so that tests and benchmarks can exercise it on a Hopper GPU too.
+ *
+ * run launches on the caller's stream, allocates nothing, never synchronizes (so it can
+ * be captured in a CUDA graph) and returns CUDA errors as MXF_ERR_CUDA.
+ */
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_util.h"
+#if defined(MXF_HAVE_SM90)
+#include "cuda/sm90/sm90_ops.h"
+#endif
+
+/* portable/gemm_amax_portable.cu: prepares amax and launches the portable kernel. */
+extern "C" mxf_status mxf_portable_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_gemm_amax_args *args,
+                                                    cudaStream_t stream);
+
+static const char k_sm90[] = "cuda/sm90";
+static const char k_portable[] = "cuda/portable";
 
 extern "C" mxf_status mxf_cuda_gemm_amax_plan(mxf_plan *plan) {
-  return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: gemm_amax is not supported yet");
+  mxf_cuda_device_info_t info;
+  mxf_status st = mxf_cuda_device_info(plan->device - 1, &info);
+  if (st != MXF_OK) return st;
+  if (info.cc < 80)
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
+                         "cuda backend: gemm_amax needs compute capability 8.0 or newer (device %d is %d.%d)",
+                         plan->device - 1, info.cc_major, info.cc_minor);
+  const mxf_gemm_problem *p = &plan->p.gemm;
+#if defined(MXF_HAVE_SM90)
+  const char *force = getenv("MXF_GEMM_KERNEL");
+  const int force_portable = force && strcmp(force, "portable") == 0;
+  if (info.cc == 90 && !force_portable && mxf_sm90_gemm_amax_supports(p)) {
+    strcpy(plan->kernel, k_sm90);
+    plan->workspace_size = mxf_sm90_gemm_amax_workspace(p);
+    return MXF_OK;
+  }
+#endif
+  (void)p;
+  strcpy(plan->kernel, k_portable);
+  plan->workspace_size = 0;
+  return MXF_OK;
 }
 
-extern "C" mxf_status mxf_cuda_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args *args, void *ws, size_t ws_size,
-                                  void *stream) {
-  return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: gemm_amax is not supported yet");
+extern "C" mxf_status mxf_cuda_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args *args, void *ws,
+                                             size_t ws_size, void *stream) {
+  const mxf_gemm_problem *p = &plan->p.gemm;
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+#if defined(MXF_HAVE_SM90)
+  if (strcmp(plan->kernel, k_sm90) == 0) {
+    if (ws_size < plan->workspace_size)
+      return mxf_set_error(MXF_ERR_INVALID_VALUE, "gemm_amax: workspace of %zu bytes; the plan needs %zu",
+                           ws_size, plan->workspace_size);
+    mxf_cuda_device_info_t info;
+    mxf_status st = mxf_cuda_device_info(plan->device - 1, &info); /* cached: no driver call */
+    if (st != MXF_OK) return st;
+    return mxf_sm90_gemm_amax_launch(p, args, ws, ws_size, s, info.sm_count);
+  }
+#endif
+  (void)ws;
+  (void)ws_size;
+  return mxf_portable_gemm_amax_launch(p, args, s);
 }

@@ -1,11 +1,36 @@
-/* quantize on CUDA — not supported yet: the backend answers so, with the reason. */
+/*
+ * quantize_cuda.cu — MXFP8 quantize on the CUDA backend (SPEC §3): plan and launch.
+ * One kernel serves every device from cc 8.0 on: portable/quantize_portable.cu (it is
+ * bandwidth-bound, so no architecture-specific variant is needed). No workspace.
+ */
+#include <cuda_runtime.h>
+#include <string.h>
+
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_util.h"
+
+extern "C" mxf_status mxf_portable_quantize_launch(const mxf_quant_problem *p, const mxf_quantize_args *args,
+                                                   cudaStream_t stream);
 
 extern "C" mxf_status mxf_cuda_quantize_plan(mxf_plan *plan) {
-  return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: quantize is not supported yet");
+  mxf_cuda_device_info_t info;
+  mxf_status st = mxf_cuda_device_info(plan->device - 1, &info);
+  if (st != MXF_OK) return st;
+  if (info.cc < 80)
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
+                         "cuda backend: quantize needs compute capability 8.0 or newer (device %d is %d.%d)",
+                         plan->device - 1, info.cc_major, info.cc_minor);
+  const mxf_quant_problem *p = &plan->p.quant;
+  if (p->x != MXF_F32 && p->x != MXF_BF16)
+    return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: quantize input dtype %s", mxf_dtype_name(p->x));
+  strcpy(plan->kernel, "cuda/portable");
+  plan->workspace_size = 0;
+  return MXF_OK;
 }
 
-extern "C" mxf_status mxf_cuda_quantize_run(const mxf_plan *plan, const mxf_quantize_args *args, void *ws, size_t ws_size,
-                                  void *stream) {
-  return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: quantize is not supported yet");
+extern "C" mxf_status mxf_cuda_quantize_run(const mxf_plan *plan, const mxf_quantize_args *args, void *ws,
+                                            size_t ws_size, void *stream) {
+  (void)ws;
+  (void)ws_size;
+  return mxf_portable_quantize_launch(&plan->p.quant, args, static_cast<cudaStream_t>(stream));
 }

@@ -1,9 +1,745 @@
-/* gemm_amax for Hopper (sm_90a) — not yet: every problem routes to the portable kernel. */
-#include "cuda/sm90/sm90_ops.h"
+/*
+ * gemm_amax_sm90.cu — block-scaled GEMM + amax for Hopper (sm_90a): TMA + mbarrier
+ * pipeline, exact dequantization to bf16 inside the mainloop, register-sourced wgmma.
+ *
+ * Scope (mxf_sm90_gemm_amax_supports): k-major A and B; e4m3/e5m2 with e8m0 scales per 32,
+ * e2m1 with e8m0 per 32 or 16 or ue4m3 per 16; compact or swizzled scales; n-major C of any
+ * dtype; any M, N, K >= 1 (rows 16-byte aligned), L >= 1; alpha; amax overwrite/accumulate.
+ *
+ * Two launches on the caller's stream:
+ *   1. sf_prepare: every scale byte of A and B becomes a bf16 multiplier, regrouped per
+ *      (tile, k-stage) so each stage's scales are one contiguous bulk copy. Scales of rows
+ *      beyond M/N and of k-blocks beyond K become 1.0, so SF padding is never read and
+ *      zero-filled tails contribute exactly 0 even when a padding byte is 0xFF. Its first
+ *      thread also prepares *amax (overwrite: +0; accumulate: canonical, as amax.cuh).
+ *   2. gemm_kernel (persistent, one CTA per SM, 384 threads):
+ *        warpgroup 0   producer: one thread issues TMA loads of raw A (128 x 64 k) and B
+ *                      (256 x 64 k) codes and bulk copies of their scales into a 4-stage
+ *                      ring (full/empty mbarriers); setmaxnreg 24.
+ *        warpgroups 1,2 consumers (64 rows of the 128-row tile each), setmaxnreg 240:
+ *          - A: each thread reads its raw codes from shared memory, dequantizes them to
+ *            bf16 in registers = the wgmma A fragment (no shared-memory round trip);
+ *          - B: thread t dequantizes raw row t of B into a 128B-swizzled bf16 tile (3
+ *            buffers in a ring), fence.proxy.async, one named barrier;
+ *          - wgmma m64n256k16 (A registers, B shared), async, one stage in flight while
+ *            the next stage is converted;
+ *          - epilogue: alpha, amax (warp -> CTA -> one atomicMax per CTA), encode to C's
+ *            dtype with formats.h, direct stores.
+ *
+ * K order inside a stage is permuted (the sum does not care): thread q (= lane % 4) of a
+ * wgmma A fragment owns the 16 consecutive raw k of its row starting at 16q, so it reads
+ * them with one 16-byte load; the B conversion writes the same permutation.
+ *
+ * Dequantization, code * scale to bf16: the code's bits are placed into a bf16 (value
+ * code * 2^-c, c = 120 e4m3 / 112 e5m2 / 126 e2m1) and multiplied by scale * 2^c (one
+ * bf16x2 product per pair, exact while the result is a normal bf16). Per thread and stage
+ * (uniform branch): if a scale * 2^c overflows bf16 (e8m0 byte > 134 e4m3 / > 142 e5m2 /
+ * > 128 e2m1, ue4m3 scale >= 4) it multiplies by 2^c and then by the scale (two products);
+ * if a code is NaN/inf (e4m3 NaN, e5m2 inf/NaN) those lanes are patched to the exact
+ * bf16 NaN/inf before the scale. 0xFF (NaN) scales propagate as NaN.
+ * Rounding outside SPEC §1.2's window: with scale bytes below 16 (or tiny ue4m3 scales) a
+ * dequantized value below 2^-126 is a bf16 subnormal and may be rounded to the 2^-133
+ * grid (or flushed to 0 below 2^-134); with bytes above 232 large values stay exact until
+ * bf16's overflow to inf, which f32 shares. Inside the window the result is exact.
+ */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
 
-extern "C" int mxf_sm90_gemm_amax_supports(const mxf_gemm_problem *p) { return 0; }
-extern "C" size_t mxf_sm90_gemm_amax_workspace(const mxf_gemm_problem *p) { return 0; }
+#include "cuda/amax.cuh"
+#include "cuda/sm90/sm90_ops.h"
+#include "cuda/sm90/sm90_ptx.cuh"
+
+namespace mxf_sm90 {
+
+/* ------------------------------------------------------------ tile geometry */
+constexpr int BM = 128;            /* tile rows (A side), two consumer warpgroups x 64 */
+constexpr int BN = 256;            /* tile columns (B side), one wgmma N */
+constexpr int BK = 64;             /* k values per stage */
+constexpr int NS = 4;              /* raw stages in the ring */
+constexpr int NBB = 3;             /* bf16 B buffers (see the consumer loop) */
+constexpr int THREADS = 384;
+constexpr int RAW_A = BM * 64;     /* bytes of raw A per stage (fp8; e2m1 uses half) */
+constexpr int RAW_B = BN * 64;
+constexpr int SF_A = BM * 4 * 2;   /* up to 4 k-blocks per stage, bf16 each */
+constexpr int SF_B = BN * 4 * 2;
+constexpr int STAGE = RAW_A + RAW_B + SF_A + SF_B;
+constexpr int BBUF = BN * BK * 2;  /* one bf16 B tile */
+constexpr int SMEM_BYTES = NS * STAGE + NBB * BBUF + 256 + 1024;
+constexpr int GROUP_M = 8;         /* tile raster: groups of 8 m-tiles, n inside */
+static_assert(STAGE % 1024 == 0 && BBUF % 1024 == 0, "1024-byte aligned buffers");
+static_assert(SMEM_BYTES <= 227 * 1024, "fits one SM");
+
+enum { FMT_E4M3 = 0, FMT_E5M2 = 1, FMT_E2M1 = 2 };
+
+struct kernel_args {
+  int m, n, l;
+  int tiles_m, tiles_n, nks, nkb; /* k-stages, k-blocks per stage (2 or 4) */
+  int rb;                         /* raw bytes per row per stage: 64 (fp8) or 32 (e2m1) */
+  int cdt;                        /* mxf_dtype of C */
+  int64_t c_ms, c_ls;
+  void *c;
+  const uint16_t *sfa, *sfb;      /* prepared scales in the workspace */
+  float alpha;
+  float *amax;
+};
+
+struct prep_args {
+  const uint8_t *sfa, *sfb;
+  uint16_t *wa, *wb;
+  int64_t m, n, l, kb, nks;
+  int tiles_m, tiles_n, nkb, sf_vec;
+  int ue4m3;
+  mxf_sf_layout la, lb;
+  float *amax;
+  int accumulate;
+};
+
+__device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int &l, int &mt, int &nt) {
+  const int per_l = tiles_m * tiles_n;
+  l = t / per_l;
+  const int r = t - l * per_l;
+  const int band = GROUP_M * tiles_n;
+  const int g = r / band;
+  const int first = g * GROUP_M;
+  const int gsz = min(tiles_m - first, GROUP_M);
+  const int rr = r - g * band;
+  mt = first + rr % gsz;
+  nt = rr / gsz;
+}
+
+/* ------------------------------------------------------------ scale preparation */
+__device__ __forceinline__ uint16_t scale_bf16(uint8_t b, int ue4m3) {
+  if (ue4m3) return mxf_f32_to_bf16(mxf_e4m3_to_f32(b)); /* exact: e4m3 fits bf16 */
+  if (b == 0xFFu) return 0x7FC0u;                          /* NaN */
+  if (b == 0) return 0x0040u;                              /* 2^-127, a bf16 subnormal */
+  return (uint16_t)(b << 7);                               /* 2^(b-127) */
+}
+
+__global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
+  const int64_t per_a = (int64_t)a.nks * BM * a.nkb;
+  const int64_t per_b = (int64_t)a.nks * BN * a.nkb;
+  const int64_t na = a.l * a.tiles_m * per_a, nb = a.l * a.tiles_n * per_b;
+  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < na + nb; e += stride) {
+    const bool is_a = e < na;
+    const int64_t i = is_a ? e : e - na;
+    const int rows = is_a ? BM : BN;
+    const int tiles = is_a ? a.tiles_m : a.tiles_n;
+    const int64_t mn = is_a ? a.m : a.n;
+    const int kbl = (int)(i % a.nkb);
+    const int r = (int)((i / a.nkb) % rows);
+    const int64_t ks = (i / ((int64_t)a.nkb * rows)) % a.nks;
+    const int64_t tl = i / ((int64_t)a.nkb * rows * a.nks);
+    const int64_t tile = tl % tiles, l = tl / tiles;
+    const int64_t row = tile * rows + r, kb = ks * a.nkb + kbl;
+    uint16_t v = 0x3F80u; /* 1.0: the codes there are TMA zero fill */
+    if (row < mn && kb < a.kb) {
+      const uint8_t *sf = is_a ? a.sfa : a.sfb;
+      v = scale_bf16(sf[mxf_gemm_sf_offset(is_a ? a.la : a.lb, mn, a.kb, row, kb, l)], a.ue4m3);
+    }
+    (is_a ? a.wa : a.wb)[i] = v;
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    /* the amax contract of amax.cuh: overwrite -> +0; accumulate -> -0/negatives -> +0,
+     * NaN -> 0x7FFFFFFF, so one unsigned atomicMax per CTA is exact */
+    unsigned int *p = reinterpret_cast<unsigned int *>(a.amax);
+    uint32_t u = 0;
+    if (a.accumulate) {
+      u = *p;
+      if ((u & 0x7FFFFFFFu) > 0x7F800000u)
+        u = 0x7FFFFFFFu;
+      else if (u & 0x80000000u)
+        u = 0;
+    }
+    *p = u;
+  }
+}
+
+/* ------------------------------------------------------------ dequantization */
+/* Placement constants: 2^c as bf16x2 for c = 120 (e4m3), 112 (e5m2), 126 (e2m1). */
+template <int FMT> struct fmt_consts;
+template <> struct fmt_consts<FMT_E4M3> { static constexpr uint32_t K = 0x7B807B80u; };
+template <> struct fmt_consts<FMT_E5M2> { static constexpr uint32_t K = 0x77807780u; };
+template <> struct fmt_consts<FMT_E2M1> { static constexpr uint32_t K = 0x7E807E80u; };
+
+/* How a stage is dequantized (uniform per thread and stage):
+ *   FOLD:  code_bits * (scale * 2^c)   one product; needs scale * 2^c to fit bf16
+ *   TWO:   (code_bits * 2^c) * scale   two products; any scale
+ *   EXACT: per-value decode, then * scale; for NaN/inf codes (fp8 only) */
+enum { MODE_FOLD = 0, MODE_TWO = 1, MODE_EXACT = 2 };
+
+/*
+ * One "word" = 4 consecutive raw k of one row, all in one scale block. Out: h0, h1, the
+ * bf16x2 pairs for logical columns (2q, 2q+1) and (2q+8, 2q+9) of a k16 step, times the
+ * scale pair s2 (folded with 2^c in MODE_FOLD). fp8: w holds the 4 codes; pairs (k0,k1),
+ * (k2,k3). e2m1: the word is the 16-bit half `hi` of w (codes k0..k3 in nibbles), y = w << 4;
+ * pairs (k0,k2), (k1,k3).
+ */
+template <int FMT, int MODE>
+__device__ __forceinline__ void dequant_word(uint32_t w, uint32_t y, int hi, uint32_t s2, uint32_t &h0,
+                                             uint32_t &h1) {
+  constexpr uint32_t K = fmt_consts<FMT>::K;
+  const uint32_t sel = hi ? 0xB3A2u : 0x9180u; /* lanes: byte, its sign replicated */
+  uint32_t p0 = 0, p1 = 0;
+  if constexpr (FMT == FMT_E2M1) {
+    /* the high nibble of each selected byte is the code: magnitude -> bits 6..8, the
+     * sign (byte bit 7, replicated) -> bit 15; y brings the low nibbles up */
+    p0 = (prmt(y, y, sel) << 2) & 0x81C081C0u;
+    p1 = (prmt(w, w, sel) << 2) & 0x81C081C0u;
+  } else if constexpr (MODE == MODE_EXACT) {
+    /* the two-product path, then NaN/inf codes patched in before the scale */
+    const uint32_t x0 = prmt(w, w, 0x9180u), x1 = prmt(w, w, 0xB3A2u);
+    uint32_t v[2];
+    if constexpr (FMT == FMT_E4M3) {
+      v[0] = bf16x2_mul((x0 << 4) & 0x87F087F0u, K);
+      v[1] = bf16x2_mul((x1 << 4) & 0x87F087F0u, K);
+    } else {
+      v[0] = bf16x2_mul((x0 << 5) & 0x8FE08FE0u, K);
+      v[1] = bf16x2_mul((x1 << 5) & 0x8FE08FE0u, K);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t b = (w >> (8 * i)) & 0xFFu, mag = b & 0x7Fu;
+      uint32_t code = 0xFFFFFFFFu; /* none */
+      if (FMT == FMT_E4M3 && mag == 0x7Fu) code = 0x7FC0u;
+      if (FMT == FMT_E5M2 && mag > 0x7Cu) code = 0x7FC0u;
+      if (FMT == FMT_E5M2 && mag == 0x7Cu) code = ((b & 0x80u) << 8) | 0x7F80u;
+      const int sh = 16 * (i & 1);
+      if (code != 0xFFFFFFFFu) v[i >> 1] = (v[i >> 1] & ~(0xFFFFu << sh)) | (code << sh);
+    }
+    h0 = bf16x2_mul(v[0], s2);
+    h1 = bf16x2_mul(v[1], s2);
+    return;
+  } else {
+    const uint32_t x0 = prmt(w, w, 0x9180u), x1 = prmt(w, w, 0xB3A2u);
+    if constexpr (FMT == FMT_E4M3) {
+      p0 = (x0 << 4) & 0x87F087F0u;
+      p1 = (x1 << 4) & 0x87F087F0u;
+    } else {
+      p0 = (x0 << 5) & 0x8FE08FE0u;
+      p1 = (x1 << 5) & 0x8FE08FE0u;
+    }
+  }
+  if constexpr (MODE == MODE_FOLD) {
+    h0 = bf16x2_mul(p0, s2);
+    h1 = bf16x2_mul(p1, s2);
+  } else {
+    h0 = bf16x2_mul(bf16x2_mul(p0, K), s2);
+    h1 = bf16x2_mul(bf16x2_mul(p1, K), s2);
+  }
+}
+
+/* ------------------------------------------------------------ shared memory map */
+struct smem_map {
+  uint32_t base; /* shared-window address, 1024-aligned */
+  __device__ __forceinline__ uint32_t raw_a(int s) const { return base + s * STAGE; }
+  __device__ __forceinline__ uint32_t raw_b(int s) const { return base + s * STAGE + RAW_A; }
+  __device__ __forceinline__ uint32_t sf_a(int s) const { return base + s * STAGE + RAW_A + RAW_B; }
+  __device__ __forceinline__ uint32_t sf_b(int s) const { return base + s * STAGE + RAW_A + RAW_B + SF_A; }
+  __device__ __forceinline__ uint32_t bbuf(int i) const { return base + NS * STAGE + i * BBUF; }
+  __device__ __forceinline__ uint32_t full(int i) const { return base + NS * STAGE + NBB * BBUF + 8 * i; }
+  __device__ __forceinline__ uint32_t empty(int i) const { return full(NS) + 8 * i; }
+  __device__ __forceinline__ uint32_t amax() const { return full(2 * NS); }
+};
+
+__device__ __forceinline__ uint32_t dup_bf16(uint32_t s) { return s | (s << 16); }
+
+/* Raw codes and scales of one stage as one consumer thread sees them. */
+struct stage_regs {
+  uint32_t a0[4], a1[4];  /* A rows ar0, ar0 + 8: raw words s = 0..3 (e2m1: 2 per register) */
+  uint32_t b[4][4];       /* B row: raw word s of thread-q's k range, [q][s] */
+};
+struct stage_scales {
+  uint32_t a0, a1;        /* A scales (bf16x2) */
+  uint32_t b[4];          /* B scales per q */
+};
+
+/* Converts a stage's A fragment into fr and its B row into the bf16 tile row at bt. */
+template <int FMT, int MODE>
+__device__ __forceinline__ void convert_stage(const stage_regs &r, const stage_scales &sc, uint32_t (&fr)[16],
+                                              uint32_t bt, int n) {
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    const int reg = FMT == FMT_E2M1 ? (s >> 1) : s;
+    const int hi = FMT == FMT_E2M1 ? (s & 1) : 0;
+    dequant_word<FMT, MODE>(r.a0[reg], r.a0[reg] << 4, hi, sc.a0, fr[4 * s + 0], fr[4 * s + 2]);
+    dequant_word<FMT, MODE>(r.a1[reg], r.a1[reg] << 4, hi, sc.a1, fr[4 * s + 1], fr[4 * s + 3]);
+  }
+#pragma unroll
+  for (int s = 0; s < 4; ++s) {
+    uint32_t h0[4], h1[4];
+#pragma unroll
+    for (int qq = 0; qq < 4; ++qq) {
+      const uint32_t w = r.b[qq][FMT == FMT_E2M1 ? (s >> 1) : s];
+      dequant_word<FMT, MODE>(w, w << 4, FMT == FMT_E2M1 ? (s & 1) : 0, sc.b[qq], h0[qq], h1[qq]);
+    }
+    sts_v4(bt + (((2 * s) ^ (n & 7)) << 4), h0[0], h0[1], h0[2], h0[3]);
+    sts_v4(bt + (((2 * s + 1) ^ (n & 7)) << 4), h1[0], h1[1], h1[2], h1[3]);
+  }
+}
+
+/*
+ * One k-stage of one consumer thread: A fragment into `fr`, raw B row ct into the bf16
+ * ring buffer, barrier, 4 wgmmas, then wait until the previous stage's wgmmas are done
+ * (so the other fragment array and the bf16 buffer two stages back are free again).
+ *
+ * Why three bf16 buffers: stage g writes buffer g%3, last read by stage g-3's wgmmas. This
+ * thread's warpgroup finished those at the end of stage g-2; the other warpgroup finished
+ * them before it reached the named barrier of stage g-1, which this thread has passed.
+ */
+template <int FMT>
+__device__ __forceinline__ void consume_stage(float (&acc)[128], uint32_t (&fr)[16], const smem_map &sm,
+                                              uint32_t g, int ks, int nkb, int ct, int ar0, int q,
+                                              int lane) {
+  constexpr uint32_t K = fmt_consts<FMT>::K;
+  const int slot = (int)(g % NS);
+  mbar_wait(sm.full(slot), (g / NS) & 1u);
+
+  stage_regs r;
+  stage_scales sc;
+  /* ---- A: rows ar0 and ar0 + 8, raw k 16q .. 16q + 15 of the stage */
+  const int kq = nkb == 2 ? (q >> 1) : q;
+  sc.a0 = dup_bf16(lds_u16(sm.sf_a(slot) + 2 * (ar0 * nkb + kq)));
+  sc.a1 = dup_bf16(lds_u16(sm.sf_a(slot) + 2 * ((ar0 + 8) * nkb + kq)));
+  if constexpr (FMT == FMT_E2M1) {
+    /* 32-byte rows, 32B swizzle: 16-byte chunk c of row r sits at chunk c ^ ((r >> 2) & 1) */
+    const uint32_t off = ((((q >> 1) ^ ((ar0 >> 2) & 1))) << 4) + 8 * (q & 1);
+    const uint2 w0 = lds_v2(sm.raw_a(slot) + ar0 * 32 + off);
+    const uint2 w1 = lds_v2(sm.raw_a(slot) + (ar0 + 8) * 32 + off);
+    r.a0[0] = w0.x; r.a0[1] = w0.y; r.a1[0] = w1.x; r.a1[1] = w1.y;
+    r.a0[2] = r.a0[3] = r.a1[2] = r.a1[3] = 0;
+  } else {
+    /* 64-byte rows, 64B swizzle: chunk c of row r sits at chunk c ^ ((r >> 1) & 3) */
+    const uint32_t off = (q ^ ((ar0 >> 1) & 3)) << 4;
+    const uint4 w0 = lds_v4(sm.raw_a(slot) + ar0 * 64 + off);
+    const uint4 w1 = lds_v4(sm.raw_a(slot) + (ar0 + 8) * 64 + off);
+    r.a0[0] = w0.x; r.a0[1] = w0.y; r.a0[2] = w0.z; r.a0[3] = w0.w;
+    r.a1[0] = w1.x; r.a1[1] = w1.y; r.a1[2] = w1.z; r.a1[3] = w1.w;
+  }
+  /* ---- B: raw row n = ct */
+  const int n = ct;
+  if (nkb == 2) {
+    const uint32_t t = lds_u32(sm.sf_b(slot) + 4 * n);
+    sc.b[0] = sc.b[1] = dup_bf16(t & 0xFFFFu);
+    sc.b[2] = sc.b[3] = dup_bf16(t >> 16);
+  } else {
+    const uint2 t = lds_v2(sm.sf_b(slot) + 8 * n);
+    sc.b[0] = dup_bf16(t.x & 0xFFFFu);
+    sc.b[1] = dup_bf16(t.x >> 16);
+    sc.b[2] = dup_bf16(t.y & 0xFFFFu);
+    sc.b[3] = dup_bf16(t.y >> 16);
+  }
+  if constexpr (FMT == FMT_E2M1) {
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const uint4 v = lds_v4(sm.raw_b(slot) + n * 32 + ((c ^ ((n >> 2) & 1)) << 4));
+      r.b[2 * c][0] = v.x; r.b[2 * c][1] = v.y; r.b[2 * c][2] = r.b[2 * c][3] = 0;
+      r.b[2 * c + 1][0] = v.z; r.b[2 * c + 1][1] = v.w; r.b[2 * c + 1][2] = r.b[2 * c + 1][3] = 0;
+    }
+  } else {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const uint4 v = lds_v4(sm.raw_b(slot) + n * 64 + ((c ^ ((n >> 1) & 3)) << 4));
+      r.b[c][0] = v.x; r.b[c][1] = v.y; r.b[c][2] = v.z; r.b[c][3] = v.w;
+    }
+  }
+
+  /* ---- path choice: NaN/inf codes anywhere in this thread's words -> exact; a scale
+   * too large to fold 2^c into -> two products; else one product per pair */
+  uint32_t special = 0;
+  if constexpr (FMT != FMT_E2M1) {
+    constexpr uint32_t MASK = FMT == FMT_E4M3 ? 0x7F7F7F7Fu : 0x7C7C7C7Cu;
+    constexpr uint32_t ADD = FMT == FMT_E4M3 ? 0x01010101u : 0x04040404u;
+#pragma unroll
+    for (int s = 0; s < 4; ++s) special |= ((r.a0[s] & MASK) + ADD) | ((r.a1[s] & MASK) + ADD);
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+      for (int s = 0; s < 4; ++s) special |= (r.b[c][s] & MASK) + ADD;
+    special &= 0x80808080u;
+  }
+  stage_scales fs; /* folded scales: scale * 2^c; an overflow to inf means "cannot fold" */
+  fs.a0 = bf16x2_mul(sc.a0, K);
+  fs.a1 = bf16x2_mul(sc.a1, K);
+  uint32_t over = ((fs.a0 & 0x7FFFu) == 0x7F80u) | ((fs.a1 & 0x7FFFu) == 0x7F80u);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) {
+    fs.b[c] = bf16x2_mul(sc.b[c], K);
+    over |= (fs.b[c] & 0x7FFFu) == 0x7F80u;
+  }
+
+  const int bi = (int)(g % NBB);
+  const uint32_t bt = sm.bbuf(bi) + n * 128;
+  if (!special && !over)
+    convert_stage<FMT, MODE_FOLD>(r, fs, fr, bt, n);
+  else if (!special)
+    convert_stage<FMT, MODE_TWO>(r, sc, fr, bt, n);
+  else
+    convert_stage<FMT, FMT == FMT_E2M1 ? MODE_TWO : MODE_EXACT>(r, sc, fr, bt, n);
+
+  fence_proxy_async();
+  __syncwarp();
+  if (lane == 0) mbar_arrive(sm.empty(slot)); /* raw stage consumed */
+  named_bar_sync(1, 256);
+
+  wgmma_fence();
+  const uint64_t desc = wgmma_desc_sw128(sm.bbuf(bi));
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+    wgmma_m64n256k16_rs(acc, fr[4 * s + 0], fr[4 * s + 1], fr[4 * s + 2], fr[4 * s + 3], desc + 2 * s,
+                        (ks > 0 || s > 0) ? 1u : 0u);
+  wgmma_commit();
+  wgmma_wait<1>();
+}
+
+/* ------------------------------------------------------------ epilogue */
+template <int CDT>
+__device__ __forceinline__ void store_pair(uint8_t *c, int64_t off, float v0, float v1, bool two) {
+  if constexpr (CDT == MXF_F32) {
+    float *p = reinterpret_cast<float *>(c) + off;
+    if (two) *reinterpret_cast<float2 *>(p) = make_float2(v0, v1);
+    else p[0] = v0;
+  } else if constexpr (CDT == MXF_BF16 || CDT == MXF_F16) {
+    uint16_t *p = reinterpret_cast<uint16_t *>(c) + off;
+    const uint16_t a = CDT == MXF_BF16 ? mxf_f32_to_bf16(v0) : mxf_f32_to_f16(v0);
+    if (two) {
+      const uint16_t b = CDT == MXF_BF16 ? mxf_f32_to_bf16(v1) : mxf_f32_to_f16(v1);
+      *reinterpret_cast<uint32_t *>(p) = (uint32_t)a | ((uint32_t)b << 16);
+    } else {
+      p[0] = a;
+    }
+  } else if constexpr (CDT == MXF_E4M3 || CDT == MXF_E5M2) {
+    uint8_t *p = c + off;
+    const uint8_t a = CDT == MXF_E4M3 ? mxf_f32_to_e4m3(v0) : mxf_f32_to_e5m2(v0);
+    if (two) {
+      const uint8_t b = CDT == MXF_E4M3 ? mxf_f32_to_e4m3(v1) : mxf_f32_to_e5m2(v1);
+      *reinterpret_cast<uint16_t *>(p) = (uint16_t)(a | (b << 8));
+    } else {
+      p[0] = a;
+    }
+  } else { /* e2m1: the pair is one byte (off is even); keep the high nibble if col+1 >= N */
+    uint8_t *p = c + (off >> 1);
+    const uint8_t a = mxf_f32_to_e2m1(v0);
+    if (two) *p = mxf_e2m1_pack(a, mxf_f32_to_e2m1(v1));
+    else *p = (uint8_t)((*p & 0xF0u) | a);
+  }
+}
+
+template <int CDT>
+__device__ __forceinline__ uint32_t epilogue(const float (&acc)[128], const kernel_args &p, int l, int mt, int nt,
+                                             int ar0, int q, uint32_t amax) {
+  uint8_t *c = static_cast<uint8_t *>(p.c);
+  const int64_t cbase = (int64_t)l * p.c_ls;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = mt * BM + ar0 + 8 * h;
+    if (row >= p.m) continue;
+    const int64_t rbase = cbase + (int64_t)row * p.c_ms;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int col = nt * BN + 8 * j + 2 * q;
+      if (col >= p.n) continue;
+      const float v0 = acc[4 * j + 2 * h] * p.alpha, v1 = acc[4 * j + 2 * h + 1] * p.alpha;
+      const bool two = col + 1 < p.n;
+      amax = mxf_amax_fold(amax, v0);
+      if (two) amax = mxf_amax_fold(amax, v1);
+      store_pair<CDT>(c, rbase + col, v0, v1, two);
+    }
+  }
+  return amax;
+}
+
+/* ------------------------------------------------------------ the kernel */
+template <int FMT>
+__global__ void __launch_bounds__(THREADS, 1)
+    gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
+                const kernel_args p) {
+  extern __shared__ uint8_t smem_raw[];
+  smem_map sm;
+  sm.base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  uint32_t *s_amax = reinterpret_cast<uint32_t *>(smem_raw + (sm.amax() - smem_addr(smem_raw)));
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    for (int i = 0; i < NS; ++i) {
+      mbar_init(sm.full(i), 1);
+      mbar_init(sm.empty(i), 8); /* one arrival per consumer warp */
+    }
+    *s_amax = 0;
+    mbar_init_fence();
+  }
+  __syncthreads();
+
+  const int total = p.tiles_m * p.tiles_n * p.l;
+  if (tid < 128) {
+    /* ---------------- producer */
+    setmaxnreg_dec<24>();
+    if (tid == 0) {
+      tma_prefetch_desc(&tma_a);
+      tma_prefetch_desc(&tma_b);
+      const uint32_t sfa_bytes = BM * p.nkb * 2, sfb_bytes = BN * p.nkb * 2;
+      const uint32_t tx = (uint32_t)(BM + BN) * p.rb + sfa_bytes + sfb_bytes;
+      int slot = 0;
+      uint32_t phase = 0;
+      for (int t = blockIdx.x; t < total; t += gridDim.x) {
+        int l, mt, nt;
+        tile_coords(t, p.tiles_m, p.tiles_n, l, mt, nt);
+        const uint16_t *sfa = p.sfa + ((int64_t)(l * p.tiles_m + mt) * p.nks) * (BM * p.nkb);
+        const uint16_t *sfb = p.sfb + ((int64_t)(l * p.tiles_n + nt) * p.nks) * (BN * p.nkb);
+        for (int ks = 0; ks < p.nks; ++ks) {
+          mbar_wait(sm.empty(slot), phase ^ 1u);
+          const uint32_t fb = sm.full(slot);
+          mbar_arrive_expect_tx(fb, tx);
+          tma_load_3d(sm.raw_a(slot), &tma_a, ks * p.rb, mt * BM, l, fb);
+          tma_load_3d(sm.raw_b(slot), &tma_b, ks * p.rb, nt * BN, l, fb);
+          bulk_load(sm.sf_a(slot), sfa + (int64_t)ks * BM * p.nkb, sfa_bytes, fb);
+          bulk_load(sm.sf_b(slot), sfb + (int64_t)ks * BN * p.nkb, sfb_bytes, fb);
+          if (++slot == NS) {
+            slot = 0;
+            phase ^= 1u;
+          }
+        }
+      }
+    }
+    return;
+  }
+
+  /* ---------------- consumers */
+  setmaxnreg_inc<240>();
+  const int ct = tid - 128;                 /* 0..255 */
+  const int lane = tid & 31;
+  const int q = lane & 3;
+  const int ar0 = (ct >> 7) * 64 + ((ct >> 5) & 3) * 16 + (lane >> 2); /* A row in the tile */
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+  uint32_t fa[16], fb[16];
+  uint32_t amax = 0;
+  uint32_t g = 0;
+  for (int t = blockIdx.x; t < total; t += gridDim.x) {
+    int l, mt, nt;
+    tile_coords(t, p.tiles_m, p.tiles_n, l, mt, nt);
+    int ks = 0;
+    for (; ks + 1 < p.nks; ks += 2) {
+      consume_stage<FMT>(acc, fa, sm, g++, ks, p.nkb, ct, ar0, q, lane);
+      consume_stage<FMT>(acc, fb, sm, g++, ks + 1, p.nkb, ct, ar0, q, lane);
+    }
+    if (ks < p.nks) consume_stage<FMT>(acc, fa, sm, g++, ks, p.nkb, ct, ar0, q, lane);
+    wgmma_wait<0>();
+    switch (p.cdt) {
+    case MXF_F32: amax = epilogue<MXF_F32>(acc, p, l, mt, nt, ar0, q, amax); break;
+    case MXF_BF16: amax = epilogue<MXF_BF16>(acc, p, l, mt, nt, ar0, q, amax); break;
+    case MXF_F16: amax = epilogue<MXF_F16>(acc, p, l, mt, nt, ar0, q, amax); break;
+    case MXF_E4M3: amax = epilogue<MXF_E4M3>(acc, p, l, mt, nt, ar0, q, amax); break;
+    case MXF_E5M2: amax = epilogue<MXF_E5M2>(acc, p, l, mt, nt, ar0, q, amax); break;
+    default: amax = epilogue<MXF_E2M1>(acc, p, l, mt, nt, ar0, q, amax); break;
+    }
+  }
+  /* amax: warp -> CTA (shared atomic) -> one global atomicMax */
+  amax = mxf_amax_warp_reduce(amax);
+  if (lane == 0 && amax != 0) atomicMax(s_amax, amax);
+  named_bar_sync(1, 256);
+  if (ct == 0 && *s_amax != 0) atomicMax(reinterpret_cast<unsigned int *>(p.amax), *s_amax);
+}
+
+/* ------------------------------------------------------------ host side */
+typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
+                                     CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                     CUtensorMapFloatOOBfill);
+
+/* The driver's cuTensorMapEncodeTiled through the runtime (no -lcuda needed). */
+static encode_tiled_fn get_encode_tiled(void) {
+  static encode_tiled_fn fn = nullptr;
+  if (!fn) {
+    void *ptr = nullptr;
+    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &q) ==
+            cudaSuccess &&
+        q == cudaDriverEntryPointSuccess)
+      fn = reinterpret_cast<encode_tiled_fn>(ptr);
+    else
+      (void)cudaGetLastError();
+  }
+  return fn;
+}
+
+struct geometry {
+  int fmt, nkb, rb;
+  int64_t kbytes;          /* bytes of one row's k values */
+  int64_t tiles_m, tiles_n, nks;
+  size_t ws_a, ws_b;       /* workspace bytes of the prepared scales */
+};
+
+static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+static bool make_geometry(const mxf_gemm_problem *p, geometry *g) {
+  if (p->m < 1 || p->n < 1 || p->k < 1 || p->l < 1) return false;
+  if (p->a_ks != 1 || p->b_ks != 1 || p->c_ns != 1) return false;
+  if (p->ab == MXF_E4M3 || p->ab == MXF_E5M2) {
+    if (p->sf != MXF_E8M0 || p->sf_vec != 32) return false;
+    g->fmt = p->ab == MXF_E4M3 ? FMT_E4M3 : FMT_E5M2;
+    g->rb = 64;
+    g->kbytes = p->k;
+  } else if (p->ab == MXF_E2M1) {
+    if (!((p->sf == MXF_E8M0 && (p->sf_vec == 32 || p->sf_vec == 16)) || (p->sf == MXF_E4M3 && p->sf_vec == 16)))
+      return false;
+    if (p->k % 2 || p->a_ms % 2 || p->b_ns % 2 || p->a_ls % 2 || p->b_ls % 2) return false;
+    g->fmt = FMT_E2M1;
+    g->rb = 32;
+    g->kbytes = p->k / 2;
+  } else {
+    return false;
+  }
+  switch (p->c) {
+  case MXF_F32: case MXF_F16: case MXF_BF16: case MXF_E4M3: case MXF_E5M2: case MXF_E2M1: break;
+  default: return false;
+  }
+  if (p->c == MXF_E2M1 && (p->c_ms % 2 || p->c_ls % 2)) return false;
+  g->nkb = BK / p->sf_vec;
+  g->tiles_m = (p->m + BM - 1) / BM;
+  g->tiles_n = (p->n + BN - 1) / BN;
+  g->nks = (p->k + BK - 1) / BK;
+  if (g->tiles_m * g->tiles_n * p->l > (1ll << 30) || g->nks > (1ll << 24) || p->kb != (p->k + p->sf_vec - 1) / p->sf_vec)
+    return false;
+  /* TMA: strides of the rows and batches actually used must be multiples of 16 bytes */
+  const int64_t a_row = g->fmt == FMT_E2M1 ? p->a_ms / 2 : p->a_ms, b_row = g->fmt == FMT_E2M1 ? p->b_ns / 2 : p->b_ns;
+  const int64_t a_bat = g->fmt == FMT_E2M1 ? p->a_ls / 2 : p->a_ls, b_bat = g->fmt == FMT_E2M1 ? p->b_ls / 2 : p->b_ls;
+  if (p->m > 1 && (a_row % 16 || a_row < g->kbytes)) return false;
+  if (p->n > 1 && (b_row % 16 || b_row < g->kbytes)) return false;
+  if (p->l > 1 && (a_bat % 16 || a_bat <= 0 || b_bat % 16 || b_bat <= 0)) return false;
+  if (g->kbytes >= (1ll << 32) || p->m >= (1ll << 31) || p->n >= (1ll << 31) || a_row >= (1ll << 39) ||
+      b_row >= (1ll << 39) || a_bat >= (1ll << 39) || b_bat >= (1ll << 39))
+    return false;
+  g->ws_a = (size_t)round_up(p->l * g->tiles_m * g->nks * BM * g->nkb * 2, 256);
+  g->ws_b = (size_t)round_up(p->l * g->tiles_n * g->nks * BN * g->nkb * 2, 256);
+  return true;
+}
+
+/* 3-D map (k bytes, rows, batch) of raw codes read as bytes; rows/batches beyond the
+ * tensor and k beyond K are zero-filled by TMA. */
+static CUresult make_map(encode_tiled_fn enc, CUtensorMap *map, const void *base, int64_t kbytes, int64_t rows,
+                         int64_t l, int64_t row_stride, int64_t batch_stride, int rb, int box_rows) {
+  if (rows == 1) row_stride = round_up(kbytes, 16);
+  if (l == 1) batch_stride = round_up(row_stride * rows, 16);
+  cuuint64_t dims[3] = {(cuuint64_t)kbytes, (cuuint64_t)rows, (cuuint64_t)l};
+  cuuint64_t strides[2] = {(cuuint64_t)row_stride, (cuuint64_t)batch_stride};
+  cuuint32_t box[3] = {(cuuint32_t)rb, (cuuint32_t)box_rows, 1};
+  cuuint32_t estr[3] = {1, 1, 1};
+  return enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void *>(base), dims, strides, box, estr,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, rb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+template <int FMT> static cudaError_t set_smem_attr(void) {
+  static int done = 0;
+  if (done) return cudaSuccess;
+  cudaError_t e = cudaFuncSetAttribute(gemm_kernel<FMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
+  if (e == cudaSuccess) done = 1;
+  return e;
+}
+
+} /* namespace mxf_sm90 */
+
+using namespace mxf_sm90;
+
+extern "C" int mxf_sm90_gemm_amax_supports(const mxf_gemm_problem *p) {
+  geometry g;
+  return make_geometry(p, &g) ? 1 : 0;
+}
+
+extern "C" size_t mxf_sm90_gemm_amax_workspace(const mxf_gemm_problem *p) {
+  geometry g;
+  if (!make_geometry(p, &g)) return 0;
+  return g.ws_a + g.ws_b;
+}
+
 extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_gemm_amax_args *args,
                                                 void *ws, size_t ws_size, cudaStream_t stream, int num_sms) {
-  return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: the sm_90a gemm_amax kernel is not available");
+  geometry g;
+  if (!make_geometry(p, &g))
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: the sm_90a gemm_amax kernel does not run this problem");
+  if (ws_size < g.ws_a + g.ws_b || (g.ws_a + g.ws_b && !ws))
+    return mxf_set_error(MXF_ERR_INVALID_VALUE, "gemm_amax: workspace of %zu bytes; the sm90 kernel needs %zu", ws_size,
+                         g.ws_a + g.ws_b);
+  encode_tiled_fn enc = get_encode_tiled();
+  if (!enc) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: cuTensorMapEncodeTiled is not available from the driver");
+
+  const int64_t a_row = g.fmt == FMT_E2M1 ? p->a_ms / 2 : p->a_ms, b_row = g.fmt == FMT_E2M1 ? p->b_ns / 2 : p->b_ns;
+  const int64_t a_bat = g.fmt == FMT_E2M1 ? p->a_ls / 2 : p->a_ls, b_bat = g.fmt == FMT_E2M1 ? p->b_ls / 2 : p->b_ls;
+  CUtensorMap map_a, map_b;
+  CUresult r = make_map(enc, &map_a, args->a, g.kbytes, p->m, p->l, a_row, a_bat, g.rb, BM);
+  if (r == CUDA_SUCCESS) r = make_map(enc, &map_b, args->b, g.kbytes, p->n, p->l, b_row, b_bat, g.rb, BN);
+  if (r != CUDA_SUCCESS)
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: cannot describe A/B to the TMA unit (CUresult %d)",
+                         (int)r);
+
+  uint16_t *wa = static_cast<uint16_t *>(ws);
+  uint16_t *wb = reinterpret_cast<uint16_t *>(static_cast<uint8_t *>(ws) + g.ws_a);
+
+  prep_args pa;
+  pa.sfa = static_cast<const uint8_t *>(args->sfa);
+  pa.sfb = static_cast<const uint8_t *>(args->sfb);
+  pa.wa = wa;
+  pa.wb = wb;
+  pa.m = p->m;
+  pa.n = p->n;
+  pa.l = p->l;
+  pa.kb = p->kb;
+  pa.nks = g.nks;
+  pa.tiles_m = (int)g.tiles_m;
+  pa.tiles_n = (int)g.tiles_n;
+  pa.nkb = g.nkb;
+  pa.sf_vec = p->sf_vec;
+  pa.ue4m3 = p->sf == MXF_E4M3;
+  pa.la = p->sfa_layout;
+  pa.lb = p->sfb_layout;
+  pa.amax = args->amax;
+  pa.accumulate = (p->flags & MXF_AMAX_ACCUMULATE) != 0;
+  const int64_t entries = (int64_t)((g.ws_a + g.ws_b) / 2);
+  int64_t pblocks = (entries + 255) / 256;
+  const int64_t pmax = (int64_t)(num_sms > 0 ? num_sms : 132) * 8;
+  if (pblocks > pmax) pblocks = pmax;
+  if (pblocks < 1) pblocks = 1;
+  sf_prepare_kernel<<<(unsigned)pblocks, 256, 0, stream>>>(pa);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: sm90 scale preparation: %s", cudaGetErrorString(e));
+
+  kernel_args ka;
+  ka.m = (int)p->m;
+  ka.n = (int)p->n;
+  ka.l = (int)p->l;
+  ka.tiles_m = (int)g.tiles_m;
+  ka.tiles_n = (int)g.tiles_n;
+  ka.nks = (int)g.nks;
+  ka.nkb = g.nkb;
+  ka.rb = g.rb;
+  ka.cdt = (int)p->c;
+  ka.c_ms = p->c_ms;
+  ka.c_ls = p->c_ls;
+  ka.c = args->c;
+  ka.sfa = wa;
+  ka.sfb = wb;
+  ka.alpha = args->alpha ? *args->alpha : 1.0f;
+  ka.amax = args->amax;
+  const int64_t tiles = g.tiles_m * g.tiles_n * p->l;
+  const int64_t sms = num_sms > 0 ? num_sms : 132;
+  const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
+  switch (g.fmt) {
+  case FMT_E4M3:
+    e = set_smem_attr<FMT_E4M3>();
+    if (e == cudaSuccess) gemm_kernel<FMT_E4M3><<<grid, THREADS, SMEM_BYTES, stream>>>(map_a, map_b, ka);
+    break;
+  case FMT_E5M2:
+    e = set_smem_attr<FMT_E5M2>();
+    if (e == cudaSuccess) gemm_kernel<FMT_E5M2><<<grid, THREADS, SMEM_BYTES, stream>>>(map_a, map_b, ka);
+    break;
+  default:
+    e = set_smem_attr<FMT_E2M1>();
+    if (e == cudaSuccess) gemm_kernel<FMT_E2M1><<<grid, THREADS, SMEM_BYTES, stream>>>(map_a, map_b, ka);
+    break;
+  }
+  if (e == cudaSuccess) e = cudaGetLastError();
+  if (e != cudaSuccess) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: sm90 gemm_amax launch: %s", cudaGetErrorString(e));
+  return MXF_OK;
 }

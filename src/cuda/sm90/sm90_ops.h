@@ -24,6 +24,17 @@ size_t mxf_sm90_gemm_amax_workspace(const mxf_gemm_problem *p);
 mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_gemm_amax_args *args, void *ws,
                                      size_t ws_size, cudaStream_t stream, int num_sms);
 
+/* ---- proj_rope (proj_rope_sm90.cu) ---- */
+/* 1 if the sm_90a proj_rope kernel runs this problem (D = 192, K % 8 == 0); 0 otherwise. */
+int mxf_sm90_proj_rope_supports(const mxf_proj_problem *p);
+/* Workspace bytes it needs (bf16 copies of x and w on the MXFP8 path; else 0). */
+size_t mxf_sm90_proj_rope_workspace(const mxf_proj_problem *p);
+/* 1 if a run with these pointers can use it (TMA needs 16-byte aligned x, w, workspace). */
+int mxf_sm90_proj_rope_args_ok(const mxf_proj_problem *p, const mxf_proj_rope_args *args, const void *ws);
+/* Launches on `stream`; num_sms sizes the persistent grid. */
+mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const mxf_proj_rope_args *args, void *ws,
+                                     size_t ws_size, cudaStream_t stream, int num_sms);
+
 #ifdef __cplusplus
 }
 #endif
