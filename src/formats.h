@@ -276,4 +276,19 @@ MXF_HD int64_t mxf_sf_swz_offset(int64_t r, int64_t kb, int64_t l, int64_t R, in
          (kb & 3);
 }
 
+/* ------------------------------------------------------------ fast e4m3 decode */
+/* The fields of a FINITE e4m3 code (c & 0x7F != 0x7F; bits of c above 7 are ignored)
+ * placed into f32's: sign to bit 31, exponent and mantissa to bits 26..20. That f32 is
+ * exactly mxf_e4m3_to_f32(c) * 2^-120 (e4m3 normals and subnormals land on f32 values
+ * without rounding), so (mxf_e4m3_bits_f32(c) * MXF_E4M3_BITS_UNSCALE) * s is bit for bit
+ * mxf_e4m3_to_f32(c) * s for any f32 s: a shift and a mask instead of the full decode. */
+#define MXF_E4M3_BITS_UNSCALE 1329227995784915872903807060280344576.0f /* 2^120 */
+MXF_HD float mxf_e4m3_bits_f32(uint32_t c) {
+  return mxf_f32_from_bits(((c & 0x80u) << 24) | ((c & 0x7Fu) << 20));
+}
+
+/* Nonzero when any of the 4 e4m3 codes packed in w is NaN (0x7F or 0xFF): adding 1 to a
+ * byte's low 7 bits carries into its bit 7 only for 0x7F, and never into the next byte. */
+MXF_HD uint32_t mxf_e4m3x4_any_nan(uint32_t w) { return ((w & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u; }
+
 #endif /* MXF_FORMATS_H */

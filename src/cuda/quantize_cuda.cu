@@ -10,7 +10,7 @@
 #include "cuda/cuda_util.h"
 
 extern "C" mxf_status mxf_portable_quantize_launch(const mxf_quant_problem *p, const mxf_quantize_args *args,
-                                                   cudaStream_t stream);
+                                                   cudaStream_t stream, int num_sms);
 
 extern "C" mxf_status mxf_cuda_quantize_plan(mxf_plan *plan) {
   mxf_cuda_device_info_t info;
@@ -32,5 +32,8 @@ extern "C" mxf_status mxf_cuda_quantize_run(const mxf_plan *plan, const mxf_quan
                                             size_t ws_size, void *stream) {
   (void)ws;
   (void)ws_size;
-  return mxf_portable_quantize_launch(&plan->p.quant, args, static_cast<cudaStream_t>(stream));
+  mxf_cuda_device_info_t info;
+  mxf_status st = mxf_cuda_device_info(plan->device - 1, &info); /* cached: no driver call */
+  if (st != MXF_OK) return st;
+  return mxf_portable_quantize_launch(&plan->p.quant, args, static_cast<cudaStream_t>(stream), info.sm_count);
 }

@@ -29,7 +29,9 @@
  *   MN-major operand: k = tid/8,  16 consecutive rows (16 B), 16 scales
  * as one vector load when the operand is aligned and the chunk lies inside the matrix;
  * otherwise (tails, odd strides/offsets) element by element with bounds checks: values
- * outside M/N/K contribute 0 and their scale bytes (SF padding) are never read.
+ * outside M/N/K contribute 0 and their scale bytes (SF padding) are never read. Except on
+ * sm_90a, only the k-major vector chunk is dequantized inline; mn-major and element-by-
+ * element chunks go through a non-inlined function (register pressure, see there).
  *
  * Epilogue: each thread holds 64 f32 of C; stores go straight to global memory (pairs of
  * consecutive n packed into one store when C is n-major and aligned), encoded with
@@ -186,11 +188,69 @@ template <int FMT> __device__ __forceinline__ uint32_t code_at(const uint4 &raw,
   return (w >> ((i & 3) * 8)) & 0xFFu;
 }
 
+/* The chunks the vector loads do not cover (mn-major chunks, tails, odd layouts). With
+ * 64 accumulators the kernel sits at its 128-register cap, and ptxas's allocation there
+ * differs by target (ptxas -v, CUDA 13.0): sm_90a fits with the slow chunks decoded
+ * inline (MXF_SLOW_INLINE, the code the H200 measurements were taken with), sm_80 and
+ * sm_100a spill (48 / ~1200 bytes) unless they are decoded out of line, where their
+ * index arithmetic is neither hoisted into nor interleaved with the main loop. The call
+ * costs nothing on the k-major fast path, which never takes it. */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900
+#define MXF_SLOW_INLINE 1
+#else
+#define MXF_SLOW_INLINE 0
+#endif
+/* fp4 on sm_8x still spills a few bytes at 2 CTAs/SM (out of line or not): one CTA per SM
+ * there (no fp4 tensor cores before sm_100; this kernel is its only fp4 path) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define MXF_FP4_MIN_CTAS 1
+#else
+#define MXF_FP4_MIN_CTAS 2
+#endif
+
+#if !MXF_SLOW_INLINE
+template <int FMT>
+__device__ __noinline__ void stage_store_slow(const stage_regs &s, uint16_t (*t)[LDS], const operand &o,
+                                              const params &p, int64_t mn0, int64_t kt0, int64_t l, int tid) {
+  if (s.mode == 1) {
+    /* mn-major chunk: 16 rows of one k; each value goes to its own row of the tile */
+    const int rr = (tid & 7) * 16, kk = tid >> 3;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const uint32_t sb = code_at<FMT_E4M3>(s.sc, i);
+      const float x = decode_exact<FMT>(code_at<FMT>(s.raw, i)) * decode_scale(sb, o.sf_e4m3);
+      t[rr + i][kk] = (uint16_t)(pack_bf16(x, 0.0f) & 0xFFFFu);
+    }
+  } else {
+#pragma unroll 1
+    for (int i = 0; i < 16; ++i) {
+      int tr, tk; /* position in the shared tile */
+      if (o.kmajor) {
+        tr = tid >> 1;
+        tk = (tid & 1) * 16 + i;
+      } else {
+        tr = (tid & 7) * 16 + i;
+        tk = tid >> 3;
+      }
+      const int64_t r = mn0 + tr, k = kt0 + tk;
+      float x = 0.0f;
+      if (r < o.mn && k < p.k) {
+        const int64_t idx = l * o.s_l + r * o.s_mn + k * o.s_k;
+        const uint32_t code = FMT == FMT_E2M1 ? mxf_e2m1_get(o.p, idx) : o.p[idx];
+        x = decode_exact<FMT>(code) * decode_scale(o.sf[sf_off(o, p, r, (k >> p.sf_shift), l)], o.sf_e4m3);
+      }
+      t[tr][tk] = (uint16_t)(pack_bf16(x, 0.0f) & 0xFFFFu);
+    }
+  }
+}
+#endif
+
 /* Dequantizes the staged chunk into shared memory tile `t` ([128][LDS] bf16). */
 template <int FMT>
 __device__ __forceinline__ void stage_store(const stage_regs &s, uint16_t (*t)[LDS], const operand &o,
                                             const params &p, int64_t mn0, int64_t kt0, int64_t l, int tid) {
   typedef fast_fmt<FMT> F;
+#if MXF_SLOW_INLINE
   float v[16];
   if (s.mode == 0) {
     const float sf = decode_scale(s.sc.x, o.sf_e4m3);
@@ -253,6 +313,39 @@ __device__ __forceinline__ void stage_store(const stage_regs &s, uint16_t (*t)[L
       t[rr + i + 1][kk] = (uint16_t)(w >> 16);
     }
   }
+#else
+  if (s.mode != 0) {
+    stage_store_slow<FMT>(s, t, o, p, mn0, kt0, l, tid);
+    return;
+  }
+  float v[16];
+  {
+    const float sf = decode_scale(s.sc.x, o.sf_e4m3);
+    bool special = F::special4(s.raw.x) || F::special4(s.raw.y);
+    if (FMT != FMT_E2M1) special = special || F::special4(s.raw.z) || F::special4(s.raw.w);
+    if (special) {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) v[i] = decode_exact<FMT>(code_at<FMT>(s.raw, i)) * sf;
+    } else {
+      const float f = sf * F::P; /* one multiply unless 2^SHIFT * scale leaves f32's range */
+      if ((__float_as_uint(f) & 0x7FFFFFFFu) != 0x7F800000u) { /* ±inf: ue4m3 scales carry a sign */
+#pragma unroll
+        for (int i = 0; i < 16; ++i) v[i] = F::bits(code_at<FMT>(s.raw, i)) * f;
+      } else {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) v[i] = (F::bits(code_at<FMT>(s.raw, i)) * F::P) * sf;
+      }
+    }
+  }
+  /* mode 0 is k-major: the chunk is 16 consecutive k of one tile row */
+  uint32_t *dst = reinterpret_cast<uint32_t *>(&t[tid >> 1][(tid & 1) * 16]);
+  uint4 w0 = make_uint4(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(v[4], v[5]),
+                        pack_bf16(v[6], v[7]));
+  uint4 w1 = make_uint4(pack_bf16(v[8], v[9]), pack_bf16(v[10], v[11]), pack_bf16(v[12], v[13]),
+                        pack_bf16(v[14], v[15]));
+  reinterpret_cast<uint4 *>(dst)[0] = w0;
+  reinterpret_cast<uint4 *>(dst)[1] = w1;
+#endif
 }
 
 /* ---------------------------------------------------------------- tensor-core helpers */
@@ -312,11 +405,15 @@ __device__ __forceinline__ void store_pair(const params &p, int64_t idx, float x
 }
 
 /* ---------------------------------------------------------------- the kernel */
-/* Two CTAs per SM (registers capped at 128, a few spills) measured 1.6x faster on an
- * H200 than one CTA with 180 spill-free registers: the second CTA hides the global-load
- * latency that the single register stage leaves exposed. */
+/* Two CTAs per SM (registers capped at 128) measured 1.6x faster on an H200 than one CTA
+ * with 180 registers: the second CTA hides the global-load latency that the single
+ * register stage leaves exposed. 128 registers hold the 64 accumulators, both register
+ * stages and the fragments without spilling (ptxas -v, CUDA 13.0: sm_80, sm_90a, sm_100a;
+ * fp4 on sm_80 at one CTA, MXF_FP4_MIN_CTAS) given stage_store's per-target choice above;
+ * __grid_constant__ keeps the parameters in the constant bank when &p goes to the
+ * out-of-line function (no local copy). */
 template <int FMT>
-__global__ void __launch_bounds__(THREADS, 2) gemm_amax_portable_kernel(const params p) {
+__global__ void __launch_bounds__(THREADS, FMT == FMT_E2M1 ? MXF_FP4_MIN_CTAS : 2) gemm_amax_portable_kernel(const __grid_constant__ params p) {
   __shared__ __align__(16) uint16_t sa[2][BM][LDS];
   __shared__ __align__(16) uint16_t sb[2][BN][LDS];
   __shared__ uint32_t red[32];

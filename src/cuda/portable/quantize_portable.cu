@@ -2,21 +2,30 @@
  * quantize_portable.cu — standalone MXFP8 quantize and dequantize kernels (SPEC §3), any
  * sm_80+ GPU. Bandwidth-bound; also the unfused baseline of proj_rope's epilogue.
  *
- * Quantize: one CTA of 256 threads (8 warps x 32 lanes) per tile of 32 rows x 128 cols.
- * Lane l owns the 4 consecutive columns 4l..4l+3 of the tile, warp w the rows w, w+8,
- * w+16, w+24, so every global access of a warp is one contiguous row segment (16-byte
- * loads of f32, 8-byte loads of bf16, 4-byte code stores when aligned).
- *   row direction:    a block = 32 columns = 8 lanes; amax over the lanes by xor shuffles
- *   column direction: a block = the tile's 32 rows; per-thread amax over its 4 rows, then
- *                     across the 8 warps through shared memory
+ * Quantize: 256 threads (8 warps x 32 lanes) per CTA, a grid-stride loop over tiles of
+ * 32 rows x 256 cols, as many CTAs as fit on the GPU at once. Lane l owns the 8
+ * consecutive columns 8l..8l+7 of a tile, warp w the rows w, w+8, w+16, w+24: every
+ * global access of a warp is one contiguous 256-value row segment (16-byte loads: two
+ * per row for f32, one for bf16; one 8-byte code store per row). While a CTA works on
+ * one tile, the loads of its next tile are already in flight (register prefetch), so
+ * the load latency is not paid once per tile.
+ *   row direction:    a block = 32 columns = 4 lanes: amax over the thread's 8 values,
+ *                     two xor shuffles
+ *   column direction: a block = the tile's 32 rows: per-thread amax over its 4 rows, then
+ *                     across the 8 warps through shared memory, each thread finishing one
+ *                     column (scale byte, multiplier) for the whole CTA
  * Values outside the matrix (partial tiles) are read as 0: the block amax starts from 0,
  * so they never change a scale, and they are never stored. The rule itself is formats.h's
  * (mxf_amax_step, mxf_e8m0_from_amax, mxf_e8m0_inv, mxf_mx_encode4): bit-identical to the
- * CPU backend.
+ * CPU backend. Misaligned pointers or cols % 8 != 0 take the same kernel with
+ * element-by-element accesses and no prefetch (VEC = false).
  *
- * Dequantize: elementwise, 4 consecutive values per thread (one 4-byte code load, one
- * 16-byte f32 / 8-byte bf16 store when aligned); y = e4m3(q) * 2^(s-127), exact in f32
- * (NaN for code 0x7F/0xFF or scale 0xFF), rounded to nearest even for bf16 output.
+ * Dequantize: y = e4m3(q) * 2^(s-127), exact in f32 (NaN for code 0x7F/0xFF or scale
+ * 0xFF), rounded to nearest even for bf16 output. Aligned case (cols % 16 == 0, 16-byte
+ * aligned pointers): a grid-stride loop over 16-code chunks, one 16-byte code load, one
+ * scale byte (rows) or one 16-byte scale load (cols) per chunk, 16-byte stores; decode by
+ * formats.h's mxf_e4m3_bits_f32 (a shift and a mask per value). Anything else: the
+ * elementwise 4-value kernel.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -26,122 +35,182 @@
 
 namespace {
 
-constexpr int QT_ROWS = 32, QT_COLS = 128, QT_THREADS = 256;
+constexpr int Q_THREADS = 256;
+constexpr int Q_WARPS = Q_THREADS / 32;
+constexpr int Q_VALS = 8;                 /* consecutive columns per thread: 16 bytes of bf16 */
+constexpr int Q_RPT = 4;                  /* rows per thread */
+constexpr int Q_ROWS = Q_WARPS * Q_RPT;   /* 32: one column-direction block */
+constexpr int Q_COLS = 32 * Q_VALS;       /* 256: one warp-wide row segment */
+constexpr int Q_LANES_BLK = MXF_MX_BLOCK / Q_VALS; /* lanes per row-direction block */
+static_assert(Q_ROWS == MXF_MX_BLOCK && Q_VALS == 8 && Q_COLS == Q_THREADS, "tile shape vs MX block");
 
 struct quant_args {
   const void *x;
   uint8_t *q_row, *s_row, *q_col, *s_col;
   int64_t rows, cols, sb_row; /* sb_row = ceil(cols / 32) */
-  int tiles_c;
+  int tiles_c, tiles;
 };
 
 template <typename T> __device__ __forceinline__ float to_f32(T v);
 template <> __device__ __forceinline__ float to_f32<float>(float v) { return v; }
 template <> __device__ __forceinline__ float to_f32<uint16_t>(uint16_t v) { return mxf_bf16_to_f32(v); }
 
-/* 4 consecutive values starting at column c of row r (0 outside the matrix). */
-template <typename T, bool VEC>
-__device__ __forceinline__ void load4(const quant_args &a, int64_t r, int64_t c, float (&v)[4]) {
-  const T *x = static_cast<const T *>(a.x) + r * a.cols;
-  if (r >= a.rows) {
-    v[0] = v[1] = v[2] = v[3] = 0.f;
-    return;
-  }
-  if (VEC && c + 4 <= a.cols) {
-    if constexpr (sizeof(T) == 4) {
-      const float4 f = __ldg(reinterpret_cast<const float4 *>(x + c));
-      v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
-    } else {
-      const uint2 u = __ldg(reinterpret_cast<const uint2 *>(x + c));
-      v[0] = mxf_bf16_to_f32((uint16_t)(u.x & 0xFFFFu));
-      v[1] = mxf_bf16_to_f32((uint16_t)(u.x >> 16));
-      v[2] = mxf_bf16_to_f32((uint16_t)(u.y & 0xFFFFu));
-      v[3] = mxf_bf16_to_f32((uint16_t)(u.y >> 16));
-    }
-    return;
-  }
+/* Q_VALS consecutive values of row r from column c, element by element (0 outside the
+ * matrix): the path for misaligned pointers and cols % Q_VALS != 0. */
+template <typename T>
+__device__ __forceinline__ void load_vals(const quant_args &a, int64_t r, int64_t c, float (&v)[Q_VALS]) {
+  const T *x = static_cast<const T *>(a.x) + r * a.cols + c;
 #pragma unroll
-  for (int i = 0; i < 4; ++i) v[i] = c + i < a.cols ? to_f32<T>(x[c + i]) : 0.f;
+  for (int j = 0; j < Q_VALS; ++j) v[j] = r < a.rows && c + j < a.cols ? to_f32<T>(x[j]) : 0.f;
 }
 
-/* 4 codes of row r from column c (only those inside the matrix). */
+/* The raw 16-byte words of one thread's Q_RPT x Q_VALS values (VEC only): what the loop
+ * keeps in flight for the next tile while it works on the current one. */
+template <typename T> struct raw_rows {
+  uint4 u[Q_RPT][Q_VALS * sizeof(T) / 16];
+};
+
+template <typename T>
+__device__ __forceinline__ void load_raw(const quant_args &a, int64_t r0, int64_t c, raw_rows<T> &R) {
+  constexpr int NW = Q_VALS * sizeof(T) / 16;
+#pragma unroll
+  for (int i = 0; i < Q_RPT; ++i) {
+    const int64_t r = r0 + Q_WARPS * i;
+    const uint4 *x = reinterpret_cast<const uint4 *>(static_cast<const T *>(a.x) + r * a.cols + c);
+#pragma unroll
+    for (int k = 0; k < NW; ++k) /* zero bits: 0.0 in f32 and bf16 alike */
+      R.u[i][k] = r < a.rows && c < a.cols ? __ldg(x + k) : make_uint4(0u, 0u, 0u, 0u);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void widen(const raw_rows<T> &R, float (&v)[Q_RPT][Q_VALS]) {
+#pragma unroll
+  for (int i = 0; i < Q_RPT; ++i) {
+#pragma unroll
+    for (int k = 0; k < (int)(Q_VALS * sizeof(T) / 16); ++k) {
+      const uint32_t w[4] = {R.u[i][k].x, R.u[i][k].y, R.u[i][k].z, R.u[i][k].w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if constexpr (sizeof(T) == 4) {
+          v[i][4 * k + e] = __uint_as_float(w[e]);
+        } else {
+          v[i][8 * k + 2 * e] = mxf_bf16_to_f32((uint16_t)(w[e] & 0xFFFFu));
+          v[i][8 * k + 2 * e + 1] = mxf_bf16_to_f32((uint16_t)(w[e] >> 16));
+        }
+      }
+    }
+  }
+}
+
+/* Q_VALS codes of row r from column c (only those inside the matrix). */
 template <bool VEC>
-__device__ __forceinline__ void store4(uint8_t *q, const quant_args &a, int64_t r, int64_t c, uint32_t codes) {
+__device__ __forceinline__ void store_codes(uint8_t *q, const quant_args &a, int64_t r, int64_t c,
+                                            const uint32_t (&w)[Q_VALS / 4]) {
   if (r >= a.rows || c >= a.cols) return;
   uint8_t *p = q + r * a.cols + c;
-  if (VEC && c + 4 <= a.cols) {
-    *reinterpret_cast<uint32_t *>(p) = codes;
-    return;
-  }
+  if constexpr (VEC) {
+    *reinterpret_cast<uint2 *>(p) = make_uint2(w[0], w[1]);
+  } else {
 #pragma unroll
-  for (int i = 0; i < 4; ++i)
-    if (c + i < a.cols) p[i] = (uint8_t)(codes >> (8 * i));
+    for (int j = 0; j < Q_VALS; ++j)
+      if (c + j < a.cols) p[j] = (uint8_t)(w[j >> 2] >> (8 * (j & 3)));
+  }
 }
 
+/* Shared-memory slot of tile column Q_VALS * lane + 4 * q + e: [q][lane][e], so that a
+ * warp's 16-byte accesses for one q are contiguous (no bank conflicts). */
+__device__ __forceinline__ int red_slot(int lane, int q) { return 128 * q + 4 * lane; }
+
 template <typename T, bool VEC, bool ROWS, bool COLS>
-__global__ void __launch_bounds__(QT_THREADS) quantize_kernel(const quant_args a) {
-  __shared__ float red[8][QT_COLS];
+__global__ void __launch_bounds__(Q_THREADS, 2) quantize_kernel(const quant_args a) {
+  __shared__ __align__(16) float red[Q_WARPS][Q_COLS]; /* per-warp column amax */
+  __shared__ __align__(16) float col_inv[Q_COLS];      /* column multipliers */
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t tr = blockIdx.x / a.tiles_c, tc = blockIdx.x % a.tiles_c;
-  const int64_t r0 = tr * QT_ROWS, c = tc * QT_COLS + 4 * lane;
 
-  float v[4][4]; /* [row i: r0 + warp + 8i][column c + j] */
-#pragma unroll
-  for (int i = 0; i < 4; ++i) load4<T, VEC>(a, r0 + warp + 8 * i, c, v[i]);
-
-  if (ROWS) {
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float m = 0.f;
-#pragma unroll
-      for (int j = 0; j < 4; ++j) m = mxf_amax_step(m, v[i][j]);
-      /* the 8 lanes of one 32-column block: m is never NaN, so amax_step is a plain max */
-#pragma unroll
-      for (int off = 1; off < 8; off <<= 1) m = mxf_amax_step(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
-      const uint8_t b = mxf_e8m0_from_amax(m);
-      const float inv = mxf_e8m0_inv(b);
-      const uint32_t codes = mxf_mx_encode4(v[i][0], v[i][1], v[i][2], v[i][3], inv, inv, inv, inv);
-      const int64_t r = r0 + warp + 8 * i;
-      store4<VEC>(a.q_row, a, r, c, codes);
-      if ((lane & 7) == 0 && r < a.rows && c < a.cols) a.s_row[r * a.sb_row + (c >> 5)] = b;
-    }
+  raw_rows<T> next; /* VEC: the loads of the CTA's next tile, issued one tile ahead */
+  if (VEC && (int)blockIdx.x < a.tiles) {
+    const int tr = blockIdx.x / a.tiles_c, tc = blockIdx.x - tr * a.tiles_c;
+    load_raw<T>(a, (int64_t)tr * Q_ROWS + warp, (int64_t)tc * Q_COLS + Q_VALS * lane, next);
   }
-  if (COLS) {
-    float m[4];
+  for (int t = blockIdx.x; t < a.tiles; t += gridDim.x) {
+    const int tr = t / a.tiles_c, tc = t - tr * a.tiles_c;
+    const int64_t r0 = (int64_t)tr * Q_ROWS + warp, c = (int64_t)tc * Q_COLS + Q_VALS * lane;
+
+    float v[Q_RPT][Q_VALS]; /* [row r0 + 8i][column c + j] */
+    if constexpr (VEC) {
+      widen<T>(next, v);
+      const int tn = t + (int)gridDim.x;
+      if (tn < a.tiles) {
+        const int trn = tn / a.tiles_c, tcn = tn - trn * a.tiles_c;
+        load_raw<T>(a, (int64_t)trn * Q_ROWS + warp, (int64_t)tcn * Q_COLS + Q_VALS * lane, next);
+      }
+    } else {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      m[j] = 0.f;
-#pragma unroll
-      for (int i = 0; i < 4; ++i) m[j] = mxf_amax_step(m[j], v[i][j]);
+      for (int i = 0; i < Q_RPT; ++i) load_vals<T>(a, r0 + Q_WARPS * i, c, v[i]);
     }
-    *reinterpret_cast<float4 *>(&red[warp][4 * lane]) = make_float4(m[0], m[1], m[2], m[3]);
-    __syncthreads();
+
+    if (ROWS) {
 #pragma unroll
-    for (int w = 0; w < 8; ++w) {
-      const float4 o = *reinterpret_cast<const float4 *>(&red[w][4 * lane]);
-      m[0] = mxf_amax_step(m[0], o.x);
-      m[1] = mxf_amax_step(m[1], o.y);
-      m[2] = mxf_amax_step(m[2], o.z);
-      m[3] = mxf_amax_step(m[3], o.w);
-    }
-    uint8_t b[4];
-    float inv[4];
+      for (int i = 0; i < Q_RPT; ++i) {
+        float m = 0.f;
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      b[j] = mxf_e8m0_from_amax(m[j]);
-      inv[j] = mxf_e8m0_inv(b[j]);
-    }
+        for (int j = 0; j < Q_VALS; ++j) m = mxf_amax_step(m, v[i][j]);
+        /* the rest of the 32-column block: the neighbouring lanes */
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t codes = mxf_mx_encode4(v[i][0], v[i][1], v[i][2], v[i][3], inv[0], inv[1], inv[2], inv[3]);
-      store4<VEC>(a.q_col, a, r0 + warp + 8 * i, c, codes);
+        for (int off = 1; off < Q_LANES_BLK; off <<= 1) m = mxf_amax_step(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
+        const uint8_t b = mxf_e8m0_from_amax(m);
+        const float inv = mxf_e8m0_inv(b);
+        uint32_t w[Q_VALS / 4];
+#pragma unroll
+        for (int q = 0; q < Q_VALS / 4; ++q)
+          w[q] = mxf_mx_encode4(v[i][4 * q], v[i][4 * q + 1], v[i][4 * q + 2], v[i][4 * q + 3], inv, inv, inv, inv);
+        const int64_t r = r0 + Q_WARPS * i;
+        store_codes<VEC>(a.q_row, a, r, c, w);
+        if ((lane & (Q_LANES_BLK - 1)) == 0 && r < a.rows && c < a.cols) a.s_row[r * a.sb_row + (c >> 5)] = b;
+      }
     }
-    if (warp == 0) {
-      const uint32_t sb = (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
-      /* s_col is (ceil(rows/32), cols): row tr of it, same column indexing as the codes */
-      quant_args s = a;
-      s.rows = (a.rows + QT_ROWS - 1) / QT_ROWS;
-      store4<VEC>(a.s_col, s, tr, c, sb);
+    if (COLS) {
+#pragma unroll
+      for (int q = 0; q < Q_VALS / 4; ++q) {
+        float m[4];
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          m[e] = 0.f;
+#pragma unroll
+          for (int i = 0; i < Q_RPT; ++i) m[e] = mxf_amax_step(m[e], v[i][4 * q + e]);
+        }
+        *reinterpret_cast<float4 *>(&red[warp][red_slot(lane, q)]) = make_float4(m[0], m[1], m[2], m[3]);
+      }
+      __syncthreads();
+      {
+        /* thread k finishes slot k: tile column Q_VALS * lane' + 4 * q' + e */
+        const int s = threadIdx.x;
+        float m = 0.f;
+#pragma unroll
+        for (int w = 0; w < Q_WARPS; ++w) m = mxf_amax_step(m, red[w][s]);
+        const uint8_t b = mxf_e8m0_from_amax(m);
+        col_inv[s] = mxf_e8m0_inv(b);
+        const int q = s >> 7, ln = (s & 127) >> 2, e = s & 3;
+        const int64_t gc = (int64_t)tc * Q_COLS + Q_VALS * ln + 4 * q + e;
+        /* s_col is (ceil(rows/32), cols): row tr of it, same column indexing as the codes */
+        if (gc < a.cols) a.s_col[(int64_t)tr * a.cols + gc] = b;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int i = 0; i < Q_RPT; ++i) {
+        uint32_t w[Q_VALS / 4];
+#pragma unroll
+        for (int q = 0; q < Q_VALS / 4; ++q) {
+          /* re-read per row rather than held: fewer live registers */
+          const float4 f = *reinterpret_cast<const float4 *>(&col_inv[red_slot(lane, q)]);
+          w[q] = mxf_mx_encode4(v[i][4 * q], v[i][4 * q + 1], v[i][4 * q + 2], v[i][4 * q + 3], f.x, f.y, f.z, f.w);
+        }
+        store_codes<VEC>(a.q_col, a, r0 + Q_WARPS * i, c, w);
+      }
+      /* no barrier needed before the next tile: its writes to red come after this tile's
+       * second barrier (every read of red is before it), its writes to col_inv after its
+       * own first barrier (every read of col_inv above is before that) */
     }
   }
 }
@@ -199,14 +268,106 @@ __global__ void __launch_bounds__(256) dequantize_kernel(const dequant_args a) {
   }
 }
 
+/* ---------------------------------------------------------------- dequantize, aligned */
+struct dequant_vec_args {
+  const uint8_t *q, *s;
+  void *y;
+  int64_t rows, cols, sb_row;
+  int64_t cpr;            /* 16-code chunks per row: cols / 16 */
+  int64_t step_r, step_c; /* the grid stride (threads in the grid) in rows and chunks */
+};
+
+/* 16 codes times their scales: (bits * 2^120) * s is mxf_e4m3_to_f32(code) * s bit for
+ * bit for finite codes (formats.h); one multiply when s * 2^120 stays finite (then the
+ * same single rounding of the same exact product). NaN codes: the exact decode. */
+template <bool ROWDIR>
+__device__ __forceinline__ void dq16(const uint4 &qw, const uint4 &sw, float s_row, float (&v)[16]) {
+  const uint32_t w[4] = {qw.x, qw.y, qw.z, qw.w};
+  const uint32_t nan = mxf_e4m3x4_any_nan(w[0]) | mxf_e4m3x4_any_nan(w[1]) | mxf_e4m3x4_any_nan(w[2]) |
+                       mxf_e4m3x4_any_nan(w[3]);
+  float s[16];
+  if (ROWDIR) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) s[j] = s_row;
+  } else {
+    const uint32_t sb[4] = {sw.x, sw.y, sw.z, sw.w};
+#pragma unroll
+    for (int j = 0; j < 16; ++j) s[j] = mxf_e8m0_to_f32((uint8_t)(sb[j >> 2] >> (8 * (j & 3))));
+  }
+  if (nan != 0u) {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) v[j] = mxf_e4m3_to_f32((uint8_t)(w[j >> 2] >> (8 * (j & 3)))) * s[j];
+    return;
+  }
+  if (ROWDIR) {
+    const float f = s_row * MXF_E4M3_BITS_UNSCALE; /* NaN scale: NaN, as it should */
+    if ((__float_as_uint(f) & 0x7FFFFFFFu) != 0x7F800000u) {
+#pragma unroll
+      for (int j = 0; j < 16; ++j) v[j] = mxf_e4m3_bits_f32(w[j >> 2] >> (8 * (j & 3))) * f;
+      return;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 16; ++j)
+    v[j] = (mxf_e4m3_bits_f32(w[j >> 2] >> (8 * (j & 3))) * MXF_E4M3_BITS_UNSCALE) * s[j];
+}
+
+template <bool ROWDIR, bool BF16>
+__global__ void __launch_bounds__(256) dequantize_vec_kernel(const dequant_vec_args a) {
+  const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  int64_t r = g / a.cpr, cc = g - r * a.cpr; /* one division; the loop steps incrementally */
+  while (r < a.rows) {
+    const int64_t c = cc * 16, base = r * a.cols + c;
+    const uint4 qw = __ldg(reinterpret_cast<const uint4 *>(a.q + base));
+    uint4 sw = make_uint4(0u, 0u, 0u, 0u);
+    float s_row = 0.f;
+    if (ROWDIR)
+      s_row = mxf_e8m0_to_f32(__ldg(a.s + r * a.sb_row + (c >> 5))); /* 16 codes, one 32-block */
+    else
+      sw = __ldg(reinterpret_cast<const uint4 *>(a.s + (r >> 5) * a.cols + c));
+    float v[16];
+    dq16<ROWDIR>(qw, sw, s_row, v);
+    if (BF16) {
+      uint32_t h[8];
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        h[k] = (uint32_t)mxf_f32_to_bf16(v[2 * k]) | (uint32_t)mxf_f32_to_bf16(v[2 * k + 1]) << 16;
+      uint4 *y = reinterpret_cast<uint4 *>(static_cast<uint16_t *>(a.y) + base);
+      y[0] = make_uint4(h[0], h[1], h[2], h[3]);
+      y[1] = make_uint4(h[4], h[5], h[6], h[7]);
+    } else {
+      float4 *y = reinterpret_cast<float4 *>(static_cast<float *>(a.y) + base);
+#pragma unroll
+      for (int k = 0; k < 4; ++k) y[k] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+    }
+    cc += a.step_c;
+    r += a.step_r;
+    if (cc >= a.cpr) {
+      cc -= a.cpr;
+      ++r;
+    }
+  }
+}
+
+/* CTAs that fill every SM once (grid-stride kernels), at most `work` of them. */
+template <typename K> unsigned full_grid(K kernel, int threads, int num_sms, int64_t work) {
+  int per_sm = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0) != cudaSuccess || per_sm < 1) {
+    (void)cudaGetLastError(); /* not sticky: fall back to a plain guess */
+    per_sm = 2;
+  }
+  int64_t grid = (int64_t)(num_sms > 0 ? num_sms : 132) * per_sm;
+  if (grid > work) grid = work;
+  return (unsigned)(grid > 0 ? grid : 1);
+}
+
 template <typename T, bool VEC>
-void launch_quant(unsigned dirs, unsigned grid, const quant_args &a, cudaStream_t s) {
-  if (dirs == (MXF_QUANT_ROWS | MXF_QUANT_COLS))
-    quantize_kernel<T, VEC, true, true><<<grid, QT_THREADS, 0, s>>>(a);
-  else if (dirs == MXF_QUANT_ROWS)
-    quantize_kernel<T, VEC, true, false><<<grid, QT_THREADS, 0, s>>>(a);
-  else
-    quantize_kernel<T, VEC, false, true><<<grid, QT_THREADS, 0, s>>>(a);
+void launch_quant(unsigned dirs, int num_sms, const quant_args &a, cudaStream_t s) {
+  void (*k)(quant_args);
+  if (dirs == (MXF_QUANT_ROWS | MXF_QUANT_COLS)) k = quantize_kernel<T, VEC, true, true>;
+  else if (dirs == MXF_QUANT_ROWS) k = quantize_kernel<T, VEC, true, false>;
+  else k = quantize_kernel<T, VEC, false, true>;
+  k<<<full_grid(k, Q_THREADS, num_sms, a.tiles), Q_THREADS, 0, s>>>(a);
 }
 
 bool aligned(const void *p, uintptr_t a) { return p == nullptr || (reinterpret_cast<uintptr_t>(p) & (a - 1)) == 0; }
@@ -214,7 +375,7 @@ bool aligned(const void *p, uintptr_t a) { return p == nullptr || (reinterpret_c
 } /* namespace */
 
 extern "C" mxf_status mxf_portable_quantize_launch(const mxf_quant_problem *p, const mxf_quantize_args *args,
-                                                   cudaStream_t stream) {
+                                                   cudaStream_t stream, int num_sms) {
   if (p->rows <= 0 || p->cols <= 0) return MXF_OK;
   quant_args a;
   a.x = args->x;
@@ -225,23 +386,25 @@ extern "C" mxf_status mxf_portable_quantize_launch(const mxf_quant_problem *p, c
   a.rows = p->rows;
   a.cols = p->cols;
   a.sb_row = (p->cols + 31) / 32;
-  const int64_t tiles_c = (p->cols + QT_COLS - 1) / QT_COLS, tiles_r = (p->rows + QT_ROWS - 1) / QT_ROWS;
-  if (tiles_c * tiles_r >= (1ll << 31) || tiles_c >= (1ll << 30))
+  const int64_t tiles_c = (p->cols + Q_COLS - 1) / Q_COLS, tiles_r = (p->rows + Q_ROWS - 1) / Q_ROWS;
+  if (tiles_c * tiles_r >= (1ll << 31))
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: quantize of %lld x %lld values is too large",
                          (long long)p->rows, (long long)p->cols);
   a.tiles_c = (int)tiles_c;
-  const unsigned grid = (unsigned)(tiles_c * tiles_r);
+  a.tiles = (int)(tiles_c * tiles_r);
   const bool rows = (p->directions & MXF_QUANT_ROWS) != 0, cols = (p->directions & MXF_QUANT_COLS) != 0;
-  /* vector accesses need every row start aligned: cols % 4 == 0 and aligned bases */
-  const bool vec = p->cols % 4 == 0 && aligned(args->x, p->x == MXF_F32 ? 16 : 8) &&
-                   (!rows || aligned(args->q_row, 4)) && (!cols || (aligned(args->q_col, 4) && aligned(args->s_col, 4)));
+  /* vector accesses: every Q_VALS-column chunk starts 16-byte aligned in x and 8-byte
+   * aligned in the codes (cols % Q_VALS == 0 and aligned bases); scale bytes are stored
+   * one by one */
+  const bool vec = p->cols % Q_VALS == 0 && aligned(args->x, 16) && (!rows || aligned(args->q_row, 8)) &&
+                   (!cols || aligned(args->q_col, 8));
   const unsigned dirs = p->directions & (MXF_QUANT_ROWS | MXF_QUANT_COLS);
   if (p->x == MXF_F32) {
-    if (vec) launch_quant<float, true>(dirs, grid, a, stream);
-    else launch_quant<float, false>(dirs, grid, a, stream);
+    if (vec) launch_quant<float, true>(dirs, num_sms, a, stream);
+    else launch_quant<float, false>(dirs, num_sms, a, stream);
   } else {
-    if (vec) launch_quant<uint16_t, true>(dirs, grid, a, stream);
-    else launch_quant<uint16_t, false>(dirs, grid, a, stream);
+    if (vec) launch_quant<uint16_t, true>(dirs, num_sms, a, stream);
+    else launch_quant<uint16_t, false>(dirs, num_sms, a, stream);
   }
   MXF_CUDA_CHECK_LAUNCH("quantize kernel launch");
   return MXF_OK;
@@ -250,6 +413,29 @@ extern "C" mxf_status mxf_portable_quantize_launch(const mxf_quant_problem *p, c
 extern "C" mxf_status mxf_portable_dequantize_launch(const mxf_quant_problem *p, const mxf_dequantize_args *args,
                                                      cudaStream_t stream, int num_sms) {
   if (p->rows <= 0 || p->cols <= 0) return MXF_OK;
+  const bool bf16 = p->x == MXF_BF16, rowdir = (p->directions & MXF_QUANT_ROWS) != 0;
+  const int64_t sms = num_sms > 0 ? num_sms : 132;
+  if (p->cols % 16 == 0 && aligned(args->q, 16) && aligned(args->y, 16) && (rowdir || aligned(args->s, 16))) {
+    dequant_vec_args a;
+    a.q = static_cast<const uint8_t *>(args->q);
+    a.s = static_cast<const uint8_t *>(args->s);
+    a.y = args->y;
+    a.rows = p->rows;
+    a.cols = p->cols;
+    a.sb_row = (p->cols + 31) / 32;
+    a.cpr = p->cols / 16;
+    void (*k)(dequant_vec_args);
+    if (rowdir) k = bf16 ? dequantize_vec_kernel<true, true> : dequantize_vec_kernel<true, false>;
+    else k = bf16 ? dequantize_vec_kernel<false, true> : dequantize_vec_kernel<false, false>;
+    const unsigned blocks = full_grid(k, 256, num_sms, (a.rows * a.cpr + 255) / 256);
+    const int64_t stride = (int64_t)blocks * 256;
+    a.step_r = stride / a.cpr;
+    a.step_c = stride % a.cpr;
+    k<<<blocks, 256, 0, stream>>>(a);
+    MXF_CUDA_CHECK_LAUNCH("dequantize kernel launch");
+    return MXF_OK;
+  }
+  /* misaligned pointers or cols % 16 != 0: the elementwise kernel */
   dequant_args a;
   a.q = static_cast<const uint8_t *>(args->q);
   a.s = static_cast<const uint8_t *>(args->s);
@@ -259,10 +445,9 @@ extern "C" mxf_status mxf_portable_dequantize_launch(const mxf_quant_problem *p,
   a.sb_row = (p->cols + 31) / 32;
   a.groups_per_row = (p->cols + 3) / 4;
   a.groups = a.rows * a.groups_per_row;
-  const bool bf16 = p->x == MXF_BF16, rowdir = (p->directions & MXF_QUANT_ROWS) != 0;
   const bool vec = p->cols % 4 == 0 && aligned(args->q, 4) && aligned(args->y, bf16 ? 8 : 16);
   int64_t blocks = (a.groups + 255) / 256;
-  const int64_t cap = (int64_t)(num_sms > 0 ? num_sms : 132) * 16;
+  const int64_t cap = sms * 16;
   if (blocks > cap) blocks = cap;
   const unsigned grid = (unsigned)blocks;
 #define MXF_DQ(R, B, V) dequantize_kernel<R, B, V><<<grid, 256, 0, stream>>>(a)
