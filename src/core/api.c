@@ -58,12 +58,6 @@ mxf_status mxf_backend_lookup(int32_t device, const mxf_backend **backend) {
 #endif
 }
 
-const mxf_backend *mxf_backend_for(int32_t device) {
-  const mxf_backend *b;
-  mxf_backend_lookup(device, &b);
-  return b;
-}
-
 /* ------------------------------------------------------------ plans */
 mxf_status mxf_plan_create(mxf_op op, const void *problem, size_t problem_size, int32_t device,
                            mxf_plan **out) {

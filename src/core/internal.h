@@ -108,8 +108,6 @@ typedef struct mxf_backend {
   void (*free)(int32_t device, void *ptr);
 } mxf_backend;
 
-/* The backend serving tensors on `device`, or NULL (with the error set) if none. */
-MXF_INTERNAL const mxf_backend *mxf_backend_for(int32_t device);
 
 MXF_INTERNAL extern const mxf_backend mxf_cpu_backend;
 #if defined(MXF_WITH_CUDA)
