@@ -6,6 +6,8 @@
  *   mxf_cuda_device_info()    compute capability and SM count of a device, queried once
  *                             per device and cached (plans ask it on every creation; the
  *                             property calls are slow and must stay out of run paths)
+ *   mxf_cuda_plan_device()    the plan preamble of every op: that info for the plan's
+ *                             device, refusing compute capability below 8.0
  */
 #ifndef MXF_CUDA_UTIL_H
 #define MXF_CUDA_UTIL_H
@@ -56,6 +58,18 @@ inline mxf_status mxf_cuda_device_info(int ordinal, mxf_cuda_device_info_t *out)
   out->cc_major = cc / 10;
   out->cc_minor = cc % 10;
   out->sm_count = (int)(packed & 0xFFFFFu);
+  return MXF_OK;
+}
+
+/* Info of the plan's device for op `op` (its name in messages); compute capability below
+ * 8.0 is refused with MXF_ERR_NOT_SUPPORTED (every kernel needs bf16 mma.sync or newer). */
+inline mxf_status mxf_cuda_plan_device(const mxf_plan *plan, const char *op, mxf_cuda_device_info_t *info) {
+  mxf_status st = mxf_cuda_device_info(plan->device - 1, info);
+  if (st != MXF_OK) return st;
+  if (info->cc < 80)
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
+                         "cuda backend: %s needs compute capability 8.0 or newer (device %d is %d.%d)", op,
+                         plan->device - 1, info->cc_major, info->cc_minor);
   return MXF_OK;
 }
 

@@ -14,12 +14,8 @@ extern "C" mxf_status mxf_portable_dequantize_launch(const mxf_quant_problem *p,
 
 extern "C" mxf_status mxf_cuda_dequantize_plan(mxf_plan *plan) {
   mxf_cuda_device_info_t info;
-  mxf_status st = mxf_cuda_device_info(plan->device - 1, &info);
+  mxf_status st = mxf_cuda_plan_device(plan, "dequantize", &info);
   if (st != MXF_OK) return st;
-  if (info.cc < 80)
-    return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
-                         "cuda backend: dequantize needs compute capability 8.0 or newer (device %d is %d.%d)",
-                         plan->device - 1, info.cc_major, info.cc_minor);
   const mxf_quant_problem *p = &plan->p.quant;
   if (p->x != MXF_F32 && p->x != MXF_BF16)
     return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: dequantize output dtype %s", mxf_dtype_name(p->x));

@@ -29,12 +29,8 @@ static const char k_portable[] = "cuda/portable";
 
 extern "C" mxf_status mxf_cuda_gemm_amax_plan(mxf_plan *plan) {
   mxf_cuda_device_info_t info;
-  mxf_status st = mxf_cuda_device_info(plan->device - 1, &info);
+  mxf_status st = mxf_cuda_plan_device(plan, "gemm_amax", &info);
   if (st != MXF_OK) return st;
-  if (info.cc < 80)
-    return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
-                         "cuda backend: gemm_amax needs compute capability 8.0 or newer (device %d is %d.%d)",
-                         plan->device - 1, info.cc_major, info.cc_minor);
   const mxf_gemm_problem *p = &plan->p.gemm;
 #if defined(MXF_HAVE_SM90)
   const char *force = getenv("MXF_GEMM_KERNEL");

@@ -39,12 +39,8 @@ typedef struct proj_impl {
 
 extern "C" mxf_status mxf_cuda_proj_rope_plan(mxf_plan *plan) {
   mxf_cuda_device_info_t info;
-  mxf_status st = mxf_cuda_device_info(plan->device - 1, &info);
+  mxf_status st = mxf_cuda_plan_device(plan, "proj_rope", &info);
   if (st != MXF_OK) return st;
-  if (info.cc < 80)
-    return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
-                         "cuda backend: proj_rope needs compute capability 8.0 or newer (device %d is %d.%d)",
-                         plan->device - 1, info.cc_major, info.cc_minor);
   int max_smem = 0;
   MXF_CUDA_TRY(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, plan->device - 1),
                "cannot query the shared memory per block");

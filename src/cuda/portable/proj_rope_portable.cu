@@ -36,6 +36,7 @@
 
 #include "core/internal.h"
 #include "cuda/cuda_util.h"
+#include "cuda/proj_epilogue.cuh"
 
 namespace {
 
@@ -203,45 +204,6 @@ __device__ __forceinline__ void stash(const slab_regs<NC> &r, uint16_t *sa, uint
   }
 }
 
-/* Staging + RoPE of one accumulator pair: columns (dcol, dcol + 1) of tile row `row`. */
-__device__ __forceinline__ void put_pair(const proj_args &a, float *sy, int sd, int m0, int row, int dcol, float y0,
-                                         float y1) {
-  const int t = m0 + row;
-  float *yr = sy + row * sd;
-  if (!a.fp32_epi) {
-    y0 = mxf_round_bf16(y0);
-    y1 = mxf_round_bf16(y1);
-  }
-  if (dcol < a.nope) {
-    const bool in = t < a.t;
-    yr[dcol] = in ? y0 : 0.f;
-    yr[dcol + 1] = in ? y1 : 0.f;
-    return;
-  }
-  const int j = (dcol - a.nope) >> 1, half = a.rope >> 1;
-  float o0 = 0.f, o1 = 0.f;
-  if (t < a.t) {
-    const uint16_t *ct = a.cosv + (int64_t)t * a.rope, *st = a.sinv + (int64_t)t * a.rope;
-    const float c0 = mxf_bf16_to_f32(ct[j]), s0 = mxf_bf16_to_f32(st[j]);
-    const float s1 = mxf_bf16_to_f32(st[half + j]), c1 = mxf_bf16_to_f32(ct[half + j]);
-    o0 = __fsub_rn(__fmul_rn(y0, c0), __fmul_rn(y1, s0));
-    o1 = __fadd_rn(__fmul_rn(y0, s1), __fmul_rn(y1, c1));
-  }
-  yr[a.nope + j] = o0;
-  yr[a.nope + half + j] = o1;
-}
-
-__device__ __forceinline__ void st_u32(uint8_t *p, uint32_t v, int vec) {
-  if (vec) {
-    *reinterpret_cast<uint32_t *>(p) = v;
-  } else {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-  }
-}
-
 template <int NC, bool MX, bool OUT_IN>
 __global__ void __launch_bounds__(THREADS) proj_rope_kernel(const proj_args a) {
   extern __shared__ __align__(16) uint8_t smem[];
@@ -297,8 +259,8 @@ __global__ void __launch_bounds__(THREADS) proj_rope_kernel(const proj_args a) {
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         const int row = wm * 32 + i * 16 + g, dcol = c0 + wn * (NC / 2) + j * 8 + 2 * tq;
-        put_pair(a, sy, sd, m0, row, dcol, acc[i][j][0], acc[i][j][1]);
-        put_pair(a, sy, sd, m0, row + 8, dcol, acc[i][j][2], acc[i][j][3]);
+        mxf_proj_put_pair<false>(a, sy, sd, m0, row, dcol, acc[i][j][0], acc[i][j][1]);
+        mxf_proj_put_pair<false>(a, sy, sd, m0, row + 8, dcol, acc[i][j][2], acc[i][j][3]);
       }
   }
   __syncthreads();
@@ -307,19 +269,7 @@ __global__ void __launch_bounds__(THREADS) proj_rope_kernel(const proj_args a) {
   const int d4 = a.d >> 2;
   for (int e = tid; e < BM * d4; e += THREADS) { /* BM * d4 is a multiple of THREADS */
     const int row = e / d4, c4 = e - row * d4;
-    const float4 v = *reinterpret_cast<const float4 *>(sy + row * sd + 4 * c4);
-    float m = mxf_amax_step(mxf_amax_step(mxf_amax_step(mxf_amax_step(0.f, v.x), v.y), v.z), v.w);
-#pragma unroll
-    for (int off = 1; off < 8; off <<= 1) m = mxf_amax_step(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
-    const uint8_t b = mxf_e8m0_from_amax(m);
-    const float inv = mxf_e8m0_inv(b);
-    const int64_t t = (int64_t)m0 + row;
-    if (t < a.t) {
-      const uint32_t codes = mxf_mx_encode4(v.x, v.y, v.z, v.w, inv, inv, inv, inv);
-      const int64_t o = (t * a.h + h) * a.d;
-      st_u32(a.q_row + o + 4 * c4, codes, a.ovec);
-      if ((lane & 7) == 0) a.s_row[(t * a.h + h) * (a.d >> 5) + (c4 >> 3)] = b;
-    }
+    mxf_proj_quant_row4(a, sy, sd, a.d, m0, h, row, c4, lane);
   }
 
   /* ---- column direction: one thread per (32-token block, 4 columns) */
@@ -329,24 +279,18 @@ __global__ void __launch_bounds__(THREADS) proj_rope_kernel(const proj_args a) {
     if (tb0 >= a.t) continue;
     const int nrows = a.t - tb0 < 32 ? (int)(a.t - tb0) : 32;
     const float *col = sy + (rb * 32) * sd + 4 * c4;
-    float m0v = 0.f, m1v = 0.f, m2v = 0.f, m3v = 0.f;
+    mxf_proj_col4 cs = {}; /* amaxes start at 0 */
     for (int i = 0; i < 32; ++i) { /* rows past T hold 0 */
       const float4 v = *reinterpret_cast<const float4 *>(col + i * sd);
-      m0v = mxf_amax_step(m0v, v.x);
-      m1v = mxf_amax_step(m1v, v.y);
-      m2v = mxf_amax_step(m2v, v.z);
-      m3v = mxf_amax_step(m3v, v.w);
+      cs.add(v);
     }
-    const uint8_t b0 = mxf_e8m0_from_amax(m0v), b1 = mxf_e8m0_from_amax(m1v);
-    const uint8_t b2 = mxf_e8m0_from_amax(m2v), b3 = mxf_e8m0_from_amax(m3v);
-    const float i0 = mxf_e8m0_inv(b0), i1 = mxf_e8m0_inv(b1), i2 = mxf_e8m0_inv(b2), i3 = mxf_e8m0_inv(b3);
+    cs.scales();
     for (int i = 0; i < nrows; ++i) {
       const float4 v = *reinterpret_cast<const float4 *>(col + i * sd);
-      const uint32_t codes = mxf_mx_encode4(v.x, v.y, v.z, v.w, i0, i1, i2, i3);
-      st_u32(a.q_col + ((tb0 + i) * a.h + h) * a.d + 4 * c4, codes, a.ovec);
+      const uint32_t codes = cs.encode(v);
+      mxf_proj_st_u32(a.q_col + ((tb0 + i) * a.h + h) * a.d + 4 * c4, codes, a.ovec);
     }
-    st_u32(a.s_col + ((tb0 >> 5) * a.h + h) * a.d + 4 * c4,
-           (uint32_t)b0 | (uint32_t)b1 << 8 | (uint32_t)b2 << 16 | (uint32_t)b3 << 24, a.ovec);
+    mxf_proj_st_u32(a.s_col + ((tb0 >> 5) * a.h + h) * a.d + 4 * c4, cs.scale_word(), a.ovec);
   }
 }
 

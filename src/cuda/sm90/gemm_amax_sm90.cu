@@ -47,6 +47,7 @@
 #include <stdint.h>
 
 #include "cuda/amax.cuh"
+#include "cuda/sm90/sm90_host.h"
 #include "cuda/sm90/sm90_ops.h"
 #include "cuda/sm90/sm90_ptx.cuh"
 
@@ -543,27 +544,6 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 /* ------------------------------------------------------------ host side */
-typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
-                                     CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
-                                     CUtensorMapFloatOOBfill);
-
-/* The driver's cuTensorMapEncodeTiled through the runtime (no -lcuda needed). */
-static encode_tiled_fn get_encode_tiled(void) {
-  static encode_tiled_fn fn = nullptr;
-  if (!fn) {
-    void *ptr = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &q) ==
-            cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-      fn = reinterpret_cast<encode_tiled_fn>(ptr);
-    else
-      (void)cudaGetLastError();
-  }
-  return fn;
-}
-
 struct geometry {
   int fmt, nkb, rb;
   int64_t kbytes;          /* bytes of one row's k values */
@@ -629,14 +609,6 @@ static CUresult make_map(encode_tiled_fn enc, CUtensorMap *map, const void *base
   return enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void *>(base), dims, strides, box, estr,
              CU_TENSOR_MAP_INTERLEAVE_NONE, rb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B,
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-}
-
-template <int FMT> static cudaError_t set_smem_attr(void) {
-  static int done = 0;
-  if (done) return cudaSuccess;
-  cudaError_t e = cudaFuncSetAttribute(gemm_kernel<FMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
-  if (e == cudaSuccess) done = 1;
-  return e;
 }
 
 } /* namespace mxf_sm90 */
@@ -727,15 +699,15 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
   switch (g.fmt) {
   case FMT_E4M3:
-    e = set_smem_attr<FMT_E4M3>();
+    e = set_smem_attr<gemm_kernel<FMT_E4M3>>(SMEM_BYTES);
     if (e == cudaSuccess) gemm_kernel<FMT_E4M3><<<grid, THREADS, SMEM_BYTES, stream>>>(map_a, map_b, ka);
     break;
   case FMT_E5M2:
-    e = set_smem_attr<FMT_E5M2>();
+    e = set_smem_attr<gemm_kernel<FMT_E5M2>>(SMEM_BYTES);
     if (e == cudaSuccess) gemm_kernel<FMT_E5M2><<<grid, THREADS, SMEM_BYTES, stream>>>(map_a, map_b, ka);
     break;
   default:
-    e = set_smem_attr<FMT_E2M1>();
+    e = set_smem_attr<gemm_kernel<FMT_E2M1>>(SMEM_BYTES);
     if (e == cudaSuccess) gemm_kernel<FMT_E2M1><<<grid, THREADS, SMEM_BYTES, stream>>>(map_a, map_b, ka);
     break;
   }

@@ -37,6 +37,8 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "cuda/proj_epilogue.cuh"
+#include "cuda/sm90/sm90_host.h"
 #include "cuda/sm90/sm90_ops.h"
 #include "cuda/sm90/sm90_ptx.cuh"
 
@@ -58,42 +60,6 @@ constexpr int SMEM_BYTES = NS * STAGE + Y_BYTES + 2 * NS * 8 + 1024;
 static_assert(A_BYTES % 1024 == 0 && STAGE % 1024 == 0, "1024-byte aligned swizzled tiles");
 static_assert(SMEM_BYTES <= 227 * 1024, "fits one SM");
 
-/* ------------------------------------------------------------ wgmma m64n192k16 (ss)
- * Not in sm90_ptx.cuh (which has the register-A n256 form): both operands from shared
- * memory through descriptors; TB = 1 reads B as MN-major (transposed). */
-template <int TB>
-__device__ __forceinline__ void wgmma_m64n192k16_ss(float (&d)[96], uint64_t da, uint64_t db, uint32_t scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
-      "}, %96, %97, p, 1, 1, 0, %99;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
-      : "l"(da), "l"(db), "r"(scale_d), "n"(TB));
-}
-
-/* 128B-swizzled shared-memory descriptor with explicit leading / stride byte offsets. */
-__device__ __forceinline__ uint64_t desc_sw128(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-  return static_cast<uint64_t>((saddr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(lbo >> 4) << 16) |
-         (static_cast<uint64_t>(sbo >> 4) << 32) | (1ull << 62);
-}
-
 /* ------------------------------------------------------------ kernel arguments */
 struct kargs {
   int t, k, h, hd, rope, nope;
@@ -103,43 +69,6 @@ struct kargs {
   uint8_t *q_row, *s_row, *q_col, *s_col;
 };
 
-__device__ __forceinline__ void st_u32(uint8_t *p, uint32_t v, int vec) {
-  if (vec) {
-    *reinterpret_cast<uint32_t *>(p) = v;
-  } else {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-  }
-}
-
-/* Staging + RoPE of the accumulator pair (d, d + 1) of tile row `row` (SPEC §2.3 2-3). */
-__device__ __forceinline__ void put_pair(const kargs &a, float *sy, int m0, int row, int d, float y0, float y1) {
-  const int t = m0 + row;
-  float *yr = sy + row * SD;
-  if (!a.fp32_epi) {
-    y0 = mxf_round_bf16(y0);
-    y1 = mxf_round_bf16(y1);
-  }
-  if (d < a.nope) {
-    const bool in = t < a.t;
-    *reinterpret_cast<float2 *>(yr + d) = in ? make_float2(y0, y1) : make_float2(0.f, 0.f);
-    return;
-  }
-  const int j = (d - a.nope) >> 1, half = a.rope >> 1;
-  float o0 = 0.f, o1 = 0.f;
-  if (t < a.t) {
-    const uint16_t *ct = a.cosv + (int64_t)t * a.rope, *st = a.sinv + (int64_t)t * a.rope;
-    const float c0 = mxf_bf16_to_f32(ct[j]), s0 = mxf_bf16_to_f32(st[j]);
-    const float s1 = mxf_bf16_to_f32(st[half + j]), c1 = mxf_bf16_to_f32(ct[half + j]);
-    o0 = __fsub_rn(__fmul_rn(y0, c0), __fmul_rn(y1, s0));
-    o1 = __fadd_rn(__fmul_rn(y0, s1), __fmul_rn(y1, c1));
-  }
-  yr[a.nope + j] = o0;
-  yr[a.nope + half + j] = o1;
-}
-
 /* Both quantization directions of the staged tile Y (256 consumer threads, ct = 0..255). */
 __device__ __forceinline__ void quantize_tile(const kargs &a, const float *sy, int m0, int h, int ct) {
   const int lane = ct & 31;
@@ -148,18 +77,7 @@ __device__ __forceinline__ void quantize_tile(const kargs &a, const float *sy, i
 #pragma unroll 4
   for (int e = ct; e < BM * D4; e += 256) {
     const int row = e / D4, c4 = e - row * D4;
-    const float4 v = *reinterpret_cast<const float4 *>(sy + row * SD + 4 * c4);
-    float m = mxf_amax_step(mxf_amax_step(mxf_amax_step(mxf_amax_step(0.f, v.x), v.y), v.z), v.w);
-#pragma unroll
-    for (int off = 1; off < 8; off <<= 1) m = mxf_amax_step(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
-    const uint8_t b = mxf_e8m0_from_amax(m);
-    const float inv = mxf_e8m0_inv(b);
-    const int64_t t = (int64_t)m0 + row;
-    if (t < a.t) {
-      const uint32_t codes = mxf_mx_encode4(v.x, v.y, v.z, v.w, inv, inv, inv, inv);
-      st_u32(a.q_row + (t * a.h + h) * BN + 4 * c4, codes, a.ovec);
-      if ((lane & 7) == 0) a.s_row[(t * a.h + h) * (BN / 32) + (c4 >> 3)] = b;
-    }
+    mxf_proj_quant_row4(a, sy, SD, BN, m0, h, row, c4, lane);
   }
   /* columns: one thread per (32-token block, 4 columns): 4 x 48 = 192 items */
   if (ct < (BM / 32) * D4) {
@@ -168,28 +86,22 @@ __device__ __forceinline__ void quantize_tile(const kargs &a, const float *sy, i
     if (tb0 < a.t) {
       const int nrows = a.t - tb0 < 32 ? (int)(a.t - tb0) : 32;
       const float *col = sy + (rb * 32) * SD + 4 * c4;
-      float m0v = 0.f, m1v = 0.f, m2v = 0.f, m3v = 0.f;
+      mxf_proj_col4 cs = {}; /* amaxes start at 0 */
 #pragma unroll 8
       for (int i = 0; i < 32; ++i) { /* rows past T hold 0 */
         const float4 v = *reinterpret_cast<const float4 *>(col + i * SD);
-        m0v = mxf_amax_step(m0v, v.x);
-        m1v = mxf_amax_step(m1v, v.y);
-        m2v = mxf_amax_step(m2v, v.z);
-        m3v = mxf_amax_step(m3v, v.w);
+        cs.add(v);
       }
-      const uint8_t b0 = mxf_e8m0_from_amax(m0v), b1 = mxf_e8m0_from_amax(m1v);
-      const uint8_t b2 = mxf_e8m0_from_amax(m2v), b3 = mxf_e8m0_from_amax(m3v);
-      const float i0 = mxf_e8m0_inv(b0), i1 = mxf_e8m0_inv(b1), i2 = mxf_e8m0_inv(b2), i3 = mxf_e8m0_inv(b3);
+      cs.scales();
       uint8_t *qc = a.q_col + (tb0 * a.h + h) * BN + 4 * c4;
       const int64_t rstride = (int64_t)a.h * BN;
 #pragma unroll 4
       for (int i = 0; i < nrows; ++i) {
         const float4 v = *reinterpret_cast<const float4 *>(col + i * SD);
-        const uint32_t codes = mxf_mx_encode4(v.x, v.y, v.z, v.w, i0, i1, i2, i3);
-        st_u32(qc + i * rstride, codes, a.ovec);
+        const uint32_t codes = cs.encode(v);
+        mxf_proj_st_u32(qc + i * rstride, codes, a.ovec);
       }
-      st_u32(a.s_col + ((tb0 >> 5) * a.h + h) * BN + 4 * c4,
-             (uint32_t)b0 | (uint32_t)b1 << 8 | (uint32_t)b2 << 16 | (uint32_t)b3 << 24, a.ovec);
+      mxf_proj_st_u32(a.s_col + ((tb0 >> 5) * a.h + h) * BN + 4 * c4, cs.scale_word(), a.ovec);
     }
   }
 }
@@ -283,8 +195,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     const int r0 = wg * 64 + wq * 16 + (lane >> 2), c0 = 2 * (lane & 3);
 #pragma unroll
     for (int j = 0; j < 24; ++j) {
-      put_pair(a, sy, m0, r0, 8 * j + c0, acc[4 * j], acc[4 * j + 1]);
-      put_pair(a, sy, m0, r0 + 8, 8 * j + c0, acc[4 * j + 2], acc[4 * j + 3]);
+      mxf_proj_put_pair<true>(a, sy, SD, m0, r0, 8 * j + c0, acc[4 * j], acc[4 * j + 1]);
+      mxf_proj_put_pair<true>(a, sy, SD, m0, r0 + 8, 8 * j + c0, acc[4 * j + 2], acc[4 * j + 3]);
     }
     named_bar_sync(1, 256);
     quantize_tile(a, sy, m0, h, ct);
@@ -334,26 +246,6 @@ __global__ void __launch_bounds__(256) dequant_bf16_kernel(const uint8_t *q, con
 }
 
 /* ------------------------------------------------------------ host side */
-typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
-                                     CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
-                                     CUtensorMapFloatOOBfill);
-
-static encode_tiled_fn get_encode_tiled(void) {
-  static encode_tiled_fn fn = nullptr;
-  if (!fn) {
-    void *ptr = nullptr;
-    cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &q) ==
-            cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-      fn = reinterpret_cast<encode_tiled_fn>(ptr);
-    else
-      (void)cudaGetLastError();
-  }
-  return fn;
-}
-
 /* A 2-D bf16 matrix (rows, inner) as a 3-D map with a unit batch, boxes of (64, box_rows),
  * 128-byte swizzle; out-of-range elements read as zero. */
 static CUresult make_map(encode_tiled_fn enc, CUtensorMap *map, const void *ptr, int64_t inner, int64_t rows,
@@ -371,14 +263,6 @@ static CUresult make_map(encode_tiled_fn enc, CUtensorMap *map, const void *ptr,
 static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 static bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
-
-template <int W> static cudaError_t set_smem_attr(void) {
-  static int done = 0;
-  if (done) return cudaSuccess;
-  cudaError_t e = cudaFuncSetAttribute(proj_kernel<W>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM_BYTES);
-  if (e == cudaSuccess) done = 1;
-  return e;
-}
 
 } /* namespace mxf_sm90_proj */
 
@@ -466,10 +350,10 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
   const int sms = num_sms > 0 ? num_sms : 132;
   const unsigned grid = (unsigned)(a.tiles < sms ? a.tiles : sms);
   if (p->w_out_in) {
-    e = set_smem_attr<1>();
+    e = set_smem_attr<proj_kernel<1>>(SMEM_BYTES);
     if (e == cudaSuccess) proj_kernel<1><<<grid, THREADS, SMEM_BYTES, stream>>>(map_x, map_w, a);
   } else {
-    e = set_smem_attr<0>();
+    e = set_smem_attr<proj_kernel<0>>(SMEM_BYTES);
     if (e == cudaSuccess) proj_kernel<0><<<grid, THREADS, SMEM_BYTES, stream>>>(map_x, map_w, a);
   }
   if (e == cudaSuccess) e = cudaGetLastError();
