@@ -122,32 +122,6 @@ static int c_bits(mxf_dtype c) {
   return c == MXF_F32 ? 32 : (c == MXF_F16 || c == MXF_BF16) ? 16 : c == MXF_E2M1 ? 4 : 8;
 }
 
-/* Code of f32 x in C's dtype (narrow dtypes only). */
-static uint32_t encode_c(mxf_dtype c, float x) {
-  switch (c) {
-  case MXF_F16: return mxf_f32_to_f16(x);
-  case MXF_BF16: return mxf_f32_to_bf16(x);
-  case MXF_E4M3: return mxf_f32_to_e4m3(x);
-  case MXF_E5M2: return mxf_f32_to_e5m2(x);
-  default: return mxf_f32_to_e2m1(x);
-  }
-}
-
-/* Position of a code on the number line (sign-magnitude -> integer; ±0 both 0); *nan set
- * for NaN codes. Neighbouring codes differ by 1. */
-static int64_t code_ordinal(mxf_dtype c, uint32_t code, int *nan) {
-  uint32_t mag, sign;
-  *nan = 0;
-  switch (c) {
-  case MXF_F16: mag = code & 0x7FFF, sign = code >> 15, *nan = mag > 0x7C00; break;
-  case MXF_BF16: mag = code & 0x7FFF, sign = code >> 15, *nan = mag > 0x7F80; break;
-  case MXF_E4M3: mag = code & 0x7F, sign = code >> 7, *nan = mag == 0x7F; break;
-  case MXF_E5M2: mag = code & 0x7F, sign = code >> 7, *nan = mag > 0x7C; break;
-  default: mag = code & 0x7, sign = (code >> 3) & 1; break;
-  }
-  return sign ? -(int64_t)mag : (int64_t)mag;
-}
-
 /* ------------------------------------------------------------ one case */
 typedef struct buffers {
   uint8_t *a, *b, *sfa, *sfb, *c;
@@ -485,9 +459,9 @@ static void run_case(tu_rng *r, const gcase *g) {
               bad += !(got >= lo && got <= hi);
             } else {
               int n1, n2, n3;
-              int64_t olo = code_ordinal(g->c, encode_c(g->c, lo), &n1),
-                      ohi = code_ordinal(g->c, encode_c(g->c, hi), &n2);
-              int64_t og = code_ordinal(g->c, code, &n3);
+              int64_t olo = tu_code_ordinal(g->c, tu_encode_narrow(g->c, lo), &n1),
+                      ohi = tu_code_ordinal(g->c, tu_encode_narrow(g->c, hi), &n2);
+              int64_t og = tu_code_ordinal(g->c, code, &n3);
               bad += n3 || og < olo - 1 || og > ohi + 1;
             }
             continue;
@@ -508,10 +482,10 @@ static void run_case(tu_rng *r, const gcase *g) {
            * products are exact). Where that interval spans more than two codes of C
            * (heavy cancellation), "one code away" is beyond any f32 accumulator: such
            * elements are checked against the codes of the interval instead, and counted. */
-          uint32_t want = encode_c(g->c, rf);
+          uint32_t want = tu_encode_narrow(g->c, rf);
           double eb = (double)(K + 1) * 0x1p-24 * sa;
           int nw, ng, n1, n2;
-          int64_t ow = code_ordinal(g->c, want, &nw), og = code_ordinal(g->c, code, &ng);
+          int64_t ow = tu_code_ordinal(g->c, want, &nw), og = tu_code_ordinal(g->c, code, &ng);
           ++cmp;
           if (nw || ng) {
             bad += nw != ng;
@@ -519,8 +493,8 @@ static void run_case(tu_rng *r, const gcase *g) {
             continue;
           }
           eq += ow == og;
-          int64_t olo = code_ordinal(g->c, encode_c(g->c, (float)(rv - eb)), &n1);
-          int64_t ohi = code_ordinal(g->c, encode_c(g->c, (float)(rv + eb)), &n2);
+          int64_t olo = tu_code_ordinal(g->c, tu_encode_narrow(g->c, (float)(rv - eb)), &n1);
+          int64_t ohi = tu_code_ordinal(g->c, tu_encode_narrow(g->c, (float)(rv + eb)), &n2);
           if (ohi - olo > 1) {
             ++relaxed;
             far += og < olo - 1 || og > ohi + 1;

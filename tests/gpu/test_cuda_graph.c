@@ -40,11 +40,6 @@ static uint8_t rand_code(tu_rng *r, mxf_dtype ab) {
   return c;
 }
 
-static int64_t c_ordinal(mxf_dtype c, uint32_t code) {
-  uint32_t mag = c == MXF_BF16 ? code & 0x7FFF : code & 0x7F, sign = c == MXF_BF16 ? code >> 15 : code >> 7;
-  return sign ? -(int64_t)mag : (int64_t)mag;
-}
-
 /* Value k of row `row` of a k-major operand (codes, compact scales) of batch l, decoded. */
 static double dec_op(const gconf *g, const uint8_t *x, const uint8_t *sf, int64_t rows, int64_t row, int64_t k,
                      int64_t l) {
@@ -53,10 +48,6 @@ static double dec_op(const gconf *g, const uint8_t *x, const uint8_t *sf, int64_
                                : g->ab == MXF_E4M3 ? mxf_e4m3_to_f32(x[i]) : mxf_e5m2_to_f32(x[i]);
   const uint8_t sb = sf[(l * rows + row) * kb + k / g->sf_vec];
   return v * (g->sf == MXF_E8M0 ? mxf_e8m0_to_f32(sb) : mxf_e4m3_to_f32(sb));
-}
-
-static uint32_t encode_c(mxf_dtype c, float v) {
-  return c == MXF_BF16 ? mxf_f32_to_bf16(v) : c == MXF_E4M3 ? mxf_f32_to_e4m3(v) : mxf_f32_to_e5m2(v);
 }
 
 /* Both backends accumulate in f32 in their own order, so each is only within
@@ -73,8 +64,10 @@ static int within_interval(const gconf *g, const uint8_t *a, const uint8_t *b, c
   }
   ref *= alpha, asum *= fabs((double)alpha);
   const double eb = (double)(g->k + 1) * 0x1p-23 * asum;
-  const int64_t lo = c_ordinal(g->c, encode_c(g->c, (float)(ref - eb))),
-                hi = c_ordinal(g->c, encode_c(g->c, (float)(ref + eb))), og = c_ordinal(g->c, gpu_code);
+  int nan;
+  const int64_t lo = tu_code_ordinal(g->c, tu_encode_narrow(g->c, (float)(ref - eb)), &nan),
+                hi = tu_code_ordinal(g->c, tu_encode_narrow(g->c, (float)(ref + eb)), &nan),
+                og = tu_code_ordinal(g->c, gpu_code, &nan);
   return og >= lo - 1 && og <= hi + 1;
 }
 
@@ -185,7 +178,8 @@ static void run_conf(tu_rng *r, const gconf *g) {
       } else {
         uint32_t x = g->c == MXF_BF16 ? (uint32_t)(c_gpu[2 * i] | c_gpu[2 * i + 1] << 8) : c_gpu[i];
         uint32_t y = g->c == MXF_BF16 ? (uint32_t)(c_cpu[2 * i] | c_cpu[2 * i + 1] << 8) : c_cpu[i];
-        int64_t dxy = c_ordinal(g->c, x) - c_ordinal(g->c, y);
+        int nx, ny;
+        int64_t dxy = tu_code_ordinal(g->c, x, &nx) - tu_code_ordinal(g->c, y, &ny);
         if (dxy == 0) ++equal;
         if (llabs(dxy) > 1 && !within_interval(g, a, b, sfa, sfb, alpha, i, x)) ++bad;
       }

@@ -241,30 +241,6 @@ static void oracle(const gcase *gc, gprob *p) {
   free(bd);
 }
 
-/* Code of x in C's narrow dtype. */
-static uint32_t encode_c(mxf_dtype c, float x) {
-  switch (c) {
-  case MXF_F16: return mxf_f32_to_f16(x);
-  case MXF_BF16: return mxf_f32_to_bf16(x);
-  case MXF_E4M3: return mxf_f32_to_e4m3(x);
-  case MXF_E5M2: return mxf_f32_to_e5m2(x);
-  default: return mxf_f32_to_e2m1(x);
-  }
-}
-
-/* Position on the number line (±0 both 0; neighbours differ by 1); *nan for NaN codes. */
-static int64_t code_ordinal(mxf_dtype c, uint32_t code, int *nan) {
-  uint32_t mag, sign;
-  switch (c) {
-  case MXF_F16: mag = code & 0x7FFF, sign = (code >> 15) & 1, *nan = mag > 0x7C00; break;
-  case MXF_BF16: mag = code & 0x7FFF, sign = (code >> 15) & 1, *nan = mag > 0x7F80; break;
-  case MXF_E4M3: mag = code & 0x7F, sign = (code >> 7) & 1, *nan = mag == 0x7F; break;
-  case MXF_E5M2: mag = code & 0x7F, sign = (code >> 7) & 1, *nan = mag > 0x7C; break;
-  default: mag = code & 0x7, sign = (code >> 3) & 1, *nan = 0; break;
-  }
-  return sign ? -(int64_t)mag : (int64_t)mag;
-}
-
 static uint32_t read_c(const uint8_t *buf, mxf_dtype c, int64_t idx) {
   switch (c) {
   case MXF_F32: {
@@ -472,9 +448,9 @@ static void run_case(tu_rng *r, const gcase *gc) {
             }
           } else {
             int nan_g, nan_c, nan_r;
-            const uint32_t want = encode_c(gc->c, reff);
-            int64_t og = code_ordinal(gc->c, g, &nan_g), oc = code_ordinal(gc->c, cpu, &nan_c),
-                    orf = code_ordinal(gc->c, want, &nan_r);
+            const uint32_t want = tu_encode_narrow(gc->c, reff);
+            int64_t og = tu_code_ordinal(gc->c, g, &nan_g), oc = tu_code_ordinal(gc->c, cpu, &nan_c),
+                    orf = tu_code_ordinal(gc->c, want, &nan_r);
             ++n_total;
             if (nan_g || nan_r) {
               if (nan_g == nan_r) ++n_equal;
@@ -489,8 +465,8 @@ static void run_case(tu_rng *r, const gcase *gc) {
              * interval spans more than two codes, check against the interval's codes */
             const double eb = (double)(K + 1) * 0x1p-23 * asum;
             int n1, n2;
-            const int64_t olo = code_ordinal(gc->c, encode_c(gc->c, (float)(ref - eb)), &n1),
-                          ohi = code_ordinal(gc->c, encode_c(gc->c, (float)(ref + eb)), &n2);
+            const int64_t olo = tu_code_ordinal(gc->c, tu_encode_narrow(gc->c, (float)(ref - eb)), &n1),
+                          ohi = tu_code_ordinal(gc->c, tu_encode_narrow(gc->c, (float)(ref + eb)), &n2);
             if (ohi - olo > 1) {
               ++n_relaxed;
               if ((og < olo - 1 || og > ohi + 1) && ++bad <= 5)
