@@ -5,7 +5,8 @@
 #   2b. `mxfuse demo`, the main job, on the GPU
 #   3. the GPU benchmark (bench/bench_gpu.c), table + JSON
 #   4. compute-sanitizer memcheck + racecheck on the GPU gemm test in small mode
-#      (MXF_GPU_TEST_SMALL=1), memcheck on the CUDA graph and proj_rope tests
+#      (MXF_GPU_TEST_SMALL=1), memcheck on the CUDA graph test, memcheck + racecheck on
+#      the proj_rope test
 #   5. the CPU-side tests (every other label)
 # Logs and JSON go to $OUT (default ./gpu-check-out): build.log, ctest.log, sanitizer.log,
 # bench.log, bench_gpu.json, demo.log. The last thing printed is a summary table. The exit status is
@@ -135,6 +136,7 @@ if [ "$SANITIZE" != "0" ] && [ $brc -eq 0 ]; then
     sanitize test_gemm_amax_gpu racecheck "$BUILD_DIR/test_gemm_amax_gpu"
     sanitize test_cuda_graph memcheck "$BUILD_DIR/test_cuda_graph"
     sanitize test_proj_rope_gpu memcheck "$BUILD_DIR/test_proj_rope_gpu"
+    sanitize test_proj_rope_gpu racecheck "$BUILD_DIR/test_proj_rope_gpu"
   else
     add "sanitizer" "n/a (compute-sanitizer not on PATH)"
   fi

@@ -14,24 +14,29 @@
  * below it values under 2^-126 round to bf16's subnormal grid), then the bf16 kernel runs
  * on them. (An in-mainloop conversion would save that pass; see bench/NOTES.md.)
  *
- * The kernel: one CTA per SM, 384 threads, tiles of 128 tokens x one head.
- *   warpgroup 0   producer: one thread issues the TMA loads of x (128 x 64 k) and w
+ * The kernel: one CTA per SM, 512 threads (16 warps), tiles of 128 tokens x one head.
+ *   warp 0        producer: one thread issues the TMA loads of x (128 x 64 k) and w
  *                 (192 x 64 k, or 64 k x 192 in three 64-column boxes) into a 3-stage ring
- *                 (full/empty mbarriers); setmaxnreg 40.
- *   warpgroups 1,2 consumers, 64 tokens each, setmaxnreg 232:
+ *                 (full/empty mbarriers).
+ *   warpgroups 1,2 consumers, 64 tokens each:
  *     mainloop: per stage 4 wgmma m64n192k16, A and B from 128B-swizzled shared memory;
  *       the out-in weight (H*D, K) is a K-major B, the in-out (K, H*D) an MN-major B
  *       (descriptor LBO = 8 KB between 64-column boxes, SBO = 1 KB between 8-k groups,
  *       transpose bit set). One wgmma group in flight; a stage is released once the
  *       group after it was issued and the one reading it completed.
- *     epilogue: thread (warp w, lane l) holds rows 16w + l/4 (+8) and the column pairs
- *       (8j + 2(l%4), +1), so each interleaved RoPE pair sits in one thread. Staging
- *       (bf16 rounding unless fp32 epilogue) and RoPE (__fmul_rn/__fsub_rn/__fadd_rn) are
- *       applied in registers and the f32 results written to a 128 x 200 shared tile Y;
- *       then all 256 consumer threads quantize Y in both directions with formats.h's rule
- *       (rows: 8 threads per 32-column block, xor-shuffle amax; columns: one thread per
- *       32-token block and 4 columns) and store codes and scales with 4-byte coalesced
- *       stores. The producer keeps prefetching the next tile meanwhile.
+ *     staging: thread (warp w, lane l) holds rows 16w + l/4 (+8) and the column pairs
+ *       (8j + 2(l%4), +1); it rounds them to bf16 (unless fp32 epilogue) and writes them
+ *       to the f32 tile Y in shared memory, then goes on with the next tile at once.
+ *   warps 1-3 and warpgroup 3 (7 warps): the epilogue, overlapping the consumers' next
+ *     mainloop: RoPE in place on Y's row pairs (cos/sin fetched before Y is ready;
+ *     __fmul_rn/__fsub_rn/__fadd_rn, no FMA), then the 24 blocks of 32 x 32 quantized in
+ *     both directions with formats.h's rule, each direction of a block one work unit
+ *     (rows: two lanes per row, 16-byte reads and full-sector code stores; columns: lane
+ *     = 4 columns x 8 rows, two shuffles, 4-byte code stores, 32 consecutive bytes per 8
+ *     lanes). Work is dealt round-robin to the warps.
+ *   Y hand-off: named barriers FULL (consumers arrive, epilogue waits) and EMPTY (the
+ *   reverse); one Y buffer, so the epilogue of tile i must finish within the mainloop of
+ *   tile i + 1. All warps run with the launch's 128 registers (no setmaxnreg).
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -50,13 +55,19 @@ constexpr int BM = 128;   /* tokens per tile */
 constexpr int BN = 192;   /* one head */
 constexpr int BK = 64;    /* k per stage (128 bytes of bf16: one swizzle row) */
 constexpr int NS = 3;     /* stages */
-constexpr int THREADS = 384;
+constexpr int THREADS = 512;
 constexpr int A_BYTES = BM * BK * 2;
 constexpr int B_BYTES = BN * BK * 2;
 constexpr int STAGE = A_BYTES + B_BYTES;
-constexpr int SD = BN + 8; /* Y row stride in floats: conflict-free float2 staging writes */
+constexpr int SD = BN + 8; /* Y row stride in floats, = 8 (mod 32): the consumers' 8-byte staging
+                              writes are conflict-free; row readers rotate their 16-byte chunks */
 constexpr int Y_BYTES = BM * SD * 4;
-constexpr int SMEM_BYTES = NS * STAGE + Y_BYTES + 2 * NS * 8 + 1024;
+constexpr int SR_BYTES = BM * 8;   /* row-direction scale bytes of a tile, 8 per token (6 used) */
+constexpr int SMEM_BYTES = NS * STAGE + Y_BYTES + SR_BYTES + 2 * NS * 8 + 1024;
+constexpr int BAR_FULL = 1, BAR_EMPTY = 2; /* named barriers of the Y hand-off */
+constexpr int EPI_WARPS = 7;               /* epilogue: warps 1-3 of warpgroup 0 and warpgroup 3 */
+constexpr int HANDOFF = 256 + 32 * EPI_WARPS; /* their threads: consumers + epilogue */
+constexpr int BAR_ROPE = 3;                /* the epilogue warps: RoPE done */
 static_assert(A_BYTES % 1024 == 0 && STAGE % 1024 == 0, "1024-byte aligned swizzled tiles");
 static_assert(SMEM_BYTES <= 227 * 1024, "fits one SM");
 
@@ -64,45 +75,242 @@ static_assert(SMEM_BYTES <= 227 * 1024, "fits one SM");
 struct kargs {
   int t, k, h, hd, rope, nope;
   int tiles_m, tiles, nks;
-  int fp32_epi, ovec;
+  int fp32_epi;
+  int row_align;  /* 16, 4 or 1: the widest store q_row's alignment allows */
+  int col_align4; /* q_col and s_col allow 4-byte stores */
+  int srow_align2; /* s_row allows 2-byte stores */
   const uint16_t *cosv, *sinv;
   uint8_t *q_row, *s_row, *q_col, *s_col;
 };
 
-/* Both quantization directions of the staged tile Y (256 consumer threads, ct = 0..255). */
-__device__ __forceinline__ void quantize_tile(const kargs &a, const float *sy, int m0, int h, int ct) {
-  const int lane = ct & 31;
-  constexpr int D4 = BN / 4;
-  /* rows: 8 threads x 4 columns per 32-column block; BM * D4 = 24 * 256 */
-#pragma unroll 4
-  for (int e = ct; e < BM * D4; e += 256) {
-    const int row = e / D4, c4 = e - row * D4;
-    mxf_proj_quant_row4(a, sy, SD, BN, m0, h, row, c4, lane);
+/* Tile t -> (token tile mt, head h): bands of GROUP_M token tiles, heads outer inside a
+ * band, so the CTAs running at once share one band of x (<= 12.6 MB at K = 1536) and a
+ * few heads of w in L2 whatever T is. */
+constexpr int GROUP_M = 32;
+__device__ __forceinline__ void tile_coords(int t, int tiles_m, int &mt, int &h, int heads) {
+  const int band = GROUP_M * heads;
+  const int g = t / band, first = g * GROUP_M;
+  const int gsz = min(tiles_m - first, GROUP_M);
+  const int r = t - g * band;
+  mt = first + r % gsz;
+  h = r / gsz;
+}
+
+/* 16 code bytes at p, as wide as its alignment allows. */
+__device__ __forceinline__ void st_codes16(uint8_t *p, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, int align) {
+  if (align == 16) {
+    *reinterpret_cast<uint4 *>(p) = make_uint4(w0, w1, w2, w3);
+  } else {
+    mxf_proj_st_u32(p, w0, align == 4);
+    mxf_proj_st_u32(p + 4, w1, align == 4);
+    mxf_proj_st_u32(p + 8, w2, align == 4);
+    mxf_proj_st_u32(p + 12, w3, align == 4);
   }
-  /* columns: one thread per (32-token block, 4 columns): 4 x 48 = 192 items */
-  if (ct < (BM / 32) * D4) {
-    const int rb = ct / D4, c4 = ct - rb * D4;
-    const int64_t tb0 = (int64_t)m0 + rb * 32;
-    if (tb0 < a.t) {
-      const int nrows = a.t - tb0 < 32 ? (int)(a.t - tb0) : 32;
-      const float *col = sy + (rb * 32) * SD + 4 * c4;
-      mxf_proj_col4 cs = {}; /* amaxes start at 0 */
-#pragma unroll 8
-      for (int i = 0; i < 32; ++i) { /* rows past T hold 0 */
-        const float4 v = *reinterpret_cast<const float4 *>(col + i * SD);
-        cs.add(v);
-      }
-      cs.scales();
-      uint8_t *qc = a.q_col + (tb0 * a.h + h) * BN + 4 * c4;
-      const int64_t rstride = (int64_t)a.h * BN;
-#pragma unroll 4
-      for (int i = 0; i < nrows; ++i) {
-        const float4 v = *reinterpret_cast<const float4 *>(col + i * SD);
-        const uint32_t codes = cs.encode(v);
-        mxf_proj_st_u32(qc + i * rstride, codes, a.ovec);
-      }
-      mxf_proj_st_u32(a.s_col + ((tb0 >> 5) * a.h + h) * BN + 4 * c4, cs.scale_word(), a.ovec);
+}
+
+/* SPEC §2.3 step 2 for a pair: one bf16 rounding each (cvt.rn: round to nearest even). */
+__device__ __forceinline__ void round_bf16_pair(float &x, float &y) {
+  uint32_t d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
+  x = __uint_as_float(d << 16);
+  y = __uint_as_float(d & 0xFFFF0000u);
+}
+
+/*
+ * RoPE (SPEC §2.3 step 3) in place on Y. The tile's 64 row pairs (rows 2k, 2k + 1) are
+ * dealt round-robin to the epilogue warps: warp e takes k = e, e + 7, ... (at most 10).
+ *
+ * Fast path (rope <= 64, rope and nope multiples of 4; DeepSeek's 128 + 64): lane l
+ * takes the pairs 2(l%16), 2(l%16) + 1 of row 2k + l/16. rope_fetch loads the warp's
+ * cos/sin words (two bf16 each) before the tile's Y is ready, so the L2 latency hides
+ * behind the consumers' mainloop; rope_apply reads 4 floats and writes 2 + 2 per row.
+ * Rows past T are left alone (their words are not loaded).
+ */
+constexpr int ROPE_PAIRS = BM / 2;
+constexpr int ROPE_PER_WARP = (ROPE_PAIRS + EPI_WARPS - 1) / EPI_WARPS;
+struct rope_words {
+  uint32_t c0[ROPE_PER_WARP], s0[ROPE_PER_WARP], s1[ROPE_PER_WARP], c1[ROPE_PER_WARP];
+};
+
+__device__ __forceinline__ void rope_fetch(const kargs &a, int m0, int e, int lane, rope_words &w) {
+  const int P = a.rope >> 1, p = 2 * (lane & 15);
+#pragma unroll
+  for (int i = 0; i < ROPE_PER_WARP; ++i) {
+    const int k = e + EPI_WARPS * i;
+    const int64_t t = (int64_t)m0 + 2 * k + (lane >> 4);
+    if (k < ROPE_PAIRS && t < a.t && p < P) {
+      const uint32_t *ct = reinterpret_cast<const uint32_t *>(a.cosv + t * a.rope + p);
+      const uint32_t *st = reinterpret_cast<const uint32_t *>(a.sinv + t * a.rope + p);
+      w.c0[i] = ct[0];
+      w.s0[i] = st[0];
+      w.s1[i] = st[P / 2];
+      w.c1[i] = ct[P / 2];
     }
+  }
+}
+
+__device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
+
+__device__ __forceinline__ void rope_apply(const kargs &a, uint32_t ybase, int m0, int e, int lane,
+                                           const rope_words &w) {
+  const int P = a.rope >> 1, p = 2 * (lane & 15);
+#pragma unroll
+  for (int i = 0; i < ROPE_PER_WARP; ++i) {
+    const int k = e + EPI_WARPS * i;
+    const int row = 2 * k + (lane >> 4);
+    const bool on = k < ROPE_PAIRS && (int64_t)m0 + row < a.t && p < P;
+    const uint32_t yr = ybase + 4u * (uint32_t)(row * SD + a.nope);
+    float o00 = 0.f, o01 = 0.f, o10 = 0.f, o11 = 0.f;
+    if (on) {
+      const float4 y = lds_f32x4(yr + 8u * p); /* pairs p (x, y) and p + 1 (z, w) */
+      o00 = __fsub_rn(__fmul_rn(y.x, bf16_lo(w.c0[i])), __fmul_rn(y.y, bf16_lo(w.s0[i])));
+      o01 = __fsub_rn(__fmul_rn(y.z, bf16_hi(w.c0[i])), __fmul_rn(y.w, bf16_hi(w.s0[i])));
+      o10 = __fadd_rn(__fmul_rn(y.x, bf16_lo(w.s1[i])), __fmul_rn(y.y, bf16_lo(w.c1[i])));
+      o11 = __fadd_rn(__fmul_rn(y.z, bf16_hi(w.s1[i])), __fmul_rn(y.w, bf16_hi(w.c1[i])));
+    }
+    warp_sync_shared(); /* the 16 lanes of a row read all its pairs before any lane writes */
+    if (on) {
+      sts_f32x2(yr + 4u * p, o00, o01);
+      sts_f32x2(yr + 4u * (P + p), o10, o11);
+    }
+  }
+}
+
+/* Any other split (up to 96 pairs a row): warp e takes rows e, e + 7, ...; lane l takes
+ * pairs l, l + 32, l + 64 of one row at a time; all of a row's pairs are read before any
+ * of its results is written. */
+__device__ __forceinline__ void rope_generic(const kargs &a, uint32_t ybase, int m0, int e, int lane) {
+  const int P = a.rope >> 1;
+  for (int row = e; row < BM && (int64_t)m0 + row < a.t; row += EPI_WARPS) { /* warp-uniform bound */
+    const int64_t t = (int64_t)m0 + row;
+    const uint32_t yr = ybase + 4u * (uint32_t)(row * SD + a.nope);
+    float o0[3], o1[3];
+#pragma unroll
+    for (int u = 0; u < 3; ++u) {
+      const int p = lane + 32 * u;
+      o0[u] = o1[u] = 0.f;
+      if (p < P) {
+        const uint16_t *ct = a.cosv + t * a.rope, *st = a.sinv + t * a.rope;
+        const float c0 = mxf_bf16_to_f32(ct[p]), s0 = mxf_bf16_to_f32(st[p]);
+        const float s1 = mxf_bf16_to_f32(st[P + p]), c1 = mxf_bf16_to_f32(ct[P + p]);
+        const float2 y = lds_f32x2(yr + 8u * p);
+        o0[u] = __fsub_rn(__fmul_rn(y.x, c0), __fmul_rn(y.y, s0));
+        o1[u] = __fadd_rn(__fmul_rn(y.x, s1), __fmul_rn(y.y, c1));
+      }
+    }
+    warp_sync_shared();
+#pragma unroll
+    for (int u = 0; u < 3; ++u) {
+      const int p = lane + 32 * u;
+      if (p < P) {
+        sts_f32(yr + 4u * p, o0[u]);
+        sts_f32(yr + 4u * (P + p), o1[u]);
+      }
+    }
+    warp_sync_shared();
+  }
+}
+
+/*
+ * Quantization (SPEC §2.3 step 4, formats.h's rule) of the 32 x 32 block of Y at rows
+ * row0 .. row0 + 31 (one 32-token block), columns 32cb .. 32cb + 31, by one warp; the row
+ * and the column direction are separate work units.
+ *   rows:    two passes of 16 rows, lanes 2r, 2r + 1 = the two halves of row r: four
+ *            16-byte reads (in an order rotated by r % 4: conflict-free with SD = 8 mod
+ *            32), amax with one shuffle, 16 codes in one 16-byte store (a full 32-byte
+ *            sector per row); the scale byte goes to a per-tile table in shared memory,
+ *            written out a token at a time later (write_row_scales).
+ *   columns: lane l = 4 columns 4(l%8) .. +3 x 8 rows 8(l/8) .. +7: eight 16-byte reads,
+ *            per-column amax over the rows before T combined across the 4 row groups by
+ *            two shuffles, then one 4-code word per row (8 lanes: 32 consecutive bytes).
+ */
+__device__ __forceinline__ void quant_rows(const kargs &a, uint32_t ybase, uint32_t srbase, int m0, int h, int row0,
+                                           int cb, int lane) {
+  const int64_t tb0 = (int64_t)m0 + row0;
+  const int nrows = a.t - tb0 < 32 ? (int)(a.t - tb0) : 32;
+#pragma unroll
+  for (int pass = 0; pass < 2; ++pass) {
+    const int r = 16 * pass + (lane >> 1), hh = lane & 1, x = r & 3; /* x: chunk rotation */
+    const uint32_t yr = ybase + 4u * (uint32_t)((row0 + r) * SD + 32 * cb + 16 * hh);
+    float v[16];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const float4 f = lds_f32x4(yr + 16u * (uint32_t)(c ^ x)); /* chunk c ^ x into slot c */
+      v[4 * c] = f.x, v[4 * c + 1] = f.y, v[4 * c + 2] = f.z, v[4 * c + 3] = f.w;
+    }
+    float m[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < 16; ++i) m[i & 3] = mxf_amax_step(m[i & 3], v[i]);
+    float mm = mxf_amax_step(mxf_amax_step(m[0], m[1]), mxf_amax_step(m[2], m[3]));
+    mm = mxf_amax_step(mm, __shfl_xor_sync(0xFFFFFFFFu, mm, 1)); /* the row's other half */
+    const uint8_t b = mxf_e8m0_from_amax(mm);
+    const float inv = mxf_e8m0_inv(b);
+    uint32_t w[4], o[4];
+#pragma unroll
+    for (int c = 0; c < 4; ++c) w[c] = mxf_mx_encode4(v[4 * c], v[4 * c + 1], v[4 * c + 2], v[4 * c + 3], inv, inv, inv, inv);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) /* chunk j sits in slot j ^ x */
+      o[j] = x == 0 ? w[j] : x == 1 ? w[j ^ 1] : x == 2 ? w[j ^ 2] : w[j ^ 3];
+    if (r < nrows) {
+      const int64_t t = tb0 + r;
+      st_codes16(a.q_row + (t * a.h + h) * BN + 32 * cb + 16 * hh, o[0], o[1], o[2], o[3], a.row_align);
+      if (hh == 0) sts_u8(srbase + 8u * (uint32_t)(row0 + r) + cb, b);
+    }
+  }
+}
+
+__device__ __forceinline__ void quant_cols(const kargs &a, uint32_t ybase, int m0, int h, int row0, int cb, int lane) {
+  const int64_t tb0 = (int64_t)m0 + row0;
+  const int nrows = a.t - tb0 < 32 ? (int)(a.t - tb0) : 32;
+  const int64_t rs = (int64_t)a.h * BN; /* one token's codes */
+  const int cq = lane & 7, rg = lane >> 3;
+  float4 v[8];
+  const uint32_t yc = ybase + 4u * (uint32_t)((row0 + 8 * rg) * SD + 32 * cb + 4 * cq);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) v[i] = lds_f32x4(yc + 4u * SD * i);
+  float m0c = 0.f, m1c = 0.f, m2c = 0.f, m3c = 0.f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    if (8 * rg + i < nrows) {
+      m0c = mxf_amax_step(m0c, v[i].x);
+      m1c = mxf_amax_step(m1c, v[i].y);
+      m2c = mxf_amax_step(m2c, v[i].z);
+      m3c = mxf_amax_step(m3c, v[i].w);
+    }
+#pragma unroll
+  for (int off = 8; off < 32; off <<= 1) {
+    m0c = mxf_amax_step(m0c, __shfl_xor_sync(0xFFFFFFFFu, m0c, off));
+    m1c = mxf_amax_step(m1c, __shfl_xor_sync(0xFFFFFFFFu, m1c, off));
+    m2c = mxf_amax_step(m2c, __shfl_xor_sync(0xFFFFFFFFu, m2c, off));
+    m3c = mxf_amax_step(m3c, __shfl_xor_sync(0xFFFFFFFFu, m3c, off));
+  }
+  const uint8_t b0 = mxf_e8m0_from_amax(m0c), b1 = mxf_e8m0_from_amax(m1c);
+  const uint8_t b2 = mxf_e8m0_from_amax(m2c), b3 = mxf_e8m0_from_amax(m3c);
+  const float i0 = mxf_e8m0_inv(b0), i1 = mxf_e8m0_inv(b1), i2 = mxf_e8m0_inv(b2), i3 = mxf_e8m0_inv(b3);
+  uint8_t *q = a.q_col + ((tb0 + 8 * rg) * a.h + h) * BN + 32 * cb + 4 * cq; /* advanced a token at a time */
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint32_t w = mxf_mx_encode4(v[i].x, v[i].y, v[i].z, v[i].w, i0, i1, i2, i3);
+    if (8 * rg + i < nrows) mxf_proj_st_u32(q, w, a.col_align4);
+    q += rs;
+  }
+  if (rg == 0)
+    mxf_proj_st_u32(a.s_col + ((tb0 >> 5) * a.h + h) * BN + 32 * cb + 4 * cq,
+                    (uint32_t)b0 | (uint32_t)b1 << 8 | (uint32_t)b2 << 16 | (uint32_t)b3 << 24, a.col_align4);
+}
+
+/* The row-direction scales of a finished tile from the shared table: thread et of the
+ * epilogue writes token et's 6 bytes. */
+__device__ __forceinline__ void write_row_scales(const kargs &a, uint32_t srbase, int m0, int h, int et) {
+  if (et >= BM || m0 + et >= a.t) return;
+  const uint2 sc = lds_v2(srbase + 8u * et);
+  uint8_t *d = a.s_row + ((int64_t)(m0 + et) * a.h + h) * (BN / 32);
+  if (a.srow_align2) {
+    uint16_t *d2 = reinterpret_cast<uint16_t *>(d);
+    d2[0] = (uint16_t)sc.x, d2[1] = (uint16_t)(sc.x >> 16), d2[2] = (uint16_t)sc.y;
+  } else {
+    for (int i = 0; i < 6; ++i) d[i] = (uint8_t)((i < 4 ? sc.x : sc.y) >> (8 * (i & 3)));
   }
 }
 
@@ -112,8 +320,9 @@ __global__ void __launch_bounds__(THREADS, 1)
     proj_kernel(const __grid_constant__ CUtensorMap tma_x, const __grid_constant__ CUtensorMap tma_w, const kargs a) {
   extern __shared__ uint8_t smem_raw[];
   uint8_t *base = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  float *sy = reinterpret_cast<float *>(base + NS * STAGE);
-  uint64_t *full = reinterpret_cast<uint64_t *>(base + NS * STAGE + Y_BYTES);
+  const uint32_t ybase = smem_addr(base + NS * STAGE);
+  const uint32_t srbase = ybase + Y_BYTES;
+  uint64_t *full = reinterpret_cast<uint64_t *>(base + NS * STAGE + Y_BYTES + SR_BYTES);
   uint64_t *empty = full + NS;
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -125,16 +334,16 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   __syncthreads();
 
-  if (tid < 128) {
-    /* ---------------- producer */
-    setmaxnreg_dec<40>();
+  if (tid < 32) {
+    /* ---------------- producer (warp 0) */
     if (tid == 0) {
       tma_prefetch_desc(&tma_x);
       tma_prefetch_desc(&tma_w);
       int slot = 0;
       uint32_t phase = 0;
       for (int tile = blockIdx.x; tile < a.tiles; tile += gridDim.x) {
-        const int mt = tile % a.tiles_m, h = tile / a.tiles_m;
+        int mt, h;
+        tile_coords(tile, a.tiles_m, mt, h, a.h);
         for (int ks = 0; ks < a.nks; ++ks) {
           mbar_wait(smem_addr(empty + slot), phase ^ 1u);
           const uint32_t fb = smem_addr(full + slot);
@@ -157,14 +366,47 @@ __global__ void __launch_bounds__(THREADS, 1)
     return;
   }
 
+  if (tid < 128 || tid >= 384) {
+    /* ---------------- epilogue warps (1-3 of warpgroup 0 and warpgroup 3): RoPE and both
+     * quantizations of the staged tile while the consumers run the next tile's mainloop.
+     * Work dealt round-robin to the 7 warps: RoPE on row pairs, then (all RoPE done) the
+     * 24 row-direction and 24 column-direction units of the 32 x 32 blocks. The previous
+     * tile's row scales are written out once Y is full again (its units are all done). */
+    const int e = tid < 128 ? (tid >> 5) - 1 : (tid >> 5) - 9, lane = tid & 31;
+    const bool fast_rope = a.rope <= 64 && a.rope % 4 == 0 && a.nope % 4 == 0;
+    constexpr int BLOCKS = (BM / 32) * (BN / 32);
+    int pm0 = -1, ph = 0; /* the previous tile */
+    for (int tile = blockIdx.x; tile < a.tiles; tile += gridDim.x) {
+      int mt, h;
+      tile_coords(tile, a.tiles_m, mt, h, a.h);
+      const int m0 = mt * BM;
+      rope_words w;
+      if (fast_rope) rope_fetch(a, m0, e, lane, w); /* before Y is ready */
+      named_bar_sync(BAR_FULL, HANDOFF);
+      if (pm0 >= 0) write_row_scales(a, srbase, pm0, ph, 32 * e + lane);
+      if (fast_rope) rope_apply(a, ybase, m0, e, lane, w);
+      else rope_generic(a, ybase, m0, e, lane);
+      named_bar_sync(BAR_ROPE, 32 * EPI_WARPS);
+      for (int u = e; u < 2 * BLOCKS; u += EPI_WARPS) {
+        const int blk = u % BLOCKS, band = 32 * (blk % (BM / 32)), cb = blk / (BM / 32);
+        if (m0 + band >= a.t) continue;
+        if (u < BLOCKS) quant_rows(a, ybase, srbase, m0, h, band, cb, lane);
+        else quant_cols(a, ybase, m0, h, band, cb, lane);
+      }
+      if (tile + (int)gridDim.x < a.tiles) named_bar_arrive(BAR_EMPTY, HANDOFF); /* Y may be refilled */
+      pm0 = m0, ph = h;
+    }
+    named_bar_sync(BAR_ROPE, 32 * EPI_WARPS); /* the last tile's table is complete */
+    if (pm0 >= 0) write_row_scales(a, srbase, pm0, ph, 32 * e + lane);
+    return;
+  }
+
   /* ---------------- consumers */
-  setmaxnreg_inc<232>();
   const int ct = tid - 128, wg = ct >> 7, lane = ct & 31, wq = (ct >> 5) & 3;
   float acc[96];
   int slot = 0;
   uint32_t phase = 0;
-  for (int tile = blockIdx.x; tile < a.tiles; tile += gridDim.x) {
-    const int mt = tile % a.tiles_m, h = tile / a.tiles_m;
+  for (int tile = blockIdx.x, n = 0; tile < a.tiles; tile += gridDim.x, ++n) {
     int prev = -1;
     for (int ks = 0; ks < a.nks; ++ks) {
       mbar_wait(smem_addr(full + slot), phase);
@@ -189,17 +431,22 @@ __global__ void __launch_bounds__(THREADS, 1)
     wgmma_wait<0>();
     if (prev >= 0 && lane == 0) mbar_arrive(smem_addr(empty + prev));
 
-    /* ---- epilogue */
-    const int m0 = mt * BM;
-    named_bar_sync(1, 256); /* the previous tile's Y is fully read */
+    /* ---- staging (SPEC §2.3 step 2) into Y once the epilogue warpgroup is done with it.
+     * Thread (warp w, lane l) holds rows 16w + l/4 (+8) and columns 8j + 2(l%4) (+1).
+     * Rows of tokens past T are staged too; the epilogue never reads them. */
+    if (n > 0) named_bar_sync(BAR_EMPTY, HANDOFF);
     const int r0 = wg * 64 + wq * 16 + (lane >> 2), c0 = 2 * (lane & 3);
 #pragma unroll
     for (int j = 0; j < 24; ++j) {
-      mxf_proj_put_pair<true>(a, sy, SD, m0, r0, 8 * j + c0, acc[4 * j], acc[4 * j + 1]);
-      mxf_proj_put_pair<true>(a, sy, SD, m0, r0 + 8, 8 * j + c0, acc[4 * j + 2], acc[4 * j + 3]);
+      float y0 = acc[4 * j], y1 = acc[4 * j + 1], y2 = acc[4 * j + 2], y3 = acc[4 * j + 3];
+      if (!a.fp32_epi) {
+        round_bf16_pair(y0, y1);
+        round_bf16_pair(y2, y3);
+      }
+      sts_f32x2(ybase + 4u * (uint32_t)(r0 * SD + 8 * j + c0), y0, y1);
+      sts_f32x2(ybase + 4u * (uint32_t)((r0 + 8) * SD + 8 * j + c0), y2, y3);
     }
-    named_bar_sync(1, 256);
-    quantize_tile(a, sy, m0, h, ct);
+    named_bar_arrive(BAR_FULL, HANDOFF);
   }
 }
 
@@ -345,8 +592,10 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
   a.s_row = static_cast<uint8_t *>(args->out_scales_row);
   a.q_col = static_cast<uint8_t *>(args->out_col);
   a.s_col = static_cast<uint8_t *>(args->out_scales_col);
-  a.ovec = ((reinterpret_cast<uintptr_t>(a.q_row) | reinterpret_cast<uintptr_t>(a.q_col) |
-             reinterpret_cast<uintptr_t>(a.s_col)) & 3u) == 0;
+  const uintptr_t qa = reinterpret_cast<uintptr_t>(a.q_row);
+  a.row_align = (qa & 15u) == 0 ? 16 : (qa & 3u) == 0 ? 4 : 1;
+  a.col_align4 = ((reinterpret_cast<uintptr_t>(a.q_col) | reinterpret_cast<uintptr_t>(a.s_col)) & 3u) == 0;
+  a.srow_align2 = (reinterpret_cast<uintptr_t>(a.s_row) & 1u) == 0;
   const int sms = num_sms > 0 ? num_sms : 132;
   const unsigned grid = (unsigned)(a.tiles < sms ? a.tiles : sms);
   if (p->w_out_in) {
