@@ -204,18 +204,16 @@ __device__ __forceinline__ void sts_v4(uint32_t a, uint32_t x, uint32_t y, uint3
   asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(x), "r"(y), "r"(z), "r"(w) : "memory");
 }
 
-/* f32 accesses for epilogue tiles. No "memory" clobber: they stay ordered among
- * themselves and with the barriers (all volatile), while the compiler may still move
- * global loads across them (prefetch); barriers carry the clobber. */
+/* f32 accesses for epilogue tiles. Like the loads above, no "memory" clobber: they stay
+ * ordered among themselves and with the barriers (all volatile), while the compiler may
+ * still move global loads across them (prefetch); barriers carry the clobber. */
 __device__ __forceinline__ float2 lds_f32x2(uint32_t a) {
-  float2 v;
-  asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];" : "=f"(v.x), "=f"(v.y) : "r"(a));
-  return v;
+  const uint2 v = lds_v2(a);
+  return make_float2(__uint_as_float(v.x), __uint_as_float(v.y));
 }
 __device__ __forceinline__ float4 lds_f32x4(uint32_t a) {
-  float4 v;
-  asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(a));
-  return v;
+  const uint4 v = lds_v4(a);
+  return make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
 }
 __device__ __forceinline__ void sts_f32(uint32_t a, float x) { asm volatile("st.shared.f32 [%0], %1;" ::"r"(a), "f"(x)); }
 __device__ __forceinline__ void sts_f32x2(uint32_t a, float x, float y) {
