@@ -455,40 +455,61 @@ __global__ void __launch_bounds__(THREADS, 1)
  * (r, c) is s[r * s_rs + c / 32] (x, out-in w: one scale per 16 codes); else it is
  * s[(r / 32) * s_rs + c] (in-out w: 16 consecutive scales). code * 2^(s-127) is exact in
  * f32; its bf16 rounding is exact inside SPEC §1.2's window. */
+template <bool ROWBLK> struct dq_chunk {
+  uint4 v, sv;  /* 16 codes; ROWBLK: sv.x = the scale byte, else 16 scale bytes */
+  int64_t off;  /* element offset of the chunk in q and y */
+};
+
+template <bool ROWBLK>
+__device__ __forceinline__ dq_chunk<ROWBLK> dq_load(const uint8_t *q, const uint8_t *s, int64_t g, uint32_t per_row,
+                                                    int64_t cols, int64_t s_rs) {
+  dq_chunk<ROWBLK> ch;
+  const int64_t r = g <= 0xFFFFFFFFll ? (int64_t)((uint32_t)g / per_row) : g / per_row; /* 32-bit divide mostly */
+  const int64_t c = (g - r * per_row) * 16;
+  ch.off = r * cols + c;
+  ch.v = __ldg(reinterpret_cast<const uint4 *>(q + ch.off));
+  if (ROWBLK) ch.sv = make_uint4(s[r * s_rs + (c >> 5)], 0u, 0u, 0u);
+  else ch.sv = __ldg(reinterpret_cast<const uint4 *>(s + (r >> 5) * s_rs + c));
+  return ch;
+}
+
+template <bool ROWBLK>
+__device__ __forceinline__ void dq_store(const dq_chunk<ROWBLK> &ch, const float *lut, uint16_t *y) {
+  const uint32_t w[4] = {ch.v.x, ch.v.y, ch.v.z, ch.v.w};
+  const uint32_t sw[4] = {ch.sv.x, ch.sv.y, ch.sv.z, ch.sv.w};
+  uint32_t o[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int e0 = 2 * i, e1 = 2 * i + 1;
+    const float s0 = mxf_e8m0_to_f32((uint8_t)(ROWBLK ? sw[0] : sw[e0 >> 2] >> (8 * (e0 & 3))));
+    const float s1 = mxf_e8m0_to_f32((uint8_t)(ROWBLK ? sw[0] : sw[e1 >> 2] >> (8 * (e1 & 3))));
+    const float f0 = lut[(w[e0 >> 2] >> (8 * (e0 & 3))) & 0xFFu] * s0;
+    const float f1 = lut[(w[e1 >> 2] >> (8 * (e1 & 3))) & 0xFFu] * s1;
+    o[i] = (uint32_t)mxf_f32_to_bf16(f0) | (uint32_t)mxf_f32_to_bf16(f1) << 16;
+  }
+  uint4 *d = reinterpret_cast<uint4 *>(y + ch.off);
+  d[0] = make_uint4(o[0], o[1], o[2], o[3]);
+  d[1] = make_uint4(o[4], o[5], o[6], o[7]);
+}
+
+/* Two chunks per thread and step, both loaded before either is converted (twice the bytes
+ * in flight of one). */
 template <bool ROWBLK>
 __global__ void __launch_bounds__(256) dequant_bf16_kernel(const uint8_t *q, const uint8_t *s, uint16_t *y, int64_t rows,
                                                            int64_t cols, int64_t s_rs) {
   __shared__ float lut[256];
   lut[threadIdx.x] = mxf_e4m3_to_f32((uint8_t)threadIdx.x);
   __syncthreads();
-  const int64_t per_row = cols / 16, groups = rows * per_row;
+  const uint32_t per_row = (uint32_t)(cols / 16);
+  const int64_t groups = rows * per_row;
   const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += stride) {
-    const int64_t r = g / per_row, c = (g - r * per_row) * 16;
-    const uint4 v = __ldg(reinterpret_cast<const uint4 *>(q + r * cols + c));
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-    float sc[16];
-    if (ROWBLK) {
-      const float f = mxf_e8m0_to_f32(s[r * s_rs + (c >> 5)]);
-#pragma unroll
-      for (int e = 0; e < 16; ++e) sc[e] = f;
-    } else {
-      const uint4 sv = __ldg(reinterpret_cast<const uint4 *>(s + (r >> 5) * s_rs + c));
-      const uint32_t sw[4] = {sv.x, sv.y, sv.z, sv.w};
-#pragma unroll
-      for (int e = 0; e < 16; ++e) sc[e] = mxf_e8m0_to_f32((uint8_t)(sw[e >> 2] >> (8 * (e & 3))));
-    }
-    uint32_t o[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int e0 = 2 * i, e1 = 2 * i + 1;
-      const float f0 = lut[(w[e0 >> 2] >> (8 * (e0 & 3))) & 0xFFu] * sc[e0];
-      const float f1 = lut[(w[e1 >> 2] >> (8 * (e1 & 3))) & 0xFFu] * sc[e1];
-      o[i] = (uint32_t)mxf_f32_to_bf16(f0) | (uint32_t)mxf_f32_to_bf16(f1) << 16;
-    }
-    uint4 *d = reinterpret_cast<uint4 *>(y + r * cols + c);
-    d[0] = make_uint4(o[0], o[1], o[2], o[3]);
-    d[1] = make_uint4(o[4], o[5], o[6], o[7]);
+  for (int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; g < groups; g += 2 * stride) {
+    const dq_chunk<ROWBLK> a = dq_load<ROWBLK>(q, s, g, per_row, cols, s_rs);
+    const bool two = g + stride < groups;
+    dq_chunk<ROWBLK> b;
+    if (two) b = dq_load<ROWBLK>(q, s, g + stride, per_row, cols, s_rs);
+    dq_store<ROWBLK>(a, lut, y);
+    if (two) dq_store<ROWBLK>(b, lut, y);
   }
 }
 
