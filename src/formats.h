@@ -260,12 +260,11 @@ MXF_HD uint32_t mxf_mx_encode4(float v0, float v1, float v2, float v3, float inv
   unsigned short lo, hi;
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(x1), "f"(x0)); /* first operand: high byte */
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(x3), "f"(x2));
-  uint32_t r = (uint32_t)lo | ((uint32_t)hi << 16);
-  if (mxf_f32_isnan(x0)) r = (r & 0xFFFFFF00u) | 0x7Fu;
-  if (mxf_f32_isnan(x1)) r = (r & 0xFFFF00FFu) | 0x7F00u;
-  if (mxf_f32_isnan(x2)) r = (r & 0xFF00FFFFu) | 0x7F0000u;
-  if (mxf_f32_isnan(x3)) r = (r & 0x00FFFFFFu) | 0x7F000000u;
-  return r;
+  const uint32_t r = (uint32_t)lo | ((uint32_t)hi << 16);
+  /* A NaN comes out as 0x7F or 0xFF, the only codes of magnitude 0x7F (satfinite never
+   * makes them from a number); SPEC §0 wants 0x7F: clear the sign bit of those bytes. */
+  const uint32_t nan_bytes = ((r & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
+  return r & ~nan_bytes;
 #else
   return (uint32_t)mxf_mx_encode(v0, inv0) | ((uint32_t)mxf_mx_encode(v1, inv1) << 8) |
          ((uint32_t)mxf_mx_encode(v2, inv2) << 16) | ((uint32_t)mxf_mx_encode(v3, inv3) << 24);

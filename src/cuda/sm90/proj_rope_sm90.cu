@@ -123,7 +123,8 @@ __device__ __forceinline__ void round_bf16_pair(float &x, float &y) {
  * Fast path (rope <= 64, rope and nope multiples of 4; DeepSeek's 128 + 64): lane l
  * takes the pairs 2(l%16), 2(l%16) + 1 of row 2k + l/16. rope_fetch loads the warp's
  * cos/sin words (two bf16 each) before the tile's Y is ready, so the L2 latency hides
- * behind the consumers' mainloop; rope_apply reads 4 floats and writes 2 + 2 per row.
+ * behind the consumers' mainloop; rope_apply reads 4 floats per row pair (all of them
+ * first), then writes 2 + 2 per row.
  * Rows past T are left alone (their words are not loaded).
  */
 constexpr int ROPE_PAIRS = BM / 2;
@@ -155,24 +156,29 @@ __device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w 
 __device__ __forceinline__ void rope_apply(const kargs &a, uint32_t ybase, int m0, int e, int lane,
                                            const rope_words &w) {
   const int P = a.rope >> 1, p = 2 * (lane & 15);
+  float o[ROPE_PER_WARP][4];
 #pragma unroll
   for (int i = 0; i < ROPE_PER_WARP; ++i) {
     const int k = e + EPI_WARPS * i;
     const int row = 2 * k + (lane >> 4);
-    const bool on = k < ROPE_PAIRS && (int64_t)m0 + row < a.t && p < P;
-    const uint32_t yr = ybase + 4u * (uint32_t)(row * SD + a.nope);
-    float o00 = 0.f, o01 = 0.f, o10 = 0.f, o11 = 0.f;
-    if (on) {
-      const float4 y = lds_f32x4(yr + 8u * p); /* pairs p (x, y) and p + 1 (z, w) */
-      o00 = __fsub_rn(__fmul_rn(y.x, bf16_lo(w.c0[i])), __fmul_rn(y.y, bf16_lo(w.s0[i])));
-      o01 = __fsub_rn(__fmul_rn(y.z, bf16_hi(w.c0[i])), __fmul_rn(y.w, bf16_hi(w.s0[i])));
-      o10 = __fadd_rn(__fmul_rn(y.x, bf16_lo(w.s1[i])), __fmul_rn(y.y, bf16_lo(w.c1[i])));
-      o11 = __fadd_rn(__fmul_rn(y.z, bf16_hi(w.s1[i])), __fmul_rn(y.w, bf16_hi(w.c1[i])));
+    o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    if (k < ROPE_PAIRS && (int64_t)m0 + row < a.t && p < P) {
+      const float4 y = lds_f32x4(ybase + 4u * (uint32_t)(row * SD + a.nope + 2 * p)); /* pairs p, p + 1 */
+      o[i][0] = __fsub_rn(__fmul_rn(y.x, bf16_lo(w.c0[i])), __fmul_rn(y.y, bf16_lo(w.s0[i])));
+      o[i][1] = __fsub_rn(__fmul_rn(y.z, bf16_hi(w.c0[i])), __fmul_rn(y.w, bf16_hi(w.s0[i])));
+      o[i][2] = __fadd_rn(__fmul_rn(y.x, bf16_lo(w.s1[i])), __fmul_rn(y.y, bf16_lo(w.c1[i])));
+      o[i][3] = __fadd_rn(__fmul_rn(y.z, bf16_hi(w.s1[i])), __fmul_rn(y.w, bf16_hi(w.c1[i])));
     }
-    warp_sync_shared(); /* the 16 lanes of a row read all its pairs before any lane writes */
-    if (on) {
-      sts_f32x2(yr + 4u * p, o00, o01);
-      sts_f32x2(yr + 4u * (P + p), o10, o11);
+  }
+  warp_sync_shared(); /* every lane of a row has read its pairs before any lane writes */
+#pragma unroll
+  for (int i = 0; i < ROPE_PER_WARP; ++i) {
+    const int k = e + EPI_WARPS * i;
+    const int row = 2 * k + (lane >> 4);
+    if (k < ROPE_PAIRS && (int64_t)m0 + row < a.t && p < P) {
+      const uint32_t yr = ybase + 4u * (uint32_t)(row * SD + a.nope);
+      sts_f32x2(yr + 4u * p, o[i][0], o[i][1]);
+      sts_f32x2(yr + 4u * (P + p), o[i][2], o[i][3]);
     }
   }
 }
@@ -229,26 +235,32 @@ __device__ __forceinline__ void quant_rows(const kargs &a, uint32_t ybase, uint3
                                            int cb, int lane) {
   const int64_t tb0 = (int64_t)m0 + row0;
   const int nrows = a.t - tb0 < 32 ? (int)(a.t - tb0) : 32;
+  const int hh = lane & 1;
+  float v[2][16];
 #pragma unroll
-  for (int pass = 0; pass < 2; ++pass) {
-    const int r = 16 * pass + (lane >> 1), hh = lane & 1, x = r & 3; /* x: chunk rotation */
+  for (int pass = 0; pass < 2; ++pass) { /* both passes' reads first: independent work */
+    const int r = 16 * pass + (lane >> 1), x = r & 3; /* x: chunk rotation */
     const uint32_t yr = ybase + 4u * (uint32_t)((row0 + r) * SD + 32 * cb + 16 * hh);
-    float v[16];
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       const float4 f = lds_f32x4(yr + 16u * (uint32_t)(c ^ x)); /* chunk c ^ x into slot c */
-      v[4 * c] = f.x, v[4 * c + 1] = f.y, v[4 * c + 2] = f.z, v[4 * c + 3] = f.w;
+      v[pass][4 * c] = f.x, v[pass][4 * c + 1] = f.y, v[pass][4 * c + 2] = f.z, v[pass][4 * c + 3] = f.w;
     }
+  }
+#pragma unroll
+  for (int pass = 0; pass < 2; ++pass) {
+    const int r = 16 * pass + (lane >> 1), x = r & 3;
     float m[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-    for (int i = 0; i < 16; ++i) m[i & 3] = mxf_amax_step(m[i & 3], v[i]);
+    for (int i = 0; i < 16; ++i) m[i & 3] = mxf_amax_step(m[i & 3], v[pass][i]);
     float mm = mxf_amax_step(mxf_amax_step(m[0], m[1]), mxf_amax_step(m[2], m[3]));
     mm = mxf_amax_step(mm, __shfl_xor_sync(0xFFFFFFFFu, mm, 1)); /* the row's other half */
     const uint8_t b = mxf_e8m0_from_amax(mm);
     const float inv = mxf_e8m0_inv(b);
     uint32_t w[4], o[4];
 #pragma unroll
-    for (int c = 0; c < 4; ++c) w[c] = mxf_mx_encode4(v[4 * c], v[4 * c + 1], v[4 * c + 2], v[4 * c + 3], inv, inv, inv, inv);
+    for (int c = 0; c < 4; ++c)
+      w[c] = mxf_mx_encode4(v[pass][4 * c], v[pass][4 * c + 1], v[pass][4 * c + 2], v[pass][4 * c + 3], inv, inv, inv, inv);
 #pragma unroll
     for (int j = 0; j < 4; ++j) /* chunk j sits in slot j ^ x */
       o[j] = x == 0 ? w[j] : x == 1 ? w[j ^ 1] : x == 2 ? w[j ^ 2] : w[j ^ 3];
