@@ -37,6 +37,16 @@ __device__ __forceinline__ uint32_t mxf_amax_fold(uint32_t m, float x) {
   return u > m ? u : m;
 }
 
+/* The same maximum kept as an f32 (m >= +0 or NaN): one max.NaN instruction per value,
+ * |x| being an operand modifier; NaN propagates. mxf_amax_f32_bits gives the ordered bits
+ * that mxf_amax_fold keeps (any NaN -> 0x7FFFFFFF). */
+__device__ __forceinline__ float mxf_amax_fold_f32(float m, float x) {
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(m), "f"(fabsf(x)));
+  return r;
+}
+__device__ __forceinline__ uint32_t mxf_amax_f32_bits(float m) { return m != m ? 0x7FFFFFFFu : __float_as_uint(m); }
+
 /* Max over the 32 lanes of a full warp; every lane gets the result. */
 __device__ __forceinline__ uint32_t mxf_amax_warp_reduce(uint32_t v) {
 #pragma unroll

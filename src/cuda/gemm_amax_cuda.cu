@@ -37,7 +37,7 @@ extern "C" mxf_status mxf_cuda_gemm_amax_plan(mxf_plan *plan) {
   const int force_portable = force && strcmp(force, "portable") == 0;
   if (info.cc == 90 && !force_portable && mxf_sm90_gemm_amax_supports(p)) {
     strcpy(plan->kernel, k_sm90);
-    plan->workspace_size = mxf_sm90_gemm_amax_workspace(p);
+    plan->workspace_size = mxf_sm90_gemm_amax_workspace(p, info.sm_count);
     return MXF_OK;
   }
 #endif

@@ -621,7 +621,37 @@ static void run_all(tu_rng *r, int small) {
       if (sp == SP_EXTREME) gc.c = MXF_F32, gc.c_mmajor = 0;
       run_case(r, &gc);
     }
-  /* 5. amax accumulate with each kind of previous value */
+  /* 5. tiles wholly inside C next to edge tiles (the sm90 kernel stores those with wide
+   * vector stores), padded or not, alpha or not, NaN / inf codes */
+  static const int64_t whole[][4] = {{300, 600, 128, 1}, {256, 512, 64, 2}};
+  for (int si = small; si < 2; ++si)
+    for (int fi = 0; fi < 3; fi += 2)
+      for (int ci = 0; ci < 3; ++ci)
+        for (int v = 0; v < 3; ++v) {
+          if (small && (fi || ci != 2 || v == 1)) continue;
+          const fmt *f = &k_formats[fi];
+          gcase gc = random_case(r, f, k_cdtypes[ci], whole[si][0], whole[si][1], whole[si][2], whole[si][3]);
+          gc.c_mmajor = 0;
+          gc.pad = v == 1;
+          if (v == 2) gc.special = SP_NANINF;
+          run_case(r, &gc);
+        }
+  /* 6. more tiles than a wave of 132 SMs (the H200): the sm90 kernel splits the last
+   * partial wave's tiles along K (4 parts of 1 stage each with edge tiles, f32 C; 2 parts
+   * of whole tiles, bf16 C, MXFP4) and sums the parts before the epilogue */
+  if (!small) {
+    gcase gc = random_case(r, &k_formats[0], MXF_F32, 129, 300, 200, 34);
+    gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
+    run_case(r, &gc);
+    gc = random_case(r, &k_formats[2], MXF_BF16, 256, 512, 128, 34);
+    gc.c_mmajor = 0;
+    gc.accumulate = 0;
+    run_case(r, &gc);
+    gc = random_case(r, &k_formats[1], MXF_BF16, 200, 260, 192, 34);
+    gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
+    run_case(r, &gc);
+  }
+  /* 7. amax accumulate with each kind of previous value */
   static const uint32_t prevs[] = {0xBF800000u /* -1 */, 0x80000000u /* -0 */, 0x7FC00000u /* NaN */,
                                    0x7149F2CAu /* 1e30 */, 0x3F000000u /* 0.5 */, 0x7F800000u /* inf */};
   for (int i = 0; i < 6; i += small ? 2 : 1) {

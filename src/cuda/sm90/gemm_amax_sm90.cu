@@ -66,7 +66,8 @@ constexpr int SF_A = BM * 4 * 2;   /* up to 4 k-blocks per stage, bf16 each */
 constexpr int SF_B = BN * 4 * 2;
 constexpr int STAGE = RAW_A + RAW_B + SF_A + SF_B;
 constexpr int BBUF = BN * BK * 2;  /* one bf16 B tile */
-constexpr int SMEM_BYTES = NS * STAGE + NBB * BBUF + 256 + 1024;
+constexpr int EPI = 16 * 128;      /* per consumer warp: 16 rows x 128 bytes of C staging */
+constexpr int SMEM_BYTES = NS * STAGE + NBB * BBUF + 256 + 8 * EPI + 1024;
 constexpr int GROUP_M = 8;         /* tile raster: groups of 8 m-tiles, n inside */
 static_assert(STAGE % 1024 == 0 && BBUF % 1024 == 0, "1024-byte aligned buffers");
 static_assert(SMEM_BYTES <= 227 * 1024, "fits one SM");
@@ -83,6 +84,10 @@ struct kernel_args {
   const uint16_t *sfa, *sfb;      /* prepared scales in the workspace */
   float alpha;
   float *amax;
+  /* work units (see unit_work): whole tiles, then the last partial wave split along K */
+  int units, whole, split;
+  float *partial;                 /* (split - 1) f32 tiles per split tile, in the workspace */
+  unsigned int *flags;            /* per split tile: parts written (zeroed by sf_prepare) */
 };
 
 struct prep_args {
@@ -94,6 +99,8 @@ struct prep_args {
   mxf_sf_layout la, lb;
   float *amax;
   int accumulate;
+  unsigned int *flags;
+  int nflags;
 };
 
 __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int &l, int &mt, int &nt) {
@@ -107,6 +114,38 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
   const int rr = r - g * band;
   mt = first + rr % gsz;
   nt = rr / gsz;
+}
+
+/*
+ * Work units. A persistent CTA b takes units b, b + grid, ... Units [0, whole) are whole
+ * tiles in raster order. When the tiles do not fill the last wave (r = tiles % grid > 0),
+ * the last r tiles are split along K into `split` parts (split * r <= grid, so the parts
+ * run side by side in the last round instead of r CTAs running whole tiles while the rest
+ * idle). Part p < split - 1 of a split tile is a writer: it stores its f32 partial sums
+ * and counts itself in the tile's flag; the last part, the finisher, runs on the highest
+ * CTA index of the tile's parts (dispatched last, so its writers are already resident),
+ * waits for split - 1 counts, adds the partial sums in part order and runs the epilogue.
+ */
+enum { ROLE_WHOLE = 0, ROLE_WRITER = 1, ROLE_FINISHER = 2 };
+struct work_unit {
+  int tile, ks0, ks1, role;
+  int idx, part; /* split tiles: index among them, part */
+};
+
+__device__ __forceinline__ work_unit unit_work(int u, int whole, int split, int nks) {
+  work_unit w;
+  if (u < whole) {
+    w.tile = u, w.ks0 = 0, w.ks1 = nks, w.role = ROLE_WHOLE, w.idx = 0, w.part = 0;
+    return w;
+  }
+  const int v = u - whole, i = v / split, part = v - i * split;
+  w.tile = whole + i;
+  w.ks0 = part * nks / split;
+  w.ks1 = (part + 1) * nks / split;
+  w.role = part + 1 < split ? ROLE_WRITER : ROLE_FINISHER;
+  w.idx = i;
+  w.part = part;
+  return w;
 }
 
 /* ------------------------------------------------------------ scale preparation */
@@ -141,6 +180,8 @@ __global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
     }
     (is_a ? a.wa : a.wb)[i] = v;
   }
+  if (blockIdx.x == 0)
+    for (int i = threadIdx.x; i < a.nflags; i += blockDim.x) a.flags[i] = 0;
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     /* the amax contract of amax.cuh: overwrite -> +0; accumulate -> -0/negatives -> +0,
      * NaN -> 0x7FFFFFFF, so one unsigned atomicMax per CTA is exact */
@@ -242,6 +283,7 @@ struct smem_map {
   __device__ __forceinline__ uint32_t full(int i) const { return base + NS * STAGE + NBB * BBUF + 8 * i; }
   __device__ __forceinline__ uint32_t empty(int i) const { return full(NS) + 8 * i; }
   __device__ __forceinline__ uint32_t amax() const { return full(2 * NS); }
+  __device__ __forceinline__ uint32_t epi(int w) const { return base + NS * STAGE + NBB * BBUF + 256 + w * EPI; }
 };
 
 __device__ __forceinline__ uint32_t dup_bf16(uint32_t s) { return s | (s << 16); }
@@ -389,7 +431,7 @@ __device__ __forceinline__ void consume_stage(float (&acc)[128], uint32_t (&fr)[
 #pragma unroll
   for (int s = 0; s < 4; ++s)
     wgmma_m64n256k16_rs(acc, fr[4 * s + 0], fr[4 * s + 1], fr[4 * s + 2], fr[4 * s + 3], desc + 2 * s,
-                        (ks > 0 || s > 0) ? 1u : 0u);
+                        (ks > 0 || s > 0) ? 1u : 0u); /* ks: stage index within the unit */
   wgmma_commit();
   wgmma_wait<1>();
 }
@@ -427,9 +469,11 @@ __device__ __forceinline__ void store_pair(uint8_t *c, int64_t off, float v0, fl
   }
 }
 
+/* Any tile, any C dtype: element by element with bounds checks; folds the amax of the
+ * elements inside C into fm. */
 template <int CDT>
-__device__ __forceinline__ uint32_t epilogue(const float (&acc)[128], const kernel_args &p, int l, int mt, int nt,
-                                             int ar0, int q, uint32_t amax) {
+__device__ __forceinline__ void store_checked(const float (&acc)[128], const kernel_args &p, int l, int mt, int nt,
+                                              int ar0, int q, float &fm) {
   uint8_t *c = static_cast<uint8_t *>(p.c);
   const int64_t cbase = (int64_t)l * p.c_ls;
 #pragma unroll
@@ -441,14 +485,101 @@ __device__ __forceinline__ uint32_t epilogue(const float (&acc)[128], const kern
     for (int j = 0; j < 32; ++j) {
       const int col = nt * BN + 8 * j + 2 * q;
       if (col >= p.n) continue;
-      const float v0 = acc[4 * j + 2 * h] * p.alpha, v1 = acc[4 * j + 2 * h + 1] * p.alpha;
+      const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
       const bool two = col + 1 < p.n;
-      amax = mxf_amax_fold(amax, v0);
-      if (two) amax = mxf_amax_fold(amax, v1);
+      fm = mxf_amax_fold_f32(fm, v0);
+      if (two) fm = mxf_amax_fold_f32(fm, v1);
       store_pair<CDT>(c, rbase + col, v0, v1, two);
     }
   }
-  return amax;
+}
+
+/*
+ * A whole tile of 16-bit C (bf16 / f16) with 16-byte stores of whole 128-byte lines: per
+ * 64-column chunk the warp's 16 x 64 results go through its 2 KB of shared memory
+ * (stmatrix from the accumulator layout; 16-byte slot s of row r at s ^ (r % 8), so
+ * neither side has bank conflicts) and come back as 8 lanes per row.
+ */
+template <int CDT>
+__device__ __forceinline__ void store_full16(const float (&acc)[128], const kernel_args &p, uint32_t stg, int l,
+                                             int64_t row0, int nt, int lane) {
+  /* stmatrix: lane gives row 8 (m % 2) + lane % 8 of matrix m = lane / 8, slot + m / 2 */
+  const int mrow = 8 * ((lane >> 3) & 1) + (lane & 7);
+  const uint32_t waddr = stg + mrow * 128;
+  const uint32_t wslot = (uint32_t)(lane >> 4), wsw = (uint32_t)(mrow & 7);
+  /* read back: lane takes slot lane % 8 of rows 4i + lane / 8 */
+  const int rrow = lane >> 3, rslot = lane & 7;
+  uint8_t *crow = static_cast<uint8_t *>(p.c) +
+                  2 * ((int64_t)l * p.c_ls + (row0 + rrow) * p.c_ms + (int64_t)nt * BN + 8 * rslot);
+  const int64_t rstep = 4 * 2 * p.c_ms; /* bytes of 4 rows */
+#pragma unroll
+  for (int ch = 0; ch < 4; ++ch) {
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+      const int j = 8 * ch + 2 * jj;
+      uint32_t r[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float lo = acc[4 * (j + (i >> 1)) + 2 * (i & 1)], hi = acc[4 * (j + (i >> 1)) + 2 * (i & 1) + 1];
+        r[i] = CDT == MXF_BF16 ? pack_bf16x2(lo, hi) : pack_f16x2(lo, hi);
+      }
+      stmatrix_x4(waddr + (((2 * jj + wslot) ^ wsw) << 4), r[0], r[1], r[2], r[3]);
+    }
+    __syncwarp();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = 4 * i + rrow;
+      const uint4 v = lds_v4(stg + row * 128 + ((rslot ^ (row & 7)) << 4));
+      *reinterpret_cast<uint4 *>(crow + i * rstep + 128 * ch) = v;
+    }
+    __syncwarp();
+  }
+}
+
+/* A whole tile of f32 C: the accumulator pairs as they are (a lane quad writes whole
+ * 32-byte sectors), no bounds checks. */
+__device__ __forceinline__ void store_full32(const float (&acc)[128], const kernel_args &p, int l, int64_t row,
+                                             int nt, int q) {
+  float *c = static_cast<float *>(p.c) + (int64_t)l * p.c_ls + row * p.c_ms + (int64_t)nt * BN + 2 * q;
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int j = 0; j < 32; ++j)
+      *reinterpret_cast<float2 *>(c + 8 * h * p.c_ms + 8 * j) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+}
+
+/*
+ * C = alpha * acc in C's dtype, amax folded into fm. A tile wholly inside C takes the fast
+ * path for bf16 / f16 / f32: amax over all 128 values, hardware conversion, wide stores
+ * (the core admits only C whose row starts are 16-byte aligned, SPEC §1). The hardware conversion quiets NaN into
+ * the canonical NaN rather than SPEC §0's payload-keeping rule, so a warp holding a NaN
+ * takes the element-wise path. Other dtypes and edge tiles take that path always.
+ */
+template <int CDT>
+__device__ __forceinline__ void epilogue(float (&acc)[128], const kernel_args &p, const smem_map &sm, int l, int mt,
+                                         int nt, int ct, int ar0, int q, float &fm) {
+  if (p.alpha != 1.0f) {
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] *= p.alpha;
+  }
+  if constexpr (CDT == MXF_BF16 || CDT == MXF_F16 || CDT == MXF_F32) {
+    if ((mt + 1) * BM <= p.m && (nt + 1) * BN <= p.n) {
+      float t = 0.0f;
+#pragma unroll
+      for (int i = 0; i < 128; ++i) t = mxf_amax_fold_f32(t, acc[i]);
+      if (CDT == MXF_F32) {
+        fm = mxf_amax_fold_f32(fm, t);
+        store_full32(acc, p, l, (int64_t)mt * BM + ar0, nt, q);
+        return;
+      }
+      if (!__any_sync(0xFFFFFFFFu, t != t)) {
+        fm = mxf_amax_fold_f32(fm, t);
+        store_full16<CDT>(acc, p, sm.epi(ct >> 5), l, (int64_t)mt * BM + (ar0 & ~15), nt, ct & 31);
+        return;
+      }
+    }
+  }
+  store_checked<CDT>(acc, p, l, mt, nt, ar0, q, fm);
 }
 
 /* ------------------------------------------------------------ the kernel */
@@ -471,7 +602,6 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
   __syncthreads();
 
-  const int total = p.tiles_m * p.tiles_n * p.l;
   if (tid < 128) {
     /* ---------------- producer */
     setmaxnreg_dec<24>();
@@ -482,12 +612,13 @@ __global__ void __launch_bounds__(THREADS, 1)
       const uint32_t tx = (uint32_t)(BM + BN) * p.rb + sfa_bytes + sfb_bytes;
       int slot = 0;
       uint32_t phase = 0;
-      for (int t = blockIdx.x; t < total; t += gridDim.x) {
+      for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
+        const work_unit w = unit_work(u, p.whole, p.split, p.nks);
         int l, mt, nt;
-        tile_coords(t, p.tiles_m, p.tiles_n, l, mt, nt);
+        tile_coords(w.tile, p.tiles_m, p.tiles_n, l, mt, nt);
         const uint16_t *sfa = p.sfa + ((int64_t)(l * p.tiles_m + mt) * p.nks) * (BM * p.nkb);
         const uint16_t *sfb = p.sfb + ((int64_t)(l * p.tiles_n + nt) * p.nks) * (BN * p.nkb);
-        for (int ks = 0; ks < p.nks; ++ks) {
+        for (int ks = w.ks0; ks < w.ks1; ++ks) {
           mbar_wait(sm.empty(slot), phase ^ 1u);
           const uint32_t fb = sm.full(slot);
           mbar_arrive_expect_tx(fb, tx);
@@ -515,29 +646,55 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.f;
   uint32_t fa[16], fb[16];
-  uint32_t amax = 0;
+  float fm = 0.0f; /* amax of this thread's values: >= +0 or NaN */
   uint32_t g = 0;
-  for (int t = blockIdx.x; t < total; t += gridDim.x) {
+  for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
+    const work_unit w = unit_work(u, p.whole, p.split, p.nks);
     int l, mt, nt;
-    tile_coords(t, p.tiles_m, p.tiles_n, l, mt, nt);
+    tile_coords(w.tile, p.tiles_m, p.tiles_n, l, mt, nt);
+    const int nk = w.ks1 - w.ks0;
     int ks = 0;
-    for (; ks + 1 < p.nks; ks += 2) {
+    for (; ks + 1 < nk; ks += 2) {
       consume_stage<FMT>(acc, fa, sm, g++, ks, p.nkb, ct, ar0, q, lane);
       consume_stage<FMT>(acc, fb, sm, g++, ks + 1, p.nkb, ct, ar0, q, lane);
     }
-    if (ks < p.nks) consume_stage<FMT>(acc, fa, sm, g++, ks, p.nkb, ct, ar0, q, lane);
+    if (ks < nk) consume_stage<FMT>(acc, fa, sm, g++, ks, p.nkb, ct, ar0, q, lane);
     wgmma_wait<0>();
+    if (w.role != ROLE_WHOLE) {
+      /* thread ct's 128 sums sit at float4 index 256 i + ct (coalesced) of a 128 KB slot */
+      constexpr int SLOT = BM * BN;
+      if (w.role == ROLE_WRITER) {
+        float4 *dst = reinterpret_cast<float4 *>(p.partial + (int64_t)(w.idx * (p.split - 1) + w.part) * SLOT) + ct;
+#pragma unroll
+        for (int i = 0; i < 32; ++i)
+          __stcg(dst + 256 * i, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
+        named_bar_sync(1, 256);
+        if (ct == 0) red_release_add(p.flags + w.idx, 1u);
+        continue;
+      }
+      if (ct == 0)
+        while (ld_acquire(p.flags + w.idx) < (unsigned)(p.split - 1)) __nanosleep(64);
+      named_bar_sync(1, 256);
+      for (int part = 0; part + 1 < p.split; ++part) {
+        const float4 *src = reinterpret_cast<const float4 *>(p.partial + (int64_t)(w.idx * (p.split - 1) + part) * SLOT) + ct;
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          const float4 v = __ldcg(src + 256 * i);
+          acc[4 * i] += v.x, acc[4 * i + 1] += v.y, acc[4 * i + 2] += v.z, acc[4 * i + 3] += v.w;
+        }
+      }
+    }
     switch (p.cdt) {
-    case MXF_F32: amax = epilogue<MXF_F32>(acc, p, l, mt, nt, ar0, q, amax); break;
-    case MXF_BF16: amax = epilogue<MXF_BF16>(acc, p, l, mt, nt, ar0, q, amax); break;
-    case MXF_F16: amax = epilogue<MXF_F16>(acc, p, l, mt, nt, ar0, q, amax); break;
-    case MXF_E4M3: amax = epilogue<MXF_E4M3>(acc, p, l, mt, nt, ar0, q, amax); break;
-    case MXF_E5M2: amax = epilogue<MXF_E5M2>(acc, p, l, mt, nt, ar0, q, amax); break;
-    default: amax = epilogue<MXF_E2M1>(acc, p, l, mt, nt, ar0, q, amax); break;
+    case MXF_F32: epilogue<MXF_F32>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
+    case MXF_BF16: epilogue<MXF_BF16>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
+    case MXF_F16: epilogue<MXF_F16>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
+    case MXF_E4M3: epilogue<MXF_E4M3>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
+    case MXF_E5M2: epilogue<MXF_E5M2>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
+    default: epilogue<MXF_E2M1>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
     }
   }
   /* amax: warp -> CTA (shared atomic) -> one global atomicMax */
-  amax = mxf_amax_warp_reduce(amax);
+  const uint32_t amax = mxf_amax_warp_reduce(mxf_amax_f32_bits(fm));
   if (lane == 0 && amax != 0) atomicMax(s_amax, amax);
   named_bar_sync(1, 256);
   if (ct == 0 && *s_amax != 0) atomicMax(reinterpret_cast<unsigned int *>(p.amax), *s_amax);
@@ -549,11 +706,13 @@ struct geometry {
   int64_t kbytes;          /* bytes of one row's k values */
   int64_t tiles_m, tiles_n, nks;
   size_t ws_a, ws_b;       /* workspace bytes of the prepared scales */
+  int64_t grid, whole, split, tail; /* the work units of unit_work */
+  size_t ws_part, ws_flags; /* workspace bytes of the split tiles' partial sums and flags */
 };
 
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
-static bool make_geometry(const mxf_gemm_problem *p, geometry *g) {
+static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g) {
   if (p->m < 1 || p->n < 1 || p->k < 1 || p->l < 1) return false;
   if (p->a_ks != 1 || p->b_ks != 1 || p->c_ns != 1) return false;
   if (p->ab == MXF_E4M3 || p->ab == MXF_E5M2) {
@@ -593,6 +752,17 @@ static bool make_geometry(const mxf_gemm_problem *p, geometry *g) {
     return false;
   g->ws_a = (size_t)round_up(p->l * g->tiles_m * g->nks * BM * g->nkb * 2, 256);
   g->ws_b = (size_t)round_up(p->l * g->tiles_n * g->nks * BN * g->nkb * 2, 256);
+  /* persistent grid and the split of the last partial wave (unit_work) */
+  const int64_t tiles = g->tiles_m * g->tiles_n * p->l, sms = num_sms > 0 ? num_sms : 132;
+  g->grid = tiles < sms ? tiles : sms;
+  g->tail = tiles % g->grid;
+  g->split = g->tail ? g->grid / g->tail : 1;
+  if (g->split > 4) g->split = 4;
+  if (g->split > g->nks) g->split = g->nks;
+  if (g->split < 2) g->split = 1, g->tail = 0;
+  g->whole = tiles - g->tail;
+  g->ws_part = (size_t)(g->tail * (g->split - 1)) * BM * BN * sizeof(float);
+  g->ws_flags = (size_t)round_up(g->tail * 4, 256);
   return true;
 }
 
@@ -617,23 +787,24 @@ using namespace mxf_sm90;
 
 extern "C" int mxf_sm90_gemm_amax_supports(const mxf_gemm_problem *p) {
   geometry g;
-  return make_geometry(p, &g) ? 1 : 0;
+  return make_geometry(p, 0, &g) ? 1 : 0;
 }
 
-extern "C" size_t mxf_sm90_gemm_amax_workspace(const mxf_gemm_problem *p) {
+extern "C" size_t mxf_sm90_gemm_amax_workspace(const mxf_gemm_problem *p, int num_sms) {
   geometry g;
-  if (!make_geometry(p, &g)) return 0;
-  return g.ws_a + g.ws_b;
+  if (!make_geometry(p, num_sms, &g)) return 0;
+  return g.ws_a + g.ws_b + g.ws_part + g.ws_flags;
 }
 
 extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_gemm_amax_args *args,
                                                 void *ws, size_t ws_size, cudaStream_t stream, int num_sms) {
   geometry g;
-  if (!make_geometry(p, &g))
+  if (!make_geometry(p, num_sms, &g))
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: the sm_90a gemm_amax kernel does not run this problem");
-  if (ws_size < g.ws_a + g.ws_b || (g.ws_a + g.ws_b && !ws))
+  const size_t need = g.ws_a + g.ws_b + g.ws_part + g.ws_flags;
+  if (ws_size < need || (need && !ws))
     return mxf_set_error(MXF_ERR_INVALID_VALUE, "gemm_amax: workspace of %zu bytes; the sm90 kernel needs %zu", ws_size,
-                         g.ws_a + g.ws_b);
+                         need);
   encode_tiled_fn enc = get_encode_tiled();
   if (!enc) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: cuTensorMapEncodeTiled is not available from the driver");
 
@@ -648,6 +819,8 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
 
   uint16_t *wa = static_cast<uint16_t *>(ws);
   uint16_t *wb = reinterpret_cast<uint16_t *>(static_cast<uint8_t *>(ws) + g.ws_a);
+  float *wpart = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + g.ws_a + g.ws_b);
+  unsigned int *wflags = reinterpret_cast<unsigned int *>(static_cast<uint8_t *>(ws) + g.ws_a + g.ws_b + g.ws_part);
 
   prep_args pa;
   pa.sfa = static_cast<const uint8_t *>(args->sfa);
@@ -668,6 +841,8 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   pa.lb = p->sfb_layout;
   pa.amax = args->amax;
   pa.accumulate = (p->flags & MXF_AMAX_ACCUMULATE) != 0;
+  pa.flags = wflags;
+  pa.nflags = (int)g.tail;
   const int64_t entries = (int64_t)((g.ws_a + g.ws_b) / 2);
   int64_t pblocks = (entries + 255) / 256;
   const int64_t pmax = (int64_t)(num_sms > 0 ? num_sms : 132) * 8;
@@ -693,10 +868,14 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   ka.sfa = wa;
   ka.sfb = wb;
   ka.alpha = args->alpha ? *args->alpha : 1.0f;
+
   ka.amax = args->amax;
-  const int64_t tiles = g.tiles_m * g.tiles_n * p->l;
-  const int64_t sms = num_sms > 0 ? num_sms : 132;
-  const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
+  ka.units = (int)(g.whole + g.tail * g.split);
+  ka.whole = (int)g.whole;
+  ka.split = (int)g.split;
+  ka.partial = wpart;
+  ka.flags = wflags;
+  const unsigned grid = (unsigned)g.grid;
   switch (g.fmt) {
   case FMT_E4M3:
     e = set_smem_attr<gemm_kernel<FMT_E4M3>>(SMEM_BYTES);

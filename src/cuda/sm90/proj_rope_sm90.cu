@@ -110,8 +110,7 @@ __device__ __forceinline__ void st_codes16(uint8_t *p, uint32_t w0, uint32_t w1,
 
 /* SPEC §2.3 step 2 for a pair: one bf16 rounding each (cvt.rn: round to nearest even). */
 __device__ __forceinline__ void round_bf16_pair(float &x, float &y) {
-  uint32_t d;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(y), "f"(x));
+  const uint32_t d = pack_bf16x2(x, y);
   x = __uint_as_float(d << 16);
   y = __uint_as_float(d & 0xFFFF0000u);
 }

@@ -223,6 +223,25 @@ __device__ __forceinline__ void sts_u8(uint32_t a, uint32_t x) { asm volatile("s
 /* Warp-level ordering of the shared accesses above (no compiler memory clobber). */
 __device__ __forceinline__ void warp_sync_shared() { asm volatile("bar.warp.sync -1;"); }
 
+/* Four 8x8 b16 matrices into shared memory (sm_90): register i of every lane is its pair
+ * of row lane / 4, columns 2 (lane % 4), +1 of matrix i (the mma fragment layout); lanes
+ * 8i .. 8i + 7 give the addresses of matrix i's rows 0..7 (16 bytes each). */
+__device__ __forceinline__ void stmatrix_x4(uint32_t a, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
+/* ------------------------------------------------------------ flags between CTAs */
+__device__ __forceinline__ void red_release_add(unsigned int *p, unsigned int v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned int ld_acquire(const unsigned int *p) {
+  unsigned int v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 /* ------------------------------------------------------------ small ALU helpers */
 __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   uint32_t d;
@@ -234,6 +253,20 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   uint32_t d;
   asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+/* Two f32 rounded to nearest even, packed: lo in bits 0..15 (the lower address). NaN
+ * inputs give the canonical NaN, not formats.h's quieted payload: callers route NaN
+ * elsewhere when the bits matter. Overflow gives inf, subnormal results are kept. */
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+}
+__device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
+  uint32_t d;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
   return d;
 }
 
