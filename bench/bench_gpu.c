@@ -444,11 +444,14 @@ static void bench_gemm_section(bench_ctx *ctx, int quick) {
 }
 
 /* ------------------------------------------------------------ proj_rope section
- * DeepSeek-V3 Q up-projection, K = 1536, H = 128, D = 192 (nope 128 + rope 64), per T:
+ * DeepSeek-V3 Q up-projection, K = 1536, H = 128, D = 192 (nope 128 + rope 64), per T
+ * (the issue's 128, 1024, 4096, 16384, and 256, 512 where the MXFP8 paths cross over):
  *   cublas_bf16_gemm       cuBLAS BF16 GEMM alone, x (T, K) x w (H*D, K)^T -> bf16 (the floor)
  *   proj_rope_bf16         our fused op, bf16 x / w (out-in, TE layout); also in-out
  *   proj_rope_mxfp8        our fused op, e4m3 x / w with e8m0 scales (out-in)
  *   [portable] rows        the portable kernel forced, where the default was another one
+ *   [mainloop] / [prepass] the two sm90 MXFP8 paths forced (MXF_PROJ_MXFP8): dequantization
+ *                          in the mainloop or by a pre-pass into bf16 copies
  *   unfused_gemm_quant     cuBLAS BF16 GEMM + our quantize kernel (bf16 in, both
  *                          directions) on the (T, H*D) result; RoPE omitted, so this chain
  *                          does less work than the fused op
@@ -706,8 +709,17 @@ static void bench_proj_t(bench_ctx *ctx, int64_t t) {
     t_ops[mx] = bench_proj_op(ctx, shape, name, t, k, h, d, rope, mx, 1, 0, t_gemm, kernel, sizeof kernel);
     if (strcmp(kernel, "cuda/portable") != 0 && strcmp(kernel, "refused") != 0) {
       char pname[64];
+      const int sm90 = strcmp(kernel, "cuda/sm90") == 0;
       snprintf(pname, sizeof pname, "%s[portable]", name);
       bench_proj_op(ctx, shape, pname, t, k, h, d, rope, mx, 1, 1, t_gemm, kernel, sizeof kernel);
+      if (mx && sm90)
+        for (int path = 0; path < 2; ++path) { /* both sm90 MXFP8 paths, whichever the default took */
+          static const char *paths[2] = {"mainloop", "prepass"};
+          snprintf(pname, sizeof pname, "%s[%s]", name, paths[path]);
+          setenv("MXF_PROJ_MXFP8", paths[path], 1);
+          bench_proj_op(ctx, shape, pname, t, k, h, d, rope, mx, 1, 0, t_gemm, kernel, sizeof kernel);
+          unsetenv("MXF_PROJ_MXFP8");
+        }
     }
   }
   bench_proj_op(ctx, shape, "proj_rope_bf16_in_out", t, k, h, d, rope, 0, 0, 0, t_gemm, kernel, sizeof kernel);
@@ -719,8 +731,8 @@ static void bench_proj_t(bench_ctx *ctx, int64_t t) {
 static void bench_proj_section(bench_ctx *ctx, int quick) {
   printf("\n== proj_rope, K=1536 H=128 D=192 (x cuBLAS: cuBLAS GEMM ms / our ms) ==\n");
   print_header();
-  static const int64_t tv[] = {128, 1024, 4096, 16384};
-  for (int i = 0; i < 4; ++i) {
+  static const int64_t tv[] = {128, 256, 512, 1024, 4096, 16384};
+  for (int i = 0; i < 6; ++i) {
     if (quick && tv[i] != 4096) continue;
     bench_proj_t(ctx, tv[i]);
   }

@@ -348,18 +348,26 @@ static void run_case(tu_rng *r, const pcase *c) {
   got.q_row = tu_malloc((size_t)nq + GUARD), got.q_col = tu_malloc((size_t)nq + GUARD);
   got.s_row = tu_malloc((size_t)nsr + GUARD), got.s_col = tu_malloc((size_t)nsc + GUARD);
 
-  const int modes = gu_device_cc() == 90 ? 2 : 1;
+  /* on the H200: the default choice, the portable kernel, and for MXFP8 both sm90 paths
+   * (dequantization in the mainloop and by a pre-pass) whatever T */
+  static const char *mode_env[4][2] = {{NULL, NULL}, {"portable", NULL}, {NULL, "prepass"}, {NULL, "mainloop"}};
+  const int modes = gu_device_cc() == 90 ? (c->mx ? 4 : 2) : 1;
   for (int mode = 0; mode < modes; ++mode) {
-    if (mode == 1)
-      setenv("MXF_PROJ_KERNEL", "portable", 1);
+    if (mode_env[mode][0])
+      setenv("MXF_PROJ_KERNEL", mode_env[mode][0], 1);
     else
       unsetenv("MXF_PROJ_KERNEL");
+    if (mode_env[mode][1])
+      setenv("MXF_PROJ_MXFP8", mode_env[mode][1], 1);
+    else
+      unsetenv("MXF_PROJ_MXFP8");
     gu_dpoison(gd.q_row, (size_t)nq + GUARD, 0xA5), gu_dpoison(gd.q_col, (size_t)nq + GUARD, 0xA5);
     gu_dpoison(gd.s_row, (size_t)nsr + GUARD, 0xA5), gu_dpoison(gd.s_col, (size_t)nsc + GUARD, 0xA5);
     st = run_proj(c, MXF_DEVICE_CUDA(0), xd + c->shift * in_elem, wd + c->shift * in_elem, xsd, wsd, cd + c->shift * 2,
                   sd + c->shift * 2, &gd, kname, sizeof kname);
     char mtag[280];
-    snprintf(mtag, sizeof mtag, "%s [%s]", tag, st == MXF_OK ? kname : "?");
+    snprintf(mtag, sizeof mtag, "%s [%s%s%s]", tag, st == MXF_OK ? kname : "?", mode_env[mode][1] ? " " : "",
+             mode_env[mode][1] ? mode_env[mode][1] : "");
     if (!TU_CHECK(st == MXF_OK, "%s: cuda status %s (%s)", mtag, mxf_status_string(st), mxf_last_error())) continue;
     kernel_counts[strcmp(kname, "cuda/sm90") == 0 ? 0 : strcmp(kname, "cuda/portable") == 0 ? 1 : 2]++;
     gu_to_host(got.q_row, gd.q_row, (size_t)nq + GUARD), gu_to_host(got.q_col, gd.q_col, (size_t)nq + GUARD);
@@ -371,6 +379,7 @@ static void run_case(tu_rng *r, const pcase *c) {
     compare_dir(c, mtag, "cols", 1, &got, &want, samples, nsamp, ref);
   }
   unsetenv("MXF_PROJ_KERNEL");
+  unsetenv("MXF_PROJ_MXFP8");
 
   cudaFree(xd), cudaFree(wd), cudaFree(xsd), cudaFree(wsd), cudaFree(cd), cudaFree(sd);
   cudaFree(gd.q_row), cudaFree(gd.q_col), cudaFree(gd.s_row), cudaFree(gd.s_col);

@@ -47,6 +47,7 @@
 #include <stdint.h>
 
 #include "cuda/amax.cuh"
+#include "cuda/sm90/sm90_dequant.cuh"
 #include "cuda/sm90/sm90_host.h"
 #include "cuda/sm90/sm90_ops.h"
 #include "cuda/sm90/sm90_ptx.cuh"
@@ -72,8 +73,6 @@ constexpr int GROUP_M = 8;         /* tile raster: groups of 8 m-tiles, n inside
 static_assert(STAGE % 1024 == 0 && BBUF % 1024 == 0, "1024-byte aligned buffers");
 static_assert(SMEM_BYTES <= 227 * 1024, "fits one SM");
 
-enum { FMT_E4M3 = 0, FMT_E5M2 = 1, FMT_E2M1 = 2 };
-
 struct kernel_args {
   int m, n, l;
   int tiles_m, tiles_n, nks, nkb; /* k-stages, k-blocks per stage (2 or 4) */
@@ -93,8 +92,9 @@ struct kernel_args {
 struct prep_args {
   const uint8_t *sfa, *sfb;
   uint16_t *wa, *wb;
-  int64_t m, n, l, kb, nks;
-  int tiles_m, tiles_n, nkb, sf_vec;
+  int64_t m, n, l, kb;
+  int nks, tiles_m, tiles_n, nkb, sf_vec;
+  int items_a, items_b;           /* (batch, tile, stage, row) items per side */
   int ue4m3;
   mxf_sf_layout la, lb;
   float *amax;
@@ -149,36 +149,32 @@ __device__ __forceinline__ work_unit unit_work(int u, int whole, int split, int 
 }
 
 /* ------------------------------------------------------------ scale preparation */
-__device__ __forceinline__ uint16_t scale_bf16(uint8_t b, int ue4m3) {
-  if (ue4m3) return mxf_f32_to_bf16(mxf_e4m3_to_f32(b)); /* exact: e4m3 fits bf16 */
-  if (b == 0xFFu) return 0x7FC0u;                          /* NaN */
-  if (b == 0) return 0x0040u;                              /* 2^-127, a bf16 subnormal */
-  return (uint16_t)(b << 7);                               /* 2^(b-127) */
-}
-
+/* One thread per (side, batch, tile, k-stage, row): its nkb prepared scales, one store. */
 __global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
-  const int64_t per_a = (int64_t)a.nks * BM * a.nkb;
-  const int64_t per_b = (int64_t)a.nks * BN * a.nkb;
-  const int64_t na = a.l * a.tiles_m * per_a, nb = a.l * a.tiles_n * per_b;
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  for (int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; e < na + nb; e += stride) {
+  const int na = a.items_a, nb = a.items_b;
+  for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < na + nb; e += gridDim.x * blockDim.x) {
     const bool is_a = e < na;
-    const int64_t i = is_a ? e : e - na;
-    const int rows = is_a ? BM : BN;
+    const int i = is_a ? e : e - na;
+    const int lg = is_a ? 7 : 8; /* log2 of BM, BN */
+    const int r = i & ((1 << lg) - 1), rest = i >> lg;
+    const int ks = rest % a.nks, tl = rest / a.nks;
     const int tiles = is_a ? a.tiles_m : a.tiles_n;
-    const int64_t mn = is_a ? a.m : a.n;
-    const int kbl = (int)(i % a.nkb);
-    const int r = (int)((i / a.nkb) % rows);
-    const int64_t ks = (i / ((int64_t)a.nkb * rows)) % a.nks;
-    const int64_t tl = i / ((int64_t)a.nkb * rows * a.nks);
-    const int64_t tile = tl % tiles, l = tl / tiles;
-    const int64_t row = tile * rows + r, kb = ks * a.nkb + kbl;
-    uint16_t v = 0x3F80u; /* 1.0: the codes there are TMA zero fill */
-    if (row < mn && kb < a.kb) {
-      const uint8_t *sf = is_a ? a.sfa : a.sfb;
-      v = scale_bf16(sf[mxf_gemm_sf_offset(is_a ? a.la : a.lb, mn, a.kb, row, kb, l)], a.ue4m3);
+    const int tile = tl % tiles, l = tl / tiles;
+    const int64_t mn = is_a ? a.m : a.n, row = ((int64_t)tile << lg) + r;
+    const uint8_t *sf = is_a ? a.sfa : a.sfb;
+    uint32_t v[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t kb = (int64_t)ks * a.nkb + j;
+      v[j] = 0x3F80u; /* 1.0: the codes there are TMA zero fill */
+      if (j < a.nkb && row < mn && kb < a.kb)
+        v[j] = scale_bf16(sf[mxf_gemm_sf_offset(is_a ? a.la : a.lb, mn, a.kb, row, kb, l)], a.ue4m3);
     }
-    (is_a ? a.wa : a.wb)[i] = v;
+    uint16_t *dst = (is_a ? a.wa : a.wb) + (int64_t)i * a.nkb;
+    if (a.nkb == 2)
+      *reinterpret_cast<uint32_t *>(dst) = v[0] | v[1] << 16;
+    else
+      *reinterpret_cast<uint2 *>(dst) = make_uint2(v[0] | v[1] << 16, v[2] | v[3] << 16);
   }
   if (blockIdx.x == 0)
     for (int i = threadIdx.x; i < a.nflags; i += blockDim.x) a.flags[i] = 0;
@@ -198,80 +194,6 @@ __global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
   }
 }
 
-/* ------------------------------------------------------------ dequantization */
-/* Placement constants: 2^c as bf16x2 for c = 120 (e4m3), 112 (e5m2), 126 (e2m1). */
-template <int FMT> struct fmt_consts;
-template <> struct fmt_consts<FMT_E4M3> { static constexpr uint32_t K = 0x7B807B80u; };
-template <> struct fmt_consts<FMT_E5M2> { static constexpr uint32_t K = 0x77807780u; };
-template <> struct fmt_consts<FMT_E2M1> { static constexpr uint32_t K = 0x7E807E80u; };
-
-/* How a stage is dequantized (uniform per thread and stage):
- *   FOLD:  code_bits * (scale * 2^c)   one product; needs scale * 2^c to fit bf16
- *   TWO:   (code_bits * 2^c) * scale   two products; any scale
- *   EXACT: per-value decode, then * scale; for NaN/inf codes (fp8 only) */
-enum { MODE_FOLD = 0, MODE_TWO = 1, MODE_EXACT = 2 };
-
-/*
- * One "word" = 4 consecutive raw k of one row, all in one scale block. Out: h0, h1, the
- * bf16x2 pairs for logical columns (2q, 2q+1) and (2q+8, 2q+9) of a k16 step, times the
- * scale pair s2 (folded with 2^c in MODE_FOLD). fp8: w holds the 4 codes; pairs (k0,k1),
- * (k2,k3). e2m1: the word is the 16-bit half `hi` of w (codes k0..k3 in nibbles), y = w << 4;
- * pairs (k0,k2), (k1,k3).
- */
-template <int FMT, int MODE>
-__device__ __forceinline__ void dequant_word(uint32_t w, uint32_t y, int hi, uint32_t s2, uint32_t &h0,
-                                             uint32_t &h1) {
-  constexpr uint32_t K = fmt_consts<FMT>::K;
-  const uint32_t sel = hi ? 0xB3A2u : 0x9180u; /* lanes: byte, its sign replicated */
-  uint32_t p0 = 0, p1 = 0;
-  if constexpr (FMT == FMT_E2M1) {
-    /* the high nibble of each selected byte is the code: magnitude -> bits 6..8, the
-     * sign (byte bit 7, replicated) -> bit 15; y brings the low nibbles up */
-    p0 = (prmt(y, y, sel) << 2) & 0x81C081C0u;
-    p1 = (prmt(w, w, sel) << 2) & 0x81C081C0u;
-  } else if constexpr (MODE == MODE_EXACT) {
-    /* the two-product path, then NaN/inf codes patched in before the scale */
-    const uint32_t x0 = prmt(w, w, 0x9180u), x1 = prmt(w, w, 0xB3A2u);
-    uint32_t v[2];
-    if constexpr (FMT == FMT_E4M3) {
-      v[0] = bf16x2_mul((x0 << 4) & 0x87F087F0u, K);
-      v[1] = bf16x2_mul((x1 << 4) & 0x87F087F0u, K);
-    } else {
-      v[0] = bf16x2_mul((x0 << 5) & 0x8FE08FE0u, K);
-      v[1] = bf16x2_mul((x1 << 5) & 0x8FE08FE0u, K);
-    }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t b = (w >> (8 * i)) & 0xFFu, mag = b & 0x7Fu;
-      uint32_t code = 0xFFFFFFFFu; /* none */
-      if (FMT == FMT_E4M3 && mag == 0x7Fu) code = 0x7FC0u;
-      if (FMT == FMT_E5M2 && mag > 0x7Cu) code = 0x7FC0u;
-      if (FMT == FMT_E5M2 && mag == 0x7Cu) code = ((b & 0x80u) << 8) | 0x7F80u;
-      const int sh = 16 * (i & 1);
-      if (code != 0xFFFFFFFFu) v[i >> 1] = (v[i >> 1] & ~(0xFFFFu << sh)) | (code << sh);
-    }
-    h0 = bf16x2_mul(v[0], s2);
-    h1 = bf16x2_mul(v[1], s2);
-    return;
-  } else {
-    const uint32_t x0 = prmt(w, w, 0x9180u), x1 = prmt(w, w, 0xB3A2u);
-    if constexpr (FMT == FMT_E4M3) {
-      p0 = (x0 << 4) & 0x87F087F0u;
-      p1 = (x1 << 4) & 0x87F087F0u;
-    } else {
-      p0 = (x0 << 5) & 0x8FE08FE0u;
-      p1 = (x1 << 5) & 0x8FE08FE0u;
-    }
-  }
-  if constexpr (MODE == MODE_FOLD) {
-    h0 = bf16x2_mul(p0, s2);
-    h1 = bf16x2_mul(p1, s2);
-  } else {
-    h0 = bf16x2_mul(bf16x2_mul(p0, K), s2);
-    h1 = bf16x2_mul(bf16x2_mul(p1, K), s2);
-  }
-}
-
 /* ------------------------------------------------------------ shared memory map */
 struct smem_map {
   uint32_t base; /* shared-window address, 1024-aligned */
@@ -285,8 +207,6 @@ struct smem_map {
   __device__ __forceinline__ uint32_t amax() const { return full(2 * NS); }
   __device__ __forceinline__ uint32_t epi(int w) const { return base + NS * STAGE + NBB * BBUF + 256 + w * EPI; }
 };
-
-__device__ __forceinline__ uint32_t dup_bf16(uint32_t s) { return s | (s << 16); }
 
 /* Raw codes and scales of one stage as one consumer thread sees them. */
 struct stage_regs {
@@ -306,8 +226,8 @@ __device__ __forceinline__ void convert_stage(const stage_regs &r, const stage_s
   for (int s = 0; s < 4; ++s) {
     const int reg = FMT == FMT_E2M1 ? (s >> 1) : s;
     const int hi = FMT == FMT_E2M1 ? (s & 1) : 0;
-    dequant_word<FMT, MODE>(r.a0[reg], r.a0[reg] << 4, hi, sc.a0, fr[4 * s + 0], fr[4 * s + 2]);
-    dequant_word<FMT, MODE>(r.a1[reg], r.a1[reg] << 4, hi, sc.a1, fr[4 * s + 1], fr[4 * s + 3]);
+    dequant_word<FMT, MODE>(r.a0[reg], r.a0[reg] << 4, hi, sc.a0, sc.a0, fr[4 * s + 0], fr[4 * s + 2]);
+    dequant_word<FMT, MODE>(r.a1[reg], r.a1[reg] << 4, hi, sc.a1, sc.a1, fr[4 * s + 1], fr[4 * s + 3]);
   }
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
@@ -315,7 +235,7 @@ __device__ __forceinline__ void convert_stage(const stage_regs &r, const stage_s
 #pragma unroll
     for (int qq = 0; qq < 4; ++qq) {
       const uint32_t w = r.b[qq][FMT == FMT_E2M1 ? (s >> 1) : s];
-      dequant_word<FMT, MODE>(w, w << 4, FMT == FMT_E2M1 ? (s & 1) : 0, sc.b[qq], h0[qq], h1[qq]);
+      dequant_word<FMT, MODE>(w, w << 4, FMT == FMT_E2M1 ? (s & 1) : 0, sc.b[qq], sc.b[qq], h0[qq], h1[qq]);
     }
     sts_v4(bt + (((2 * s) ^ (n & 7)) << 4), h0[0], h0[1], h0[2], h0[3]);
     sts_v4(bt + (((2 * s + 1) ^ (n & 7)) << 4), h1[0], h1[1], h1[2], h1[3]);
@@ -335,7 +255,6 @@ template <int FMT>
 __device__ __forceinline__ void consume_stage(float (&acc)[128], uint32_t (&fr)[16], const smem_map &sm,
                                               uint32_t g, int ks, int nkb, int ct, int ar0, int q,
                                               int lane) {
-  constexpr uint32_t K = fmt_consts<FMT>::K;
   const int slot = (int)(g % NS);
   mbar_wait(sm.full(slot), (g / NS) & 1u);
 
@@ -392,30 +311,28 @@ __device__ __forceinline__ void consume_stage(float (&acc)[128], uint32_t (&fr)[
    * too large to fold 2^c into -> two products; else one product per pair */
   uint32_t special = 0;
   if constexpr (FMT != FMT_E2M1) {
-    constexpr uint32_t MASK = FMT == FMT_E4M3 ? 0x7F7F7F7Fu : 0x7C7C7C7Cu;
-    constexpr uint32_t ADD = FMT == FMT_E4M3 ? 0x01010101u : 0x04040404u;
 #pragma unroll
-    for (int s = 0; s < 4; ++s) special |= ((r.a0[s] & MASK) + ADD) | ((r.a1[s] & MASK) + ADD);
+    for (int s = 0; s < 4; ++s) special |= fp8_special<FMT>(r.a0[s]) | fp8_special<FMT>(r.a1[s]);
 #pragma unroll
     for (int c = 0; c < 4; ++c)
 #pragma unroll
-      for (int s = 0; s < 4; ++s) special |= (r.b[c][s] & MASK) + ADD;
+      for (int s = 0; s < 4; ++s) special |= fp8_special<FMT>(r.b[c][s]);
     special &= 0x80808080u;
   }
-  stage_scales fs; /* folded scales: scale * 2^c; an overflow to inf means "cannot fold" */
-  fs.a0 = bf16x2_mul(sc.a0, K);
-  fs.a1 = bf16x2_mul(sc.a1, K);
-  uint32_t over = ((fs.a0 & 0x7FFFu) == 0x7F80u) | ((fs.a1 & 0x7FFFu) == 0x7F80u);
+  uint32_t over = fold_check<FMT>(sc.a0) | fold_check<FMT>(sc.a1);
 #pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    fs.b[c] = bf16x2_mul(sc.b[c], K);
-    over |= (fs.b[c] & 0x7FFFu) == 0x7F80u;
-  }
+  for (int c = 0; c < 4; ++c) over |= fold_check<FMT>(sc.b[c]);
 
   const int bi = (int)(g % NBB);
   const uint32_t bt = sm.bbuf(bi) + n * 128;
-  if (!special && !over)
+  if (!special && !MXF_FOLD_OVER(over)) {
+    stage_scales fs; /* folded scales: scale * 2^c */
+    fs.a0 = fold_scale<FMT>(sc.a0);
+    fs.a1 = fold_scale<FMT>(sc.a1);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) fs.b[c] = fold_scale<FMT>(sc.b[c]);
     convert_stage<FMT, MODE_FOLD>(r, fs, fr, bt, n);
+  }
   else if (!special)
     convert_stage<FMT, MODE_TWO>(r, sc, fr, bt, n);
   else
@@ -741,6 +658,7 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g) {
   g->nks = (p->k + BK - 1) / BK;
   if (g->tiles_m * g->tiles_n * p->l > (1ll << 30) || g->nks > (1ll << 24) || p->kb != (p->k + p->sf_vec - 1) / p->sf_vec)
     return false;
+  if (p->l * (g->tiles_m * BM + g->tiles_n * BN) * g->nks >= (1ll << 31)) return false; /* sf_prepare's items */
   /* TMA: strides of the rows and batches actually used must be multiples of 16 bytes */
   const int64_t a_row = g->fmt == FMT_E2M1 ? p->a_ms / 2 : p->a_ms, b_row = g->fmt == FMT_E2M1 ? p->b_ns / 2 : p->b_ns;
   const int64_t a_bat = g->fmt == FMT_E2M1 ? p->a_ls / 2 : p->a_ls, b_bat = g->fmt == FMT_E2M1 ? p->b_ls / 2 : p->b_ls;
@@ -764,21 +682,6 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g) {
   g->ws_part = (size_t)(g->tail * (g->split - 1)) * BM * BN * sizeof(float);
   g->ws_flags = (size_t)round_up(g->tail * 4, 256);
   return true;
-}
-
-/* 3-D map (k bytes, rows, batch) of raw codes read as bytes; rows/batches beyond the
- * tensor and k beyond K are zero-filled by TMA. */
-static CUresult make_map(encode_tiled_fn enc, CUtensorMap *map, const void *base, int64_t kbytes, int64_t rows,
-                         int64_t l, int64_t row_stride, int64_t batch_stride, int rb, int box_rows) {
-  if (rows == 1) row_stride = round_up(kbytes, 16);
-  if (l == 1) batch_stride = round_up(row_stride * rows, 16);
-  cuuint64_t dims[3] = {(cuuint64_t)kbytes, (cuuint64_t)rows, (cuuint64_t)l};
-  cuuint64_t strides[2] = {(cuuint64_t)row_stride, (cuuint64_t)batch_stride};
-  cuuint32_t box[3] = {(cuuint32_t)rb, (cuuint32_t)box_rows, 1};
-  cuuint32_t estr[3] = {1, 1, 1};
-  return enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void *>(base), dims, strides, box, estr,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, rb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B,
-             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 } /* namespace mxf_sm90 */
@@ -811,8 +714,8 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   const int64_t a_row = g.fmt == FMT_E2M1 ? p->a_ms / 2 : p->a_ms, b_row = g.fmt == FMT_E2M1 ? p->b_ns / 2 : p->b_ns;
   const int64_t a_bat = g.fmt == FMT_E2M1 ? p->a_ls / 2 : p->a_ls, b_bat = g.fmt == FMT_E2M1 ? p->b_ls / 2 : p->b_ls;
   CUtensorMap map_a, map_b;
-  CUresult r = make_map(enc, &map_a, args->a, g.kbytes, p->m, p->l, a_row, a_bat, g.rb, BM);
-  if (r == CUDA_SUCCESS) r = make_map(enc, &map_b, args->b, g.kbytes, p->n, p->l, b_row, b_bat, g.rb, BN);
+  CUresult r = make_map_codes(enc, &map_a, args->a, g.kbytes, p->m, p->l, a_row, a_bat, g.rb, BM);
+  if (r == CUDA_SUCCESS) r = make_map_codes(enc, &map_b, args->b, g.kbytes, p->n, p->l, b_row, b_bat, g.rb, BN);
   if (r != CUDA_SUCCESS)
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: cannot describe A/B to the TMA unit (CUresult %d)",
                          (int)r);
@@ -831,7 +734,9 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   pa.n = p->n;
   pa.l = p->l;
   pa.kb = p->kb;
-  pa.nks = g.nks;
+  pa.nks = (int)g.nks;
+  pa.items_a = (int)(p->l * g.tiles_m * g.nks * BM);
+  pa.items_b = (int)(p->l * g.tiles_n * g.nks * BN);
   pa.tiles_m = (int)g.tiles_m;
   pa.tiles_n = (int)g.tiles_n;
   pa.nkb = g.nkb;
@@ -843,8 +748,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   pa.accumulate = (p->flags & MXF_AMAX_ACCUMULATE) != 0;
   pa.flags = wflags;
   pa.nflags = (int)g.tail;
-  const int64_t entries = (int64_t)((g.ws_a + g.ws_b) / 2);
-  int64_t pblocks = (entries + 255) / 256;
+  int64_t pblocks = ((int64_t)pa.items_a + pa.items_b + 255) / 256;
   const int64_t pmax = (int64_t)(num_sms > 0 ? num_sms : 132) * 8;
   if (pblocks > pmax) pblocks = pmax;
   if (pblocks < 1) pblocks = 1;

@@ -9,10 +9,13 @@
  * 16-byte aligned (mxf_sm90_proj_rope_args_ok); otherwise the op file runs the portable
  * kernel.
  *
- * MXFP8 inputs: a first launch dequantizes x and w exactly into bf16 copies in the
- * workspace (code * 2^(s-127), exact for scale bytes in SPEC §1.2's window [16, 232];
- * below it values under 2^-126 round to bf16's subnormal grid), then the bf16 kernel runs
- * on them. (An in-mainloop conversion would save that pass; see bench/NOTES.md.)
+ * MXFP8 inputs (K % 32 == 0): a small first launch regroups the scales as bf16 multipliers
+ * per (tile, stage) (sf_prepare_kernel); the kernel's TMA loads the raw e4m3 codes into
+ * the upper half of each stage and the consumers dequantize them in place into the bf16
+ * tiles (mx_convert, sm90_dequant.cuh: exact for scale bytes in SPEC §1.2's window
+ * [16, 232]; below it values under 2^-126 round to bf16's subnormal grid) before the
+ * wgmmas. For T > 256 (see mx_prepass) a first launch instead dequantizes x and w into
+ * bf16 copies in the workspace and the bf16 kernel runs on them.
  *
  * The kernel: one CTA per SM, 512 threads (16 warps), tiles of 128 tokens x one head.
  *   warp 0        producer: one thread issues the TMA loads of x (128 x 64 k) and w
@@ -41,8 +44,11 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda/proj_epilogue.cuh"
+#include "cuda/sm90/sm90_dequant.cuh"
 #include "cuda/sm90/sm90_host.h"
 #include "cuda/sm90/sm90_ops.h"
 #include "cuda/sm90/sm90_ptx.cuh"
@@ -70,6 +76,14 @@ constexpr int HANDOFF = 256 + 32 * EPI_WARPS; /* their threads: consumers + epil
 constexpr int BAR_ROPE = 3;                /* the epilogue warps: RoPE done */
 static_assert(A_BYTES % 1024 == 0 && STAGE % 1024 == 0, "1024-byte aligned swizzled tiles");
 static_assert(SMEM_BYTES <= 227 * 1024, "fits one SM");
+/* MXFP8 inputs: the stage's raw codes land in its upper half (w, then x) and are converted
+ * in place into the bf16 tiles; the stage's scales (bf16, prepared) sit after the barriers. */
+constexpr int RAW_W = 20480, RAW_X = 32768; /* raw w: 192 x 64 bytes; raw x: 128 x 64 bytes */
+constexpr int SCX_BYTES = BM * 2 * 2, SCW_BYTES = BN * 2 * 2, SC_STAGE = SCX_BYTES + SCW_BYTES;
+constexpr int SMEM_BYTES_MX = SMEM_BYTES + 16 + NS * SC_STAGE;
+constexpr int BAR_RAW = 4, BAR_CVT = 5; /* consumers: raw codes read; bf16 tiles written */
+static_assert(RAW_X + BM * 64 == STAGE && RAW_W + BN * 64 == RAW_X && RAW_W >= A_BYTES, "raw codes in the stage");
+static_assert(SMEM_BYTES_MX <= 227 * 1024, "fits one SM");
 
 /* ------------------------------------------------------------ kernel arguments */
 struct kargs {
@@ -81,6 +95,7 @@ struct kargs {
   int srow_align2; /* s_row allows 2-byte stores */
   const uint16_t *cosv, *sinv;
   uint8_t *q_row, *s_row, *q_col, *s_col;
+  const uint16_t *scx, *scw; /* MXFP8: prepared bf16 scales per (tile, stage), see sf_prepare */
 };
 
 /* Tile t -> (token tile mt, head h): bands of GROUP_M token tiles, heads outer inside a
@@ -325,8 +340,119 @@ __device__ __forceinline__ void write_row_scales(const kargs &a, uint32_t srbase
   }
 }
 
-/* ------------------------------------------------------------ the kernel */
+/* ------------------------------------------------------------ MXFP8 in the mainloop */
+/* Prepared scales: per (token tile, stage) 128 rows x 2 k-blocks of x, per (head, stage)
+ * 192 rows x 2 k-blocks of w (out-in: [row][kb]; in-out: [kb][column]), each the bf16
+ * multiplier of sm90_dequant.cuh; 1.0 for tokens past T and k-blocks past K (TMA fills
+ * those codes with zeros). One bulk copy each per stage. */
+__global__ void __launch_bounds__(256) sf_prepare_kernel(const uint8_t *xs, const uint8_t *wsc, uint16_t *px,
+                                                         uint16_t *pw, int t, int kbs, int nks, int tiles_m,
+                                                         int heads, int hd, int w_out_in) {
+  const int nx = tiles_m * nks * (BM * 2), nw = heads * nks * (BN * 2);
+  for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < nx + nw; e += gridDim.x * blockDim.x) {
+    uint16_t v = 0x3F80u;
+    if (e < nx) {
+      const int r = e % (BM * 2), rest = e / (BM * 2), ks = rest % nks, mt = rest / nks;
+      const int tok = mt * BM + (r >> 1), kb = 2 * ks + (r & 1);
+      if (tok < t && kb < kbs) v = scale_bf16(xs[(int64_t)tok * kbs + kb], 0);
+      px[e] = v;
+    } else {
+      const int f = e - nx, r = f % (BN * 2), rest = f / (BN * 2), ks = rest % nks, h = rest / nks;
+      const int n = w_out_in ? r >> 1 : r % BN, kb = 2 * ks + (w_out_in ? r & 1 : r / BN);
+      if (kb < kbs)
+        v = scale_bf16(wsc[w_out_in ? (int64_t)(h * BN + n) * kbs + kb : (int64_t)kb * hd + h * BN + n], 0);
+      pw[f] = v;
+    }
+  }
+}
+
+/* 16 e4m3 codes with their scale pairs (one pair for all, or 8 pairs: codes 2i, 2i + 1)
+ * -> 16 bf16 at o0 (codes 0-7) and o1 (8-15). The dequantization mode is chosen per
+ * chunk (sm90_dequant.cuh). */
+template <int NP>
+__device__ __forceinline__ void mx_chunk(uint4 raw, const uint32_t (&s2)[NP], uint32_t o0, uint32_t o1) {
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  uint32_t sp = 0, over = 0, h[8];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) sp |= fp8_special<FMT_E4M3>(w[j]);
+#pragma unroll
+  for (int i = 0; i < NP; ++i) over |= fold_check<FMT_E4M3>(s2[i]);
+  if (!(sp & 0x80808080u) && !MXF_FOLD_OVER(over)) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      dequant_word<FMT_E4M3, MODE_FOLD>(w[j], 0, 0, fold_scale<FMT_E4M3>(s2[NP == 1 ? 0 : 2 * j]),
+                                        fold_scale<FMT_E4M3>(s2[NP == 1 ? 0 : 2 * j + 1]), h[2 * j], h[2 * j + 1]);
+  } else if (!(sp & 0x80808080u)) {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      dequant_word<FMT_E4M3, MODE_TWO>(w[j], 0, 0, s2[NP == 1 ? 0 : 2 * j], s2[NP == 1 ? 0 : 2 * j + 1], h[2 * j],
+                                       h[2 * j + 1]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      dequant_word<FMT_E4M3, MODE_EXACT>(w[j], 0, 0, s2[NP == 1 ? 0 : 2 * j], s2[NP == 1 ? 0 : 2 * j + 1], h[2 * j],
+                                         h[2 * j + 1]);
+  }
+  sts_v4(o0, h[0], h[1], h[2], h[3]);
+  sts_v4(o1, h[4], h[5], h[6], h[7]);
+}
+
+/*
+ * One stage's raw codes -> the bf16 tiles the wgmmas read, in place (stage address st,
+ * scales at sc). Chunks of 16 codes: x has 128 rows x 4, w 192 x 4 (out-in) or 64 k-rows
+ * x 12 (in-out); consumer thread ct takes x chunks ct, ct + 256 and w chunks ct, ct + 256,
+ * ct + 512. Raw tiles are 64-byte rows in TMA's 64B swizzle (16-byte chunk c of row r at
+ * c ^ ((r >> 1) & 3)); the bf16 tiles are the 128B-swizzled layouts of the bf16 path.
+ * The bf16 x tile does not overlap any raw codes, so x is converted first; the bf16 w tile
+ * overlaps both raw tiles, so every thread has read its raw x and w chunks (w into
+ * registers) before the barrier BAR_RAW and writes w's bf16 tile only after it.
+ */
 template <int W_OUT_IN>
+__device__ __forceinline__ void mx_convert(uint32_t st, uint32_t sc, int ct) {
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int a = ct + 256 * i, r = a >> 2, c = a & 3;
+    const uint4 raw = lds_v4(st + RAW_X + r * 64 + ((c ^ ((r >> 1) & 3)) << 4));
+    const uint32_t s2[1] = {dup_bf16(lds_u16(sc + 2 * (2 * r + (c >> 1))))};
+    const uint32_t o = st + r * 128;
+    mx_chunk<1>(raw, s2, o + (((2 * c) ^ (r & 7)) << 4), o + (((2 * c + 1) ^ (r & 7)) << 4));
+  }
+  uint4 rw[3];
+#pragma unroll
+  for (int i = 0; i < 3; ++i) {
+    const int b = ct + 256 * i;
+    if (W_OUT_IN) {
+      const int n = b >> 2, c = b & 3;
+      rw[i] = lds_v4(st + RAW_W + n * 64 + ((c ^ ((n >> 1) & 3)) << 4));
+    } else {
+      const int kk = b / 12, nc = b - 12 * kk;
+      rw[i] = lds_v4(st + RAW_W + (nc >> 2) * 4096 + kk * 64 + (((nc & 3) ^ ((kk >> 1) & 3)) << 4));
+    }
+  }
+  named_bar_sync(BAR_RAW, 256);
+#pragma unroll
+  for (int i = 0; i < 3; ++i) {
+    const int b = ct + 256 * i;
+    if (W_OUT_IN) {
+      const int n = b >> 2, c = b & 3;
+      const uint32_t s2[1] = {dup_bf16(lds_u16(sc + SCX_BYTES + 2 * (2 * n + (c >> 1))))};
+      const uint32_t o = st + A_BYTES + n * 128;
+      mx_chunk<1>(rw[i], s2, o + (((2 * c) ^ (n & 7)) << 4), o + (((2 * c + 1) ^ (n & 7)) << 4));
+    } else {
+      const int kk = b / 12, nc = b - 12 * kk, j = nc & 3;
+      const uint32_t sa = sc + SCX_BYTES + 2 * ((kk >> 5) * BN + 16 * nc);
+      const uint4 u = lds_v4(sa), v = lds_v4(sa + 16);
+      const uint32_t s2[8] = {u.x, u.y, u.z, u.w, v.x, v.y, v.z, v.w};
+      const uint32_t o = st + A_BYTES + (nc >> 2) * 8192 + kk * 128;
+      mx_chunk<8>(rw[i], s2, o + (((2 * j) ^ (kk & 7)) << 4), o + (((2 * j + 1) ^ (kk & 7)) << 4));
+    }
+  }
+  fence_proxy_async();
+  named_bar_sync(BAR_CVT, 256);
+}
+
+/* ------------------------------------------------------------ the kernel */
+template <int W_OUT_IN, int MX>
 __global__ void __launch_bounds__(THREADS, 1)
     proj_kernel(const __grid_constant__ CUtensorMap tma_x, const __grid_constant__ CUtensorMap tma_w, const kargs a) {
   extern __shared__ uint8_t smem_raw[];
@@ -335,6 +461,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   const uint32_t srbase = ybase + Y_BYTES;
   uint64_t *full = reinterpret_cast<uint64_t *>(base + NS * STAGE + Y_BYTES + SR_BYTES);
   uint64_t *empty = full + NS;
+  const uint32_t scbase = smem_addr(full) + 64; /* MX: NS x SC_STAGE bytes of scales */
   const int tid = threadIdx.x;
   if (tid == 0) {
     for (int i = 0; i < NS; ++i) {
@@ -358,14 +485,30 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int ks = 0; ks < a.nks; ++ks) {
           mbar_wait(smem_addr(empty + slot), phase ^ 1u);
           const uint32_t fb = smem_addr(full + slot);
-          mbar_arrive_expect_tx(fb, STAGE);
           uint8_t *sa = base + slot * STAGE, *sb = sa + A_BYTES;
-          tma_load_3d(smem_addr(sa), &tma_x, ks * BK, mt * BM, 0, fb);
-          if (W_OUT_IN) {
-            tma_load_3d(smem_addr(sb), &tma_w, ks * BK, h * BN, 0, fb);
-          } else {
+          if (MX) {
+            const uint32_t sc = scbase + slot * SC_STAGE;
+            mbar_arrive_expect_tx(fb, (BM + BN) * 64 + SC_STAGE);
+            tma_load_3d(smem_addr(sa + RAW_X), &tma_x, ks * 64, mt * BM, 0, fb);
+            if (W_OUT_IN) {
+              tma_load_3d(smem_addr(sa + RAW_W), &tma_w, ks * 64, h * BN, 0, fb);
+            } else {
 #pragma unroll
-            for (int i = 0; i < 3; ++i) tma_load_3d(smem_addr(sb + i * 8192), &tma_w, h * BN + 64 * i, ks * BK, 0, fb);
+              for (int i = 0; i < 3; ++i)
+                tma_load_3d(smem_addr(sa + RAW_W + 4096 * i), &tma_w, h * BN + 64 * i, ks * 64, 0, fb);
+            }
+            bulk_load(sc, a.scx + ((int64_t)mt * a.nks + ks) * (SCX_BYTES / 2), SCX_BYTES, fb);
+            bulk_load(sc + SCX_BYTES, a.scw + ((int64_t)h * a.nks + ks) * (SCW_BYTES / 2), SCW_BYTES, fb);
+          } else {
+            mbar_arrive_expect_tx(fb, STAGE);
+            tma_load_3d(smem_addr(sa), &tma_x, ks * BK, mt * BM, 0, fb);
+            if (W_OUT_IN) {
+              tma_load_3d(smem_addr(sb), &tma_w, ks * BK, h * BN, 0, fb);
+            } else {
+#pragma unroll
+              for (int i = 0; i < 3; ++i)
+                tma_load_3d(smem_addr(sb + i * 8192), &tma_w, h * BN + 64 * i, ks * BK, 0, fb);
+            }
           }
           if (++slot == NS) {
             slot = 0;
@@ -421,6 +564,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     int prev = -1;
     for (int ks = 0; ks < a.nks; ++ks) {
       mbar_wait(smem_addr(full + slot), phase);
+      if (MX) mx_convert<W_OUT_IN>(smem_addr(base + slot * STAGE), scbase + slot * SC_STAGE, ct);
       const uint32_t sa = smem_addr(base + slot * STAGE) + wg * 64 * 128, sb = smem_addr(base + slot * STAGE + A_BYTES);
       const uint64_t da = desc_sw128(sa, 16, 1024);
       const uint64_t db = W_OUT_IN ? desc_sw128(sb, 16, 1024) : desc_sw128(sb, 8192, 1024);
@@ -549,21 +693,47 @@ using namespace mxf_sm90_proj;
 
 extern "C" int mxf_sm90_proj_rope_supports(const mxf_proj_problem *p) {
   if (p->d != BN || p->t < 1 || p->h < 1 || p->k < 1) return 0;
-  if (p->k % 8 != 0) return 0;
+  if (p->k % 8 != 0 || (p->mxfp8 && p->k % 32 != 0)) return 0;
   if (p->t >= (1ll << 31) || p->k >= (1ll << 31) || p->h * p->d >= (1ll << 31)) return 0;
   if ((p->t + BM - 1) / BM * p->h >= (1ll << 31)) return 0;
   return 1;
 }
 
+/*
+ * MXFP8 inputs: which path. The in-mainloop conversion decodes every x and w code once per
+ * tile that reads it (w once per token tile, x once per head); the pre-pass decodes each
+ * code once but writes and re-reads bf16 copies (~0.05 ms for DeepSeek's w). Measured on
+ * the H200 (bench/NOTES.md): the mainloop path is faster at T = 128 (1.98x vs 3.39x of
+ * cuBLAS), the pre-pass from T = 1024 on. Chosen: the mainloop path up to two token tiles
+ * (T <= 256), where it also needs ~1000x less workspace. MXF_PROJ_MXFP8=mainloop|prepass
+ * overrides (tests and benchmark). Plan and run must see the same choice: it sizes the
+ * workspace.
+ */
+static bool mx_prepass(const mxf_proj_problem *p) {
+  const char *e = getenv("MXF_PROJ_MXFP8");
+  if (e && strcmp(e, "prepass") == 0) return true;
+  if (e && strcmp(e, "mainloop") == 0) return false;
+  return (p->t + BM - 1) / BM > 2;
+}
+
+static int64_t nstages(const mxf_proj_problem *p) { return (p->k + BK - 1) / BK; }
+
+/* bytes of the prepared scales of x and of w (in-mainloop path) */
+static size_t scx_bytes(const mxf_proj_problem *p) {
+  return round256((size_t)((p->t + BM - 1) / BM) * (size_t)nstages(p) * SCX_BYTES);
+}
+static size_t scw_bytes(const mxf_proj_problem *p) { return round256((size_t)p->h * (size_t)nstages(p) * SCW_BYTES); }
+
 extern "C" size_t mxf_sm90_proj_rope_workspace(const mxf_proj_problem *p) {
   if (!p->mxfp8) return 0;
+  if (!mx_prepass(p)) return scx_bytes(p) + scw_bytes(p);
   return round256((size_t)p->t * (size_t)p->k * 2) + round256((size_t)p->h * (size_t)p->d * (size_t)p->k * 2);
 }
 
 extern "C" int mxf_sm90_proj_rope_args_ok(const mxf_proj_problem *p, const mxf_proj_rope_args *args, const void *ws) {
   if (p->mxfp8)
-    return aligned16(args->x) && aligned16(args->w) && (p->w_out_in || aligned16(args->w_scale)) && ws != nullptr &&
-           aligned16(ws);
+    return aligned16(args->x) && aligned16(args->w) && (p->w_out_in || !mx_prepass(p) || aligned16(args->w_scale)) &&
+           ws != nullptr && aligned16(ws);
   return aligned16(args->x) && aligned16(args->w);
 }
 
@@ -579,8 +749,25 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
   if (!enc) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: cuTensorMapEncodeTiled is not available from the driver");
   const int64_t hd = p->h * p->d;
   const void *x = args->x, *w = args->w;
+  const bool mx = p->mxfp8 && !mx_prepass(p);
   cudaError_t e;
-  if (p->mxfp8) {
+  const uint16_t *scx = nullptr, *scw = nullptr;
+  if (mx) {
+    uint16_t *px = static_cast<uint16_t *>(ws);
+    uint16_t *pw = reinterpret_cast<uint16_t *>(static_cast<uint8_t *>(ws) + scx_bytes(p));
+    const int64_t tiles_m = (p->t + BM - 1) / BM, nks = nstages(p);
+    const int64_t entries = tiles_m * nks * (BM * 2) + p->h * nks * (BN * 2);
+    const int64_t sms = num_sms > 0 ? num_sms : 132;
+    const int64_t blocks = (entries + 255) / 256;
+    sf_prepare_kernel<<<(unsigned)(blocks < sms * 8 ? blocks : sms * 8), 256, 0, stream>>>(
+        static_cast<const uint8_t *>(args->x_scale), static_cast<const uint8_t *>(args->w_scale), px, pw, (int)p->t,
+        (int)(p->k / 32), (int)nks, (int)tiles_m, (int)p->h, (int)hd, p->w_out_in);
+    e = cudaGetLastError();
+    if (e != cudaSuccess)
+      return mxf_set_error(MXF_ERR_CUDA, "cuda backend: sm90 proj_rope scale preparation: %s", cudaGetErrorString(e));
+    scx = px;
+    scw = pw;
+  } else if (p->mxfp8) {
     uint16_t *xb = static_cast<uint16_t *>(ws);
     uint16_t *wb = reinterpret_cast<uint16_t *>(static_cast<uint8_t *>(ws) + round256((size_t)p->t * (size_t)p->k * 2));
     const int64_t sms = num_sms > 0 ? num_sms : 132;
@@ -601,9 +788,17 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
     w = wb;
   }
   CUtensorMap map_x, map_w;
-  CUresult r = make_map(enc, &map_x, x, p->k, p->t, BM);
-  if (r == CUDA_SUCCESS)
-    r = p->w_out_in ? make_map(enc, &map_w, w, p->k, hd, BN) : make_map(enc, &map_w, w, hd, p->k, BK);
+  CUresult r;
+  if (mx) { /* raw codes, 64-byte boxes */
+    r = make_map_codes(enc, &map_x, x, p->k, p->t, 1, p->k, 0, 64, BM);
+    if (r == CUDA_SUCCESS)
+      r = p->w_out_in ? make_map_codes(enc, &map_w, w, p->k, hd, 1, p->k, 0, 64, BN)
+                      : make_map_codes(enc, &map_w, w, hd, p->k, 1, hd, 0, 64, 64);
+  } else {
+    r = make_map(enc, &map_x, x, p->k, p->t, BM);
+    if (r == CUDA_SUCCESS)
+      r = p->w_out_in ? make_map(enc, &map_w, w, p->k, hd, BN) : make_map(enc, &map_w, w, hd, p->k, BK);
+  }
   if (r != CUDA_SUCCESS)
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: cannot describe x/w to the TMA unit (CUresult %d)", (int)r);
 
@@ -628,14 +823,22 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
   a.row_align = (qa & 15u) == 0 ? 16 : (qa & 3u) == 0 ? 4 : 1;
   a.col_align4 = ((reinterpret_cast<uintptr_t>(a.q_col) | reinterpret_cast<uintptr_t>(a.s_col)) & 3u) == 0;
   a.srow_align2 = (reinterpret_cast<uintptr_t>(a.s_row) & 1u) == 0;
+  a.scx = scx;
+  a.scw = scw;
   const int sms = num_sms > 0 ? num_sms : 132;
   const unsigned grid = (unsigned)(a.tiles < sms ? a.tiles : sms);
-  if (p->w_out_in) {
-    e = set_smem_attr<proj_kernel<1>>(SMEM_BYTES);
-    if (e == cudaSuccess) proj_kernel<1><<<grid, THREADS, SMEM_BYTES, stream>>>(map_x, map_w, a);
+  if (mx && p->w_out_in) {
+    e = set_smem_attr<proj_kernel<1, 1>>(SMEM_BYTES_MX);
+    if (e == cudaSuccess) proj_kernel<1, 1><<<grid, THREADS, SMEM_BYTES_MX, stream>>>(map_x, map_w, a);
+  } else if (mx) {
+    e = set_smem_attr<proj_kernel<0, 1>>(SMEM_BYTES_MX);
+    if (e == cudaSuccess) proj_kernel<0, 1><<<grid, THREADS, SMEM_BYTES_MX, stream>>>(map_x, map_w, a);
+  } else if (p->w_out_in) {
+    e = set_smem_attr<proj_kernel<1, 0>>(SMEM_BYTES);
+    if (e == cudaSuccess) proj_kernel<1, 0><<<grid, THREADS, SMEM_BYTES, stream>>>(map_x, map_w, a);
   } else {
-    e = set_smem_attr<proj_kernel<0>>(SMEM_BYTES);
-    if (e == cudaSuccess) proj_kernel<0><<<grid, THREADS, SMEM_BYTES, stream>>>(map_x, map_w, a);
+    e = set_smem_attr<proj_kernel<0, 0>>(SMEM_BYTES);
+    if (e == cudaSuccess) proj_kernel<0, 0><<<grid, THREADS, SMEM_BYTES, stream>>>(map_x, map_w, a);
   }
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: sm90 proj_rope launch: %s", cudaGetErrorString(e));

@@ -6,6 +6,7 @@
  *                                         when the driver does not offer it.
  *   set_smem_attr<K>(bytes)               allows kernel K `bytes` of dynamic shared memory,
  *                                         once per kernel (later calls return at once).
+ *   make_map_codes(...)                   a TMA map of raw 8-bit / packed 4-bit codes.
  */
 #ifndef MXF_SM90_HOST_H
 #define MXF_SM90_HOST_H
@@ -41,6 +42,23 @@ template <auto K> static cudaError_t set_smem_attr(int bytes) {
   cudaError_t e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (e == cudaSuccess) done = 1;
   return e;
+}
+
+/* 3-D map (k bytes, rows, batch) of raw codes read as bytes, boxes of (rb, box_rows, 1)
+ * with the swizzle that matches rb (64: 64B, 32: 32B); rows/batches beyond the tensor and
+ * k beyond kbytes are zero-filled. Unused strides (rows == 1, l == 1) are made valid. */
+static inline CUresult make_map_codes(encode_tiled_fn enc, CUtensorMap *map, const void *base, int64_t kbytes,
+                                      int64_t rows, int64_t l, int64_t row_stride, int64_t batch_stride, int rb,
+                                      int box_rows) {
+  if (rows == 1) row_stride = (kbytes + 15) / 16 * 16;
+  if (l == 1) batch_stride = (row_stride * rows + 15) / 16 * 16;
+  cuuint64_t dims[3] = {(cuuint64_t)kbytes, (cuuint64_t)rows, (cuuint64_t)l};
+  cuuint64_t strides[2] = {(cuuint64_t)row_stride, (cuuint64_t)batch_stride};
+  cuuint32_t box[3] = {(cuuint32_t)rb, (cuuint32_t)box_rows, 1};
+  cuuint32_t estr[3] = {1, 1, 1};
+  return enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void *>(base), dims, strides, box, estr,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, rb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B,
+             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 } /* namespace mxf_sm90 */

@@ -1,0 +1,130 @@
+/*
+ * sm90_dequant.cuh — exact dequantization of block-scaled codes to bf16 inside a Hopper
+ * mainloop, shared by the gemm_amax and proj_rope kernels (device code only).
+ *
+ * code * scale to bf16: the code's bits are placed into a bf16 (value code * 2^-c, c = 120
+ * e4m3 / 112 e5m2 / 126 e2m1) and multiplied by scale * 2^c (one bf16x2 product per pair,
+ * exact while the result is a normal bf16). A caller picks, uniformly per thread and stage
+ * (or chunk), one of three modes (see below) from two tests: fp8_special (a NaN/inf code
+ * among its words) and fold_check (a scale * 2^c beyond bf16).
+ */
+#ifndef MXF_SM90_DEQUANT_CUH
+#define MXF_SM90_DEQUANT_CUH
+
+#include <stdint.h>
+
+#include "cuda/sm90/sm90_ptx.cuh"
+#include "formats.h"
+
+namespace mxf_sm90 {
+
+enum { FMT_E4M3 = 0, FMT_E5M2 = 1, FMT_E2M1 = 2 };
+
+/* A scale byte as the bf16 multiplier: e8m0 2^(b-127) (0xFF: NaN), or a ue4m3 value. */
+__device__ __forceinline__ uint16_t scale_bf16(uint8_t b, int ue4m3) {
+  if (ue4m3) return mxf_f32_to_bf16(mxf_e4m3_to_f32(b)); /* exact: e4m3 fits bf16 */
+  if (b == 0xFFu) return 0x7FC0u;                          /* NaN */
+  if (b == 0) return 0x0040u;                              /* 2^-127, a bf16 subnormal */
+  return (uint16_t)(b << 7);                               /* 2^(b-127) */
+}
+
+__device__ __forceinline__ uint32_t dup_bf16(uint32_t s) { return s | (s << 16); }
+
+/* Placement constants: 2^c as bf16x2 for c = 120 (e4m3), 112 (e5m2), 126 (e2m1). */
+template <int FMT> struct fmt_consts;
+template <> struct fmt_consts<FMT_E4M3> { static constexpr uint32_t K = 0x7B807B80u; };
+template <> struct fmt_consts<FMT_E5M2> { static constexpr uint32_t K = 0x77807780u; };
+template <> struct fmt_consts<FMT_E2M1> { static constexpr uint32_t K = 0x7E807E80u; };
+
+/* How a stage is dequantized (uniform per thread and stage):
+ *   FOLD:  code_bits * (scale * 2^c)   one product; needs scale * 2^c to fit bf16
+ *   TWO:   (code_bits * 2^c) * scale   two products; any scale
+ *   EXACT: per-value decode, then * scale; for NaN/inf codes (fp8 only) */
+enum { MODE_FOLD = 0, MODE_TWO = 1, MODE_EXACT = 2 };
+
+/*
+ * One "word" = 4 consecutive raw k of one row, all in one scale block. Out: h0, h1, the
+ * bf16x2 pairs for logical columns (2q, 2q+1) and (2q+8, 2q+9) of a k16 step, h0 times
+ * the scale pair s0 and h1 times s1 (folded with 2^c in MODE_FOLD; the same pair twice
+ * when the 4 values share a scale). fp8: w holds the 4 codes; pairs (k0,k1), (k2,k3).
+ * e2m1: the word is the 16-bit half `hi` of w (codes k0..k3 in nibbles), y = w << 4;
+ * pairs (k0,k2), (k1,k3).
+ */
+template <int FMT, int MODE>
+__device__ __forceinline__ void dequant_word(uint32_t w, uint32_t y, int hi, uint32_t s0, uint32_t s1,
+                                             uint32_t &h0, uint32_t &h1) {
+  constexpr uint32_t K = fmt_consts<FMT>::K;
+  const uint32_t sel = hi ? 0xB3A2u : 0x9180u; /* lanes: byte, its sign replicated */
+  uint32_t p0 = 0, p1 = 0;
+  if constexpr (FMT == FMT_E2M1) {
+    /* the high nibble of each selected byte is the code: magnitude -> bits 6..8, the
+     * sign (byte bit 7, replicated) -> bit 15; y brings the low nibbles up */
+    p0 = (prmt(y, y, sel) << 2) & 0x81C081C0u;
+    p1 = (prmt(w, w, sel) << 2) & 0x81C081C0u;
+  } else if constexpr (MODE == MODE_EXACT) {
+    /* the two-product path, then NaN/inf codes patched in before the scale */
+    const uint32_t x0 = prmt(w, w, 0x9180u), x1 = prmt(w, w, 0xB3A2u);
+    uint32_t v[2];
+    if constexpr (FMT == FMT_E4M3) {
+      v[0] = bf16x2_mul((x0 << 4) & 0x87F087F0u, K);
+      v[1] = bf16x2_mul((x1 << 4) & 0x87F087F0u, K);
+    } else {
+      v[0] = bf16x2_mul((x0 << 5) & 0x8FE08FE0u, K);
+      v[1] = bf16x2_mul((x1 << 5) & 0x8FE08FE0u, K);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const uint32_t b = (w >> (8 * i)) & 0xFFu, mag = b & 0x7Fu;
+      uint32_t code = 0xFFFFFFFFu; /* none */
+      if (FMT == FMT_E4M3 && mag == 0x7Fu) code = 0x7FC0u;
+      if (FMT == FMT_E5M2 && mag > 0x7Cu) code = 0x7FC0u;
+      if (FMT == FMT_E5M2 && mag == 0x7Cu) code = ((b & 0x80u) << 8) | 0x7F80u;
+      const int sh = 16 * (i & 1);
+      if (code != 0xFFFFFFFFu) v[i >> 1] = (v[i >> 1] & ~(0xFFFFu << sh)) | (code << sh);
+    }
+    h0 = bf16x2_mul(v[0], s0);
+    h1 = bf16x2_mul(v[1], s1);
+    return;
+  } else {
+    const uint32_t x0 = prmt(w, w, 0x9180u), x1 = prmt(w, w, 0xB3A2u);
+    if constexpr (FMT == FMT_E4M3) {
+      p0 = (x0 << 4) & 0x87F087F0u;
+      p1 = (x1 << 4) & 0x87F087F0u;
+    } else {
+      p0 = (x0 << 5) & 0x8FE08FE0u;
+      p1 = (x1 << 5) & 0x8FE08FE0u;
+    }
+  }
+  if constexpr (MODE == MODE_FOLD) {
+    h0 = bf16x2_mul(p0, s0);
+    h1 = bf16x2_mul(p1, s1);
+  } else {
+    h0 = bf16x2_mul(bf16x2_mul(p0, K), s0);
+    h1 = bf16x2_mul(bf16x2_mul(p1, K), s1);
+  }
+}
+
+/* Bit 7 of a byte lane set where that fp8 code is NaN/inf (e4m3: 0x7F/0xFF; e5m2: exponent
+ * all ones), once the results of all words are OR-ed and masked with 0x80808080. */
+template <int FMT> __device__ __forceinline__ uint32_t fp8_special(uint32_t w) {
+  constexpr uint32_t MASK = FMT == FMT_E4M3 ? 0x7F7F7F7Fu : 0x7C7C7C7Cu;
+  constexpr uint32_t ADD = FMT == FMT_E4M3 ? 0x01010101u : 0x04040404u;
+  return (w & MASK) + ADD;
+}
+
+/* MODE_FOLD's multiplier: the scale pair s2 times 2^c. */
+template <int FMT> __device__ __forceinline__ uint32_t fold_scale(uint32_t s2) {
+  return bf16x2_mul(s2, fmt_consts<FMT>::K);
+}
+/* Whether a scale pair can be folded: bit 15 / 31 of the result is set when scale * 2^c
+ * would overflow bf16 (2^c * |s| >= 2^128: |s| >= 2^8 e4m3, 2^16 e5m2, 2^2 e2m1; e8m0
+ * bytes > 134 / > 142 / > 128, ue4m3 scales of magnitude >= 4) or the scale is NaN; OR the
+ * results of a stage and test with MXF_FOLD_OVER. */
+template <int FMT> __device__ __forceinline__ uint32_t fold_check(uint32_t s2) {
+  constexpr uint32_t C = FMT == FMT_E4M3 ? 0x3C803C80u : FMT == FMT_E5M2 ? 0x38803880u : 0x3F803F80u;
+  return (s2 & 0x7FFF7FFFu) + C;
+}
+#define MXF_FOLD_OVER(over) (((over) & 0x80008000u) != 0)
+
+} /* namespace mxf_sm90 */
+#endif
