@@ -30,13 +30,13 @@
  * wgmma A fragment owns the 16 consecutive raw k of its row starting at 16q, so it reads
  * them with one 16-byte load; the B conversion writes the same permutation.
  *
- * Dequantization, code * scale to bf16: the code's bits are placed into a bf16 (value
- * code * 2^-c, c = 120 e4m3 / 112 e5m2 / 126 e2m1) and multiplied by scale * 2^c (one
- * bf16x2 product per pair, exact while the result is a normal bf16). Per thread and stage
- * (uniform branch): if a scale * 2^c overflows bf16 (e8m0 byte > 134 e4m3 / > 142 e5m2 /
- * > 128 e2m1, ue4m3 scale >= 4) it multiplies by 2^c and then by the scale (two products);
- * if a code is NaN/inf (e4m3 NaN, e5m2 inf/NaN) those lanes are patched to the exact
- * bf16 NaN/inf before the scale. 0xFF (NaN) scales propagate as NaN.
+ * Dequantization (sm90_dequant.cuh), code * scale to bf16: the code's bits are placed into
+ * a bf16 (value code * 2^-c, c = 120 e4m3 / 112 e5m2 / 126 e2m1) and multiplied by
+ * scale * 2^c (one bf16x2 product per pair, exact while the result is a normal bf16). Per
+ * warp and stage (uniform branch): if a scale * 2^c overflows bf16 (e8m0 byte > 134 e4m3 /
+ * > 142 e5m2 / > 128 e2m1, ue4m3 scale >= 4) it multiplies by 2^c and then by the scale
+ * (two products); if a code is NaN/inf (e4m3 NaN, e5m2 inf/NaN) those lanes are patched to
+ * the exact bf16 NaN/inf before the scale. 0xFF (NaN) scales propagate as NaN.
  * Rounding outside SPEC §1.2's window: with scale bytes below 16 (or tiny ue4m3 scales) a
  * dequantized value below 2^-126 is a bf16 subnormal and may be rounded to the 2^-133
  * grid (or flushed to 0 below 2^-134); with bytes above 232 large values stay exact until
@@ -325,18 +325,22 @@ __device__ __forceinline__ void consume_stage(float (&acc)[128], uint32_t (&fr)[
 
   const int bi = (int)(g % NBB);
   const uint32_t bt = sm.bbuf(bi) + n * 128;
-  if (!special && !MXF_FOLD_OVER(over)) {
+  /* one mode per warp: lanes in different modes would run both paths one after the other
+   * (with MXFP4 activations, scales above 2^1 are common and need MODE_TWO) */
+  const bool w_special = FMT != FMT_E2M1 && __any_sync(0xFFFFFFFFu, special != 0);
+  const bool w_over = __any_sync(0xFFFFFFFFu, MXF_FOLD_OVER(over));
+  if (!w_special && !w_over) {
     stage_scales fs; /* folded scales: scale * 2^c */
     fs.a0 = fold_scale<FMT>(sc.a0);
     fs.a1 = fold_scale<FMT>(sc.a1);
 #pragma unroll
     for (int c = 0; c < 4; ++c) fs.b[c] = fold_scale<FMT>(sc.b[c]);
     convert_stage<FMT, MODE_FOLD>(r, fs, fr, bt, n);
-  }
-  else if (!special)
+  } else if (!w_special) {
     convert_stage<FMT, MODE_TWO>(r, sc, fr, bt, n);
-  else
+  } else {
     convert_stage<FMT, FMT == FMT_E2M1 ? MODE_TWO : MODE_EXACT>(r, sc, fr, bt, n);
+  }
 
   fence_proxy_async();
   __syncwarp();
@@ -442,32 +446,52 @@ __device__ __forceinline__ void store_full16(const float (&acc)[128], const kern
       }
       stmatrix_x4(waddr + (((2 * jj + wslot) ^ wsw) << 4), r[0], r[1], r[2], r[3]);
     }
-    __syncwarp();
+    warp_sync_shared();
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int row = 4 * i + rrow;
       const uint4 v = lds_v4(stg + row * 128 + ((rslot ^ (row & 7)) << 4));
       *reinterpret_cast<uint4 *>(crow + i * rstep + 128 * ch) = v;
     }
-    __syncwarp();
+    warp_sync_shared();
   }
 }
 
-/* A whole tile of f32 C: the accumulator pairs as they are (a lane quad writes whole
- * 32-byte sectors), no bounds checks. */
-__device__ __forceinline__ void store_full32(const float (&acc)[128], const kernel_args &p, int l, int64_t row,
-                                             int nt, int q) {
-  float *c = static_cast<float *>(p.c) + (int64_t)l * p.c_ls + row * p.c_ms + (int64_t)nt * BN + 2 * q;
+/* A whole tile of f32 C, like store_full16: per 32-column chunk the warp's 16 x 32 results
+ * go through its 2 KB of shared memory (8-byte pairs; 16-byte slot s of row r at
+ * s ^ (r % 8)) and come back as 8 lanes per 128-byte row. */
+__device__ __forceinline__ void store_full32(const float (&acc)[128], const kernel_args &p, uint32_t stg, int l,
+                                             int64_t row0, int nt, int lane) {
+  const int q = lane & 3, wrow = lane >> 2; /* accumulator layout: rows wrow, wrow + 8 */
+  const int rrow = lane >> 3, rslot = lane & 7;
+  uint8_t *crow = static_cast<uint8_t *>(p.c) +
+                  4 * ((int64_t)l * p.c_ls + (row0 + rrow) * p.c_ms + (int64_t)nt * BN + 4 * rslot);
+  const int64_t rstep = 4 * 4 * p.c_ms; /* bytes of 4 rows */
 #pragma unroll
-  for (int h = 0; h < 2; ++h)
+  for (int ch = 0; ch < 8; ++ch) {
 #pragma unroll
-    for (int j = 0; j < 32; ++j)
-      *reinterpret_cast<float2 *>(c + 8 * h * p.c_ms + 8 * j) = make_float2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+    for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = 8 * h + wrow, slot = 2 * jj + (q >> 1), j = 4 * ch + jj;
+        sts_f32x2(stg + row * 128 + ((slot ^ (row & 7)) << 4) + 8 * (q & 1), acc[4 * j + 2 * h],
+                  acc[4 * j + 2 * h + 1]);
+      }
+    warp_sync_shared();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = 4 * i + rrow;
+      const uint4 v = lds_v4(stg + row * 128 + ((rslot ^ (row & 7)) << 4));
+      *reinterpret_cast<uint4 *>(crow + i * rstep + 128 * ch) = v;
+    }
+    warp_sync_shared();
+  }
 }
 
 /*
  * C = alpha * acc in C's dtype, amax folded into fm. A tile wholly inside C takes the fast
- * path for bf16 / f16 / f32: amax over all 128 values, hardware conversion, wide stores
+ * path for bf16 / f16 / f32: amax over all 128 values, hardware conversion (16-bit C),
+ * whole 128-byte lines
  * (the core admits only C whose row starts are 16-byte aligned, SPEC §1). The hardware conversion quiets NaN into
  * the canonical NaN rather than SPEC §0's payload-keeping rule, so a warp holding a NaN
  * takes the element-wise path. Other dtypes and edge tiles take that path always.
@@ -486,7 +510,7 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const kernel_args &p
       for (int i = 0; i < 128; ++i) t = mxf_amax_fold_f32(t, acc[i]);
       if (CDT == MXF_F32) {
         fm = mxf_amax_fold_f32(fm, t);
-        store_full32(acc, p, l, (int64_t)mt * BM + ar0, nt, q);
+        store_full32(acc, p, sm.epi(ct >> 5), l, (int64_t)mt * BM + (ar0 & ~15), nt, ct & 31);
         return;
       }
       if (!__any_sync(0xFFFFFFFFu, t != t)) {

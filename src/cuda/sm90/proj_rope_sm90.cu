@@ -87,7 +87,7 @@ static_assert(SMEM_BYTES_MX <= 227 * 1024, "fits one SM");
 
 /* ------------------------------------------------------------ kernel arguments */
 struct kargs {
-  int t, k, h, hd, rope, nope;
+  int t, h, rope, nope;
   int tiles_m, tiles, nks;
   int fp32_epi;
   int row_align;  /* 16, 4 or 1: the widest store q_row's alignment allows */
@@ -368,7 +368,7 @@ __global__ void __launch_bounds__(256) sf_prepare_kernel(const uint8_t *xs, cons
 
 /* 16 e4m3 codes with their scale pairs (one pair for all, or 8 pairs: codes 2i, 2i + 1)
  * -> 16 bf16 at o0 (codes 0-7) and o1 (8-15). The dequantization mode is chosen per
- * chunk (sm90_dequant.cuh). */
+ * chunk and warp (sm90_dequant.cuh); all lanes of the warp call this together. */
 template <int NP>
 __device__ __forceinline__ void mx_chunk(uint4 raw, const uint32_t (&s2)[NP], uint32_t o0, uint32_t o1) {
   const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
@@ -377,12 +377,15 @@ __device__ __forceinline__ void mx_chunk(uint4 raw, const uint32_t (&s2)[NP], ui
   for (int j = 0; j < 4; ++j) sp |= fp8_special<FMT_E4M3>(w[j]);
 #pragma unroll
   for (int i = 0; i < NP; ++i) over |= fold_check<FMT_E4M3>(s2[i]);
-  if (!(sp & 0x80808080u) && !MXF_FOLD_OVER(over)) {
+  /* one mode per warp (lanes in different modes would run both paths) */
+  const bool w_special = __any_sync(0xFFFFFFFFu, (sp & 0x80808080u) != 0);
+  const bool w_over = __any_sync(0xFFFFFFFFu, MXF_FOLD_OVER(over));
+  if (!w_special && !w_over) {
 #pragma unroll
     for (int j = 0; j < 4; ++j)
       dequant_word<FMT_E4M3, MODE_FOLD>(w[j], 0, 0, fold_scale<FMT_E4M3>(s2[NP == 1 ? 0 : 2 * j]),
                                         fold_scale<FMT_E4M3>(s2[NP == 1 ? 0 : 2 * j + 1]), h[2 * j], h[2 * j + 1]);
-  } else if (!(sp & 0x80808080u)) {
+  } else if (!w_special) {
 #pragma unroll
     for (int j = 0; j < 4; ++j)
       dequant_word<FMT_E4M3, MODE_TWO>(w[j], 0, 0, s2[NP == 1 ? 0 : 2 * j], s2[NP == 1 ? 0 : 2 * j + 1], h[2 * j],
@@ -804,9 +807,7 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
 
   kargs a;
   a.t = (int)p->t;
-  a.k = (int)p->k;
   a.h = (int)p->h;
-  a.hd = (int)hd;
   a.rope = (int)p->rope;
   a.nope = (int)p->nope;
   a.tiles_m = (int)((p->t + BM - 1) / BM);
