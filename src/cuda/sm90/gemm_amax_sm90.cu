@@ -11,8 +11,10 @@
  *      (tile, k-stage) so each stage's scales are one contiguous bulk copy. Scales of rows
  *      beyond M/N and of k-blocks beyond K become 1.0, so SF padding is never read and
  *      zero-filled tails contribute exactly 0 even when a padding byte is 0xFF. Its first
- *      thread also prepares *amax (overwrite: +0; accumulate: canonical, as amax.cuh).
- *   2. gemm_kernel (persistent, one CTA per SM, 384 threads):
+ *      thread also prepares *amax (overwrite: +0; accumulate: canonical, as amax.cuh) and
+ *      its first block zeroes the split tiles' flags.
+ *   2. gemm_kernel (persistent, one CTA per SM, 384 threads), over the work units of
+ *      unit_work: whole tiles, then the last partial wave's tiles split along K;
  *        warpgroup 0   producer: one thread issues TMA loads of raw A (128 x 64 k) and B
  *                      (256 x 64 k) codes and bulk copies of their scales into a 4-stage
  *                      ring (full/empty mbarriers); setmaxnreg 24.
@@ -23,8 +25,10 @@
  *            buffers in a ring), fence.proxy.async, one named barrier;
  *          - wgmma m64n256k16 (A registers, B shared), async, one stage in flight while
  *            the next stage is converted;
- *          - epilogue: alpha, amax (warp -> CTA -> one atomicMax per CTA), encode to C's
- *            dtype with formats.h, direct stores.
+ *          - epilogue: alpha, amax (warp -> CTA -> one atomicMax per CTA), C in its
+ *            dtype: tiles wholly inside C (bf16 / f16 / f32) through a 2 KB per-warp
+ *            shared staging area as whole 128-byte lines, edge tiles and other dtypes
+ *            element by element with formats.h's encoders.
  *
  * K order inside a stage is permuted (the sum does not care): thread q (= lane % 4) of a
  * wgmma A fragment owns the 16 consecutive raw k of its row starting at 16q, so it reads
