@@ -226,7 +226,7 @@ static void run_check(const spec &s) {
   host_problem h;
   build(h, s);
   if (!mxf_sm90_gemm_amax_supports(&h.p)) { check(0, "supports", s); return; }
-  size_t ws = mxf_sm90_gemm_amax_workspace(&h.p);
+  size_t ws = mxf_sm90_gemm_amax_workspace(&h.p, g_sms);
   uint8_t *da, *db, *dsa, *dsb, *dc;
   float *damax;
   void *dws;
@@ -390,7 +390,7 @@ static void bench_shape(int64_t M, int64_t N, int64_t K, mxf_dtype ab, mxf_dtype
   uint8_t *dc;
   float *damax;
   void *dws;
-  const size_t ws = mxf_sm90_gemm_amax_workspace(&p);
+  const size_t ws = mxf_sm90_gemm_amax_workspace(&p, g_sms);
   CK(cudaMalloc(&dc, cb)); CK(cudaMalloc(&damax, 4)); CK(cudaMalloc(&dws, ws));
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
@@ -530,7 +530,7 @@ int main(int argc, char **argv) {
       s.la = s.lb = MXF_SF_SWIZZLED; s.c = MXF_F32; s.alpha = 1.0f;
       host_problem h;
       build(h, s);
-      const size_t ws = mxf_sm90_gemm_amax_workspace(&h.p);
+      const size_t ws = mxf_sm90_gemm_amax_workspace(&h.p, g_sms);
       uint8_t *da, *db, *dsa, *dsb, *dc;
       float *damax;
       void *dws;
