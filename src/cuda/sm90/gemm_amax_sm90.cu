@@ -419,6 +419,22 @@ __device__ __forceinline__ void store_checked(const float (&acc)[128], const ker
   }
 }
 
+/* Chunk ch of the warp's 16 staged rows of 128 bytes (16-byte slot s of row r at
+ * s ^ (r % 8)) to C: lane takes slot rslot = lane % 8 of rows 4i + rrow, rrow = lane / 8,
+ * at crow + i * rstep + 128 ch, crow being its address in row rrow of chunk 0. Orders the
+ * staging writes before it and the next chunk's after it. */
+__device__ __forceinline__ void flush_lines(uint32_t stg, uint8_t *crow, int64_t rstep, int ch, int rrow,
+                                            int rslot) {
+  warp_sync_shared();
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const int row = 4 * i + rrow;
+    const uint4 v = lds_v4(stg + row * 128 + ((rslot ^ (row & 7)) << 4));
+    *reinterpret_cast<uint4 *>(crow + i * rstep + 128 * ch) = v;
+  }
+  warp_sync_shared();
+}
+
 /*
  * A whole tile of 16-bit C (bf16 / f16) with 16-byte stores of whole 128-byte lines: per
  * 64-column chunk the warp's 16 x 64 results go through its 2 KB of shared memory
@@ -450,14 +466,7 @@ __device__ __forceinline__ void store_full16(const float (&acc)[128], const kern
       }
       stmatrix_x4(waddr + (((2 * jj + wslot) ^ wsw) << 4), r[0], r[1], r[2], r[3]);
     }
-    warp_sync_shared();
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = 4 * i + rrow;
-      const uint4 v = lds_v4(stg + row * 128 + ((rslot ^ (row & 7)) << 4));
-      *reinterpret_cast<uint4 *>(crow + i * rstep + 128 * ch) = v;
-    }
-    warp_sync_shared();
+    flush_lines(stg, crow, rstep, ch, rrow, rslot);
   }
 }
 
@@ -481,14 +490,7 @@ __device__ __forceinline__ void store_full32(const float (&acc)[128], const kern
         sts_f32x2(stg + row * 128 + ((slot ^ (row & 7)) << 4) + 8 * (q & 1), acc[4 * j + 2 * h],
                   acc[4 * j + 2 * h + 1]);
       }
-    warp_sync_shared();
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = 4 * i + rrow;
-      const uint4 v = lds_v4(stg + row * 128 + ((rslot ^ (row & 7)) << 4));
-      *reinterpret_cast<uint4 *>(crow + i * rstep + 128 * ch) = v;
-    }
-    warp_sync_shared();
+    flush_lines(stg, crow, rstep, ch, rrow, rslot);
   }
 }
 
