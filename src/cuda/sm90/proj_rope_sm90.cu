@@ -714,13 +714,13 @@ extern "C" int mxf_sm90_proj_rope_supports(const mxf_proj_problem *p) {
  * MXF_PROJ_MXFP8=mainloop selects it (tests, benchmark, small-T users). Plan and run must
  * see the same choice: it sizes the workspace.
  */
-static bool mx_prepass(const mxf_proj_problem *p) {
-  (void)p;
-  const char *e = getenv("MXF_PROJ_MXFP8");
-  return !(e && strcmp(e, "mainloop") == 0);
-}
-
 static int64_t nstages(const mxf_proj_problem *p) { return (p->k + BK - 1) / BK; }
+
+static bool mx_prepass(const mxf_proj_problem *p) {
+  const char *e = getenv("MXF_PROJ_MXFP8");
+  const int64_t scales = ((p->t + BM - 1) / BM * (BM * 2) + p->h * (BN * 2)) * nstages(p);
+  return !(e && strcmp(e, "mainloop") == 0) || scales >= (1ll << 31); /* sf_prepare_kernel's int index */
+}
 
 /* bytes of the prepared scales of x and of w (in-mainloop path) */
 static size_t scx_bytes(const mxf_proj_problem *p) {
