@@ -398,6 +398,9 @@ int main(void) {
   tu_rng r;
   tu_rng_init(&r, seed);
   const int small = gu_small();
+  if (small && gu_device_cc() == 90)
+    printf("small mode: the in-mainloop MXFP8 path (MXF_PROJ_MXFP8=mainloop) is not run "
+           "(racecheck reports on it, bench/NOTES.md)\n");
   static const int64_t geoms[][2] = {{192, 64}, {96, 32}};
   static const int64_t tvals[] = {1, 31, 32, 130, 2048, 4096};
   const int nt = small ? 4 : 6;
