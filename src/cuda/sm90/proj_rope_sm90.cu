@@ -716,10 +716,14 @@ extern "C" int mxf_sm90_proj_rope_supports(const mxf_proj_problem *p) {
  */
 static int64_t nstages(const mxf_proj_problem *p) { return (p->k + BK - 1) / BK; }
 
+/* prepared scales (sf_prepare_kernel's entries) of the in-mainloop path: x, then w */
+static int64_t mx_scale_entries(const mxf_proj_problem *p) {
+  return ((p->t + BM - 1) / BM * (BM * 2) + p->h * (BN * 2)) * nstages(p);
+}
+
 static bool mx_prepass(const mxf_proj_problem *p) {
   const char *e = getenv("MXF_PROJ_MXFP8");
-  const int64_t scales = ((p->t + BM - 1) / BM * (BM * 2) + p->h * (BN * 2)) * nstages(p);
-  return !(e && strcmp(e, "mainloop") == 0) || scales >= (1ll << 31); /* sf_prepare_kernel's int index */
+  return !(e && strcmp(e, "mainloop") == 0) || mx_scale_entries(p) >= (1ll << 31); /* its int index */
 }
 
 /* bytes of the prepared scales of x and of w (in-mainloop path) */
@@ -760,9 +764,8 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
     uint16_t *px = static_cast<uint16_t *>(ws);
     uint16_t *pw = reinterpret_cast<uint16_t *>(static_cast<uint8_t *>(ws) + scx_bytes(p));
     const int64_t tiles_m = (p->t + BM - 1) / BM, nks = nstages(p);
-    const int64_t entries = tiles_m * nks * (BM * 2) + p->h * nks * (BN * 2);
     const int64_t sms = num_sms > 0 ? num_sms : 132;
-    const int64_t blocks = (entries + 255) / 256;
+    const int64_t blocks = (mx_scale_entries(p) + 255) / 256;
     sf_prepare_kernel<<<(unsigned)(blocks < sms * 8 ? blocks : sms * 8), 256, 0, stream>>>(
         static_cast<const uint8_t *>(args->x_scale), static_cast<const uint8_t *>(args->w_scale), px, pw, (int)p->t,
         (int)(p->k / 32), (int)nks, (int)tiles_m, (int)p->h, (int)hd, p->w_out_in);
