@@ -92,15 +92,17 @@ __device__ __forceinline__ void mxf_amax_cta_commit(uint32_t v, float *amax, uin
   if (tid == 0 && r != 0u) atomicMax(reinterpret_cast<unsigned int *>(amax), r);
 }
 
-/* The accumulate pre-kernel: makes the previous contents canonical (see top). */
+/* Previous contents made canonical for accumulation (see top). */
+__device__ __forceinline__ uint32_t mxf_amax_canonical(uint32_t u) {
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFFFFFFu; /* NaN, either sign */
+  if (u & 0x80000000u) return 0u; /* -0 and negatives: max(prev, |acc|) >= +0 anyway */
+  return u;
+}
+
+/* The accumulate pre-kernel. */
 static __global__ void __launch_bounds__(1) mxf_amax_canonicalize_kernel(float *amax) {
   unsigned int *p = reinterpret_cast<unsigned int *>(amax);
-  uint32_t u = *p;
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u)
-    u = 0x7FFFFFFFu; /* NaN, either sign */
-  else if (u & 0x80000000u)
-    u = 0u;          /* -0 and negatives: max(prev, |acc|) >= +0 anyway */
-  *p = u;
+  *p = mxf_amax_canonical(*p);
 }
 
 /* Prepares *amax on `stream` before the kernel's atomics: overwrite -> +0, accumulate ->

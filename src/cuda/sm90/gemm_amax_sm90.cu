@@ -186,15 +186,7 @@ __global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
     /* the amax contract of amax.cuh: overwrite -> +0; accumulate -> -0/negatives -> +0,
      * NaN -> 0x7FFFFFFF, so one unsigned atomicMax per CTA is exact */
     unsigned int *p = reinterpret_cast<unsigned int *>(a.amax);
-    uint32_t u = 0;
-    if (a.accumulate) {
-      u = *p;
-      if ((u & 0x7FFFFFFFu) > 0x7F800000u)
-        u = 0x7FFFFFFFu;
-      else if (u & 0x80000000u)
-        u = 0;
-    }
-    *p = u;
+    *p = a.accumulate ? mxf_amax_canonical(*p) : 0u;
   }
 }
 
