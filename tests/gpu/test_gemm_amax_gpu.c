@@ -19,9 +19,11 @@
  * dtype x compact / swizzled SF x k/m-major A x k/n-major B x n/m-major C x padded
  * leading dims and batch strides x alpha x overwrite / accumulate (previous amax -1,
  * -0, NaN, large, small); shapes 300x200x96, 1x4096x1024, L=3, K=33 and random ones
- * that are multiples of nothing; NaN / inf codes and NaN scales. On a cc 9.0 device
- * every case runs twice: with the default kernel choice and with the portable kernel
- * forced (MXF_GEMM_KERNEL=portable). MXF_GPU_TEST_SMALL=1 keeps only small cases.
+ * that are multiples of nothing; NaN / inf codes and NaN scales; scale ranges that do and
+ * do not qualify for the sm_90a kernel's f16 path. On a cc 9.0 device every case runs
+ * three times: with the default kernel choice, with the sm_90a kernel's f16 path enabled
+ * for any tile count (MXF_GEMM_F16=on) and with the portable kernel forced
+ * (MXF_GEMM_KERNEL=portable). MXF_GPU_TEST_SMALL=1 keeps only small cases.
  */
 #include <math.h>
 #include <stdio.h>
@@ -50,6 +52,9 @@ typedef struct gcase {
   int accumulate;
   float prev; /* previous amax contents when accumulating */
   int special;
+  int sf_lo, sf_hi; /* e8m0 scale bytes of A drawn from [sf_lo, sf_hi] (0, 0: the default range) */
+  int sfb_lo, sfb_hi; /* and of B */
+  int widen;        /* widen one A row's and one B row's scale bytes (see run_all, 8.) */
 } gcase;
 
 typedef struct gprob {
@@ -153,22 +158,26 @@ static uint8_t rand_code(tu_rng *r, mxf_dtype ab) {
   return c;
 }
 
-/* A random scale byte inside the exactness window, magnitudes near 1. */
-static uint8_t rand_scale(tu_rng *r, mxf_dtype sf) {
+/* A random scale byte inside the exactness window, magnitudes near 1 unless the case
+ * names a range. */
+static uint8_t rand_scale(tu_rng *r, const gcase *gc, int is_b) {
+  const mxf_dtype sf = gc->sf;
+  if (sf == MXF_E8M0 && gc->sf_hi)
+    return (uint8_t)(is_b ? tu_range(r, gc->sfb_lo, gc->sfb_hi) : tu_range(r, gc->sf_lo, gc->sf_hi));
   if (sf == MXF_E8M0) return (uint8_t)tu_range(r, 118, 136);
   uint8_t c = (uint8_t)tu_range(r, 0x08, 0x50); /* ue4m3: 2^-6 .. 2^3, subnormals too */
   if (tu_range(r, 0, 19) == 0) c |= 0x80;       /* a negative scale now and then */
   return c;
 }
 
-static void fill_operand(tu_rng *r, const gcase *gc, uint8_t *buf, size_t bytes, uint8_t *sf, size_t sf_bytes,
-                         int sf_swz, int64_t rows, const int64_t s[3], int64_t kb) {
+static void fill_operand(tu_rng *r, const gcase *gc, int is_b, uint8_t *buf, size_t bytes, uint8_t *sf,
+                         size_t sf_bytes, int sf_swz, int64_t rows, const int64_t s[3], int64_t kb) {
   memset(buf, 0xFF, bytes); /* padding: NaN codes that must never be read */
   memset(sf, 0xFF, sf_bytes);
   for (int64_t l = 0; l < gc->l; ++l)
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t k = 0; k < gc->k; ++k) set_code(buf, gc->ab, l * s[2] + i * s[0] + k * s[1], rand_code(r, gc->ab));
-      for (int64_t b = 0; b < kb; ++b) sf[sf_offset(sf_swz, i, b, l, rows, kb)] = rand_scale(r, gc->sf);
+      for (int64_t b = 0; b < kb; ++b) sf[sf_offset(sf_swz, i, b, l, rows, kb)] = rand_scale(r, gc, is_b);
     }
 }
 
@@ -199,6 +208,16 @@ static void inject_extremes(tu_rng *r, const gcase *gc, gprob *p) {
       p->sfa[sf_offset(gc->sfa_swz, i, b, l, gc->m, p->kb)] = ext[tu_range(r, 0, 3)];
     }
   }
+}
+
+/* One scale byte of an A row in the second row tile (batch 0) 25 binades below the range
+ * and one of a B row in the second column tile (last batch) 25 above: those two tiles'
+ * rows then span more than the sm90 kernel's f16 window, the others do not. */
+static void widen_rows(tu_rng *r, const gcase *gc, gprob *p) {
+  const int64_t i = gc->m > 128 ? tu_range(r, 128, gc->m < 256 ? gc->m - 1 : 255) : 0;
+  const int64_t j = gc->n > 256 ? tu_range(r, 256, gc->n < 512 ? gc->n - 1 : 511) : 0;
+  p->sfa[sf_offset(gc->sfa_swz, i, tu_range(r, 0, p->kb - 1), 0, gc->m, p->kb)] = (uint8_t)(gc->sf_lo - 25);
+  p->sfb[sf_offset(gc->sfb_swz, j, tu_range(r, 0, p->kb - 1), gc->l - 1, gc->n, p->kb)] = (uint8_t)(gc->sfb_hi + 25);
 }
 
 /* f64 oracle: ref = alpha * Σ Â·B̂, Σ|Â·B̂|, and the allowance of dequantized values
@@ -273,12 +292,13 @@ static float c_value(mxf_dtype c, uint32_t code) {
 static void describe(const gcase *gc, char *s, size_t n) {
   snprintf(s, n,
            "[%s] M=%lld N=%lld K=%lld L=%lld ab=%s sf=%s/%d sfa=%s sfb=%s A=%s B=%s C=%s/%s pad=%d alpha=%g acc=%d "
-           "prev=%g special=%d",
+           "prev=%g special=%d scales=[%d,%d]/[%d,%d] widen=%d",
            kernel_mode, (long long)gc->m, (long long)gc->n, (long long)gc->k, (long long)gc->l,
            mxf_dtype_name(gc->ab), mxf_dtype_name(gc->sf), gc->sf_vec, gc->sfa_swz ? "swz" : "compact",
            gc->sfb_swz ? "swz" : "compact", gc->a_mmajor ? "m-major" : "k-major", gc->b_nmajor ? "n-major" : "k-major",
            mxf_dtype_name(gc->c), gc->c_mmajor ? "m-major" : "n-major", gc->pad,
-           gc->use_alpha ? (double)gc->alpha : 1.0, gc->accumulate, (double)gc->prev, gc->special);
+           gc->use_alpha ? (double)gc->alpha : 1.0, gc->accumulate, (double)gc->prev, gc->special, gc->sf_lo, gc->sf_hi,
+           gc->sfb_lo, gc->sfb_hi, gc->widen);
 }
 
 /* ------------------------------------------------------------ one case */
@@ -298,10 +318,11 @@ static void run_case(tu_rng *r, const gcase *gc) {
   p.b = tu_malloc(p.b_bytes);
   p.sfa = tu_malloc(p.sfa_bytes);
   p.sfb = tu_malloc(p.sfb_bytes);
-  fill_operand(r, gc, p.a, p.a_bytes, p.sfa, p.sfa_bytes, gc->sfa_swz, M, p.as, p.kb);
-  fill_operand(r, gc, p.b, p.b_bytes, p.sfb, p.sfb_bytes, gc->sfb_swz, N, p.bs, p.kb);
+  fill_operand(r, gc, 0, p.a, p.a_bytes, p.sfa, p.sfa_bytes, gc->sfa_swz, M, p.as, p.kb);
+  fill_operand(r, gc, 1, p.b, p.b_bytes, p.sfb, p.sfb_bytes, gc->sfb_swz, N, p.bs, p.kb);
   if (gc->special == SP_NANINF) inject_specials(r, gc, &p);
   if (gc->special == SP_EXTREME) inject_extremes(r, gc, &p);
+  if (gc->widen) widen_rows(r, gc, &p);
   const size_t nout = (size_t)(M * N * L);
   p.ref = tu_malloc(sizeof(double) * nout);
   p.asum = tu_malloc(sizeof(double) * nout);
@@ -649,8 +670,27 @@ static void run_all(tu_rng *r, int small) {
     run_case(r, &gc);
     gc = random_case(r, &k_formats[1], MXF_BF16, 200, 260, 192, 34);
     gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
+    gc.sf_lo = gc.sfb_lo = 124, gc.sf_hi = gc.sfb_hi = 131; /* e5m2 on the f16 path (see 8.) */
     run_case(r, &gc);
   }
+  /* 8. the sm90 kernel's f16 path (fp8 codes, sm90_dequant.cuh): a tile takes it when
+   * every row of its A and B tiles has scale bytes within the format's window (e4m3 21
+   * binades, e5m2 8) around an exponent within 64 of 2^0; other tiles take the bf16 path.
+   * Narrow scales (both formats on the f16 path) with one A and one B row widened so that
+   * two tiles alone fall back; A and B scales far from 1 in opposite directions (products
+   * near 1), on both sides of the exponent limit: e4m3 f16, f16, bf16, f16, bf16; e5m2
+   * f16, f16, bf16, f16 (2^64), bf16. */
+  static const int ranges[][4] = {
+      {124, 131, 124, 131}, {70, 77, 176, 183}, {44, 51, 200, 207}, {184, 191, 66, 73}, {190, 197, 58, 65}};
+  for (int fi = 0; fi < 2; ++fi)
+    for (int ri = 0; ri < 5; ri += small ? 4 : 1) {
+      gcase gc = random_case(r, &k_formats[fi], ri & 1 ? MXF_F32 : MXF_BF16, small ? 200 : 300, small ? 300 : 600,
+                             small ? 64 : 256, 2);
+      gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
+      gc.sf_lo = ranges[ri][0], gc.sf_hi = ranges[ri][1], gc.sfb_lo = ranges[ri][2], gc.sfb_hi = ranges[ri][3];
+      gc.widen = ri == 0;
+      run_case(r, &gc);
+    }
   /* 7. amax accumulate with each kind of previous value */
   static const uint32_t prevs[] = {0xBF800000u /* -1 */, 0x80000000u /* -0 */, 0x7FC00000u /* NaN */,
                                    0x7149F2CAu /* 1e30 */, 0x3F000000u /* 0.5 */, 0x7F800000u /* inf */};
@@ -671,8 +711,15 @@ int main(void) {
   const int cc = gu_device_cc();
   printf("device cc %d.%d%s\n", cc / 10, cc % 10, small ? " (small cases only)" : "");
   unsetenv("MXF_GEMM_KERNEL");
+  unsetenv("MXF_GEMM_F16");
   run_all(&r, small);
   if (cc == 90) {
+    /* the sm_90a kernel's f16 path runs by default only with at least a wave of tiles:
+     * force it so that the small cases take it (tiles whose rows qualify) */
+    kernel_mode = "sm90-f16";
+    setenv("MXF_GEMM_F16", "on", 1);
+    run_all(&r, small);
+    unsetenv("MXF_GEMM_F16");
     /* the default choice may have taken the sm_90a kernel: cover the portable one too */
     kernel_mode = "portable";
     setenv("MXF_GEMM_KERNEL", "portable", 1);

@@ -49,6 +49,8 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda/amax.cuh"
 #include "cuda/sm90/sm90_dequant.cuh"
@@ -72,7 +74,8 @@ constexpr int SF_B = BN * 4 * 2;
 constexpr int STAGE = RAW_A + RAW_B + SF_A + SF_B;
 constexpr int BBUF = BN * BK * 2;  /* one bf16 B tile */
 constexpr int EPI = 16 * 128;      /* per consumer warp: 16 rows x 128 bytes of C staging */
-constexpr int SMEM_BYTES = NS * STAGE + NBB * BBUF + 256 + 8 * EPI + 1024;
+constexpr int FAC = (BN + BM) * 4;  /* the f16 path's factors of one tile */
+constexpr int SMEM_BYTES = NS * STAGE + NBB * BBUF + 256 + 8 * EPI + 3 * FAC + 1024;
 constexpr int GROUP_M = 8;         /* tile raster: groups of 8 m-tiles, n inside */
 static_assert(STAGE % 1024 == 0 && BBUF % 1024 == 0, "1024-byte aligned buffers");
 static_assert(SMEM_BYTES <= 227 * 1024, "fits one SM");
@@ -84,7 +87,11 @@ struct kernel_args {
   int cdt;                        /* mxf_dtype of C */
   int64_t c_ms, c_ls;
   void *c;
-  const uint16_t *sfa, *sfb;      /* prepared scales in the workspace */
+  const uint16_t *sfa, *sfb;      /* prepared scales in the workspace (bf16 multipliers) */
+  int64_t d16;                    /* the f16 path's multipliers: sfa + d16, sfb + d16 */
+  const float *fa, *fb;           /* per (batch, tile, row): the f16 path's 2^(R - 127) */
+  const int *oka, *okb;           /* per (batch, tile): every row of the tile qualifies */
+  int f16;                        /* the f16 path is enabled (geometry::f16); the arrays above are set */
   float alpha;
   float *amax;
   /* work units (see unit_work): whole tiles, then the last partial wave split along K */
@@ -96,6 +103,9 @@ struct kernel_args {
 struct prep_args {
   const uint8_t *sfa, *sfb;
   uint16_t *wa, *wb;
+  uint16_t *wa16, *wb16;          /* fp8 codes: the f16 path's multipliers, else null */
+  const float *fa, *fb;           /* the row factors written by sf_rows_kernel */
+  int *oka, *okb;                 /* its tile marks, cleared here for tiles with a row that does not qualify */
   int64_t m, n, l, kb;
   int nks, tiles_m, tiles_n, nkb, sf_vec;
   int items_a, items_b;           /* (batch, tile, stage, row) items per side */
@@ -153,7 +163,61 @@ __device__ __forceinline__ work_unit unit_work(int u, int whole, int split, int 
 }
 
 /* ------------------------------------------------------------ scale preparation */
-/* One thread per (side, batch, tile, k-stage, row): its nkb prepared scales, one store. */
+/* nkb (2 or 4) 16-bit values in one store. */
+__device__ __forceinline__ void store_scales(uint16_t *dst, const uint32_t (&v)[4], int nkb) {
+  if (nkb == 2)
+    *reinterpret_cast<uint32_t *>(dst) = v[0] | v[1] << 16;
+  else
+    *reinterpret_cast<uint2 *>(dst) = make_uint2(v[0] | v[1] << 16, v[2] | v[3] << 16);
+}
+
+struct rows_args {
+  const uint8_t *sfa, *sfb;
+  float *fa, *fb;
+  int *oka, *okb;
+  int64_t m, n, kb;
+  int tiles_m, tiles_n, l;
+  mxf_sf_layout la, lb;
+};
+
+/* The f16 path's row factors (sm90_dequant.cuh): one warp per (batch, side, tile, row),
+ * lanes along the row's scale bytes; rows beyond M / N get 1.0. The warp of a tile's row 0
+ * marks the tile as qualifying; sf_prepare_kernel, launched after, clears the mark when a
+ * row of the tile does not. */
+template <int FMT>
+__global__ void __launch_bounds__(256) sf_rows_kernel(const rows_args a) {
+  const int lane = threadIdx.x & 31, rows_l = a.tiles_m * BM + a.tiles_n * BN; /* rows per batch */
+  const int total = a.l * rows_l;
+  for (int wi = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; wi < total; wi += (gridDim.x * blockDim.x) >> 5) {
+    const int l = wi / rows_l, i = wi - l * rows_l;
+    const bool is_a = i < a.tiles_m * BM;
+    const int j = is_a ? i : i - a.tiles_m * BM, lg = is_a ? 7 : 8;
+    const int tile = j >> lg, r = j & ((1 << lg) - 1), tiles = is_a ? a.tiles_m : a.tiles_n;
+    const int64_t mn = is_a ? a.m : a.n, row = (int64_t)j;
+    uint32_t bits = 0x3F800000u;
+    if (row < mn) {
+      const uint8_t *sf = is_a ? a.sfa : a.sfb;
+      const mxf_sf_layout lay = is_a ? a.la : a.lb;
+      uint32_t hi = 0, lo = 255, nan = 0;
+      for (int64_t kb = lane; kb < a.kb; kb += 32) {
+        const uint32_t b = sf[mxf_gemm_sf_offset(lay, mn, a.kb, row, kb, l)];
+        if (b == 0xFFu) nan = 1;
+        else hi = max(hi, b), lo = min(lo, b);
+      }
+      hi = __reduce_max_sync(0xFFFFFFFFu, hi);
+      lo = __reduce_min_sync(0xFFFFFFFFu, lo);
+      nan = __reduce_or_sync(0xFFFFFFFFu, nan);
+      bits = f16_row_factor<FMT>(hi, lo, nan != 0);
+    }
+    if (lane == 0) {
+      (is_a ? a.fa : a.fb)[(((int64_t)l * tiles + tile) << lg) + r] = __uint_as_float(bits);
+      if (r == 0) (is_a ? a.oka : a.okb)[l * tiles + tile] = 1;
+    }
+  }
+}
+
+/* One thread per (side, batch, tile, k-stage, row): its nkb prepared scales, one store
+ * (two with the f16 path's multipliers). */
 __global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
   const int na = a.items_a, nb = a.items_b;
   for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < na + nb; e += gridDim.x * blockDim.x) {
@@ -166,19 +230,25 @@ __global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
     const int tile = tl % tiles, l = tl / tiles;
     const int64_t mn = is_a ? a.m : a.n, row = ((int64_t)tile << lg) + r;
     const uint8_t *sf = is_a ? a.sfa : a.sfb;
-    uint32_t v[4];
+    /* the f16 path: factor bits of the row (0: it does not qualify, its tile never takes
+     * the path, the values are left at 1.0) */
+    const uint32_t fbits = a.wa16 ? __float_as_uint((is_a ? a.fa : a.fb)[((int64_t)tl << lg) + r]) : 0u;
+    uint32_t v[4], h[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const int64_t kb = (int64_t)ks * a.nkb + j;
-      v[j] = 0x3F80u; /* 1.0: the codes there are TMA zero fill */
-      if (j < a.nkb && row < mn && kb < a.kb)
-        v[j] = scale_bf16(sf[mxf_gemm_sf_offset(is_a ? a.la : a.lb, mn, a.kb, row, kb, l)], a.ue4m3);
+      v[j] = 0x3F80u; /* 1.0 (bf16, f16): the codes there are TMA zero fill */
+      h[j] = 0x3C00u;
+      if (j < a.nkb && row < mn && kb < a.kb) {
+        const uint32_t b = sf[mxf_gemm_sf_offset(is_a ? a.la : a.lb, mn, a.kb, row, kb, l)];
+        v[j] = scale_bf16((uint8_t)b, a.ue4m3);
+        if (fbits) h[j] = f16_scale(b, fbits);
+      }
     }
-    uint16_t *dst = (is_a ? a.wa : a.wb) + (int64_t)i * a.nkb;
-    if (a.nkb == 2)
-      *reinterpret_cast<uint32_t *>(dst) = v[0] | v[1] << 16;
-    else
-      *reinterpret_cast<uint2 *>(dst) = make_uint2(v[0] | v[1] << 16, v[2] | v[3] << 16);
+    if (a.wa16 && ks == 0 && fbits == 0) (is_a ? a.oka : a.okb)[tl] = 0; /* a row that does not qualify */
+    const int64_t off = (int64_t)i * a.nkb;
+    store_scales((is_a ? a.wa : a.wb) + off, v, a.nkb);
+    if (a.wa16) store_scales((is_a ? a.wa16 : a.wb16) + off, h, a.nkb);
   }
   if (blockIdx.x == 0)
     for (int i = threadIdx.x; i < a.nflags; i += blockDim.x) a.flags[i] = 0;
@@ -202,6 +272,7 @@ struct smem_map {
   __device__ __forceinline__ uint32_t empty(int i) const { return full(NS) + 8 * i; }
   __device__ __forceinline__ uint32_t amax() const { return full(2 * NS); }
   __device__ __forceinline__ uint32_t epi(int w) const { return base + NS * STAGE + NBB * BBUF + 256 + w * EPI; }
+  __device__ __forceinline__ uint32_t factors(int i) const { return epi(8) + i * FAC; }
 };
 
 /* Raw codes and scales of one stage as one consumer thread sees them. */
@@ -210,7 +281,7 @@ struct stage_regs {
   uint32_t b[4][4];       /* B row: raw word s of thread-q's k range, [q][s] */
 };
 struct stage_scales {
-  uint32_t a0, a1;        /* A scales (bf16x2) */
+  uint32_t a0, a1;        /* A scales (bf16x2, or f16x2 on the f16 path) */
   uint32_t b[4];          /* B scales per q */
 };
 
@@ -238,6 +309,43 @@ __device__ __forceinline__ void convert_stage(const stage_regs &r, const stage_s
   }
 }
 
+/* The bf16 path of a stage: NaN/inf codes anywhere in this thread's words -> exact; a
+ * scale too large to fold 2^c into -> two products; else one product per pair. */
+template <int FMT>
+__device__ __forceinline__ void convert_stage_bf16(const stage_regs &r, const stage_scales &sc, uint32_t (&fr)[16],
+                                                   uint32_t bt, int n) {
+  uint32_t special = 0;
+  if constexpr (FMT != FMT_E2M1) {
+#pragma unroll
+    for (int s = 0; s < 4; ++s) special |= fp8_special<FMT>(r.a0[s]) | fp8_special<FMT>(r.a1[s]);
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+      for (int s = 0; s < 4; ++s) special |= fp8_special<FMT>(r.b[c][s]);
+    special &= 0x80808080u;
+  }
+  uint32_t over = fold_check<FMT>(sc.a0) | fold_check<FMT>(sc.a1);
+#pragma unroll
+  for (int c = 0; c < 4; ++c) over |= fold_check<FMT>(sc.b[c]);
+
+  /* one mode per warp: lanes in different modes would run both paths one after the other
+   * (with MXFP4 activations, scales above 2^1 are common and need MODE_TWO) */
+  const bool w_special = FMT != FMT_E2M1 && __any_sync(0xFFFFFFFFu, special != 0);
+  const bool w_over = __any_sync(0xFFFFFFFFu, MXF_FOLD_OVER(over));
+  if (!w_special && !w_over) {
+    stage_scales fs; /* folded scales: scale * 2^c */
+    fs.a0 = fold_scale<FMT>(sc.a0);
+    fs.a1 = fold_scale<FMT>(sc.a1);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) fs.b[c] = fold_scale<FMT>(sc.b[c]);
+    convert_stage<FMT, MODE_FOLD>(r, fs, fr, bt, n);
+  } else if (!w_special) {
+    convert_stage<FMT, MODE_TWO>(r, sc, fr, bt, n);
+  } else {
+    convert_stage<FMT, FMT == FMT_E2M1 ? MODE_TWO : MODE_EXACT>(r, sc, fr, bt, n);
+  }
+}
+
 /*
  * One k-stage of one consumer thread: A fragment into `fr`, raw B row ct into the bf16
  * ring buffer, barrier, 4 wgmmas, then wait until the previous stage's wgmmas are done
@@ -247,7 +355,7 @@ __device__ __forceinline__ void convert_stage(const stage_regs &r, const stage_s
  * thread's warpgroup finished those at the end of stage g-2; the other warpgroup finished
  * them before it reached the named barrier of stage g-1, which this thread has passed.
  */
-template <int FMT>
+template <int FMT, int H>
 __device__ __forceinline__ void consume_stage(float (&acc)[128], uint32_t (&fr)[16], const smem_map &sm,
                                               uint32_t g, int ks, int nkb, int ct, int ar0, int q,
                                               int lane) {
@@ -258,8 +366,8 @@ __device__ __forceinline__ void consume_stage(float (&acc)[128], uint32_t (&fr)[
   stage_scales sc;
   /* ---- A: rows ar0 and ar0 + 8, raw k 16q .. 16q + 15 of the stage */
   const int kq = nkb == 2 ? (q >> 1) : q;
-  sc.a0 = dup_bf16(lds_u16(sm.sf_a(slot) + 2 * (ar0 * nkb + kq)));
-  sc.a1 = dup_bf16(lds_u16(sm.sf_a(slot) + 2 * ((ar0 + 8) * nkb + kq)));
+  sc.a0 = dup16(lds_u16(sm.sf_a(slot) + 2 * (ar0 * nkb + kq)));
+  sc.a1 = dup16(lds_u16(sm.sf_a(slot) + 2 * ((ar0 + 8) * nkb + kq)));
   if constexpr (FMT == FMT_E2M1) {
     /* 32-byte rows, 32B swizzle: 16-byte chunk c of row r sits at chunk c ^ ((r >> 2) & 1) */
     const uint32_t off = ((((q >> 1) ^ ((ar0 >> 2) & 1))) << 4) + 8 * (q & 1);
@@ -279,14 +387,14 @@ __device__ __forceinline__ void consume_stage(float (&acc)[128], uint32_t (&fr)[
   const int n = ct;
   if (nkb == 2) {
     const uint32_t t = lds_u32(sm.sf_b(slot) + 4 * n);
-    sc.b[0] = sc.b[1] = dup_bf16(t & 0xFFFFu);
-    sc.b[2] = sc.b[3] = dup_bf16(t >> 16);
+    sc.b[0] = sc.b[1] = dup16(t & 0xFFFFu);
+    sc.b[2] = sc.b[3] = dup16(t >> 16);
   } else {
     const uint2 t = lds_v2(sm.sf_b(slot) + 8 * n);
-    sc.b[0] = dup_bf16(t.x & 0xFFFFu);
-    sc.b[1] = dup_bf16(t.x >> 16);
-    sc.b[2] = dup_bf16(t.y & 0xFFFFu);
-    sc.b[3] = dup_bf16(t.y >> 16);
+    sc.b[0] = dup16(t.x & 0xFFFFu);
+    sc.b[1] = dup16(t.x >> 16);
+    sc.b[2] = dup16(t.y & 0xFFFFu);
+    sc.b[3] = dup16(t.y >> 16);
   }
   if constexpr (FMT == FMT_E2M1) {
 #pragma unroll
@@ -303,39 +411,12 @@ __device__ __forceinline__ void consume_stage(float (&acc)[128], uint32_t (&fr)[
     }
   }
 
-  /* ---- path choice: NaN/inf codes anywhere in this thread's words -> exact; a scale
-   * too large to fold 2^c into -> two products; else one product per pair */
-  uint32_t special = 0;
-  if constexpr (FMT != FMT_E2M1) {
-#pragma unroll
-    for (int s = 0; s < 4; ++s) special |= fp8_special<FMT>(r.a0[s]) | fp8_special<FMT>(r.a1[s]);
-#pragma unroll
-    for (int c = 0; c < 4; ++c)
-#pragma unroll
-      for (int s = 0; s < 4; ++s) special |= fp8_special<FMT>(r.b[c][s]);
-    special &= 0x80808080u;
-  }
-  uint32_t over = fold_check<FMT>(sc.a0) | fold_check<FMT>(sc.a1);
-#pragma unroll
-  for (int c = 0; c < 4; ++c) over |= fold_check<FMT>(sc.b[c]);
-
   const int bi = (int)(g % NBB);
   const uint32_t bt = sm.bbuf(bi) + n * 128;
-  /* one mode per warp: lanes in different modes would run both paths one after the other
-   * (with MXFP4 activations, scales above 2^1 are common and need MODE_TWO) */
-  const bool w_special = FMT != FMT_E2M1 && __any_sync(0xFFFFFFFFu, special != 0);
-  const bool w_over = __any_sync(0xFFFFFFFFu, MXF_FOLD_OVER(over));
-  if (!w_special && !w_over) {
-    stage_scales fs; /* folded scales: scale * 2^c */
-    fs.a0 = fold_scale<FMT>(sc.a0);
-    fs.a1 = fold_scale<FMT>(sc.a1);
-#pragma unroll
-    for (int c = 0; c < 4; ++c) fs.b[c] = fold_scale<FMT>(sc.b[c]);
-    convert_stage<FMT, MODE_FOLD>(r, fs, fr, bt, n);
-  } else if (!w_special) {
-    convert_stage<FMT, MODE_TWO>(r, sc, fr, bt, n);
+  if constexpr (H) {
+    convert_stage<FMT, MODE_F16>(r, sc, fr, bt, n); /* f16 multipliers, NaN/inf codes exact */
   } else {
-    convert_stage<FMT, FMT == FMT_E2M1 ? MODE_TWO : MODE_EXACT>(r, sc, fr, bt, n);
+    convert_stage_bf16<FMT>(r, sc, fr, bt, n);
   }
 
   fence_proxy_async();
@@ -347,8 +428,8 @@ __device__ __forceinline__ void consume_stage(float (&acc)[128], uint32_t (&fr)[
   const uint64_t desc = wgmma_desc_sw128(sm.bbuf(bi));
 #pragma unroll
   for (int s = 0; s < 4; ++s)
-    wgmma_m64n256k16_rs(acc, fr[4 * s + 0], fr[4 * s + 1], fr[4 * s + 2], fr[4 * s + 3], desc + 2 * s,
-                        (ks > 0 || s > 0) ? 1u : 0u); /* ks: stage index within the unit */
+    wgmma_m64n256k16_rs<H>(acc, fr[4 * s + 0], fr[4 * s + 1], fr[4 * s + 2], fr[4 * s + 3], desc + 2 * s,
+                           (ks > 0 || s > 0) ? 1u : 0u); /* ks: stage index within the unit */
   wgmma_commit();
   wgmma_wait<1>();
 }
@@ -521,6 +602,60 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const kernel_args &p
   store_checked<CDT>(acc, p, l, mt, nt, ar0, q, fm);
 }
 
+/* ------------------------------------------------------------ the f16 path */
+/*
+ * Per unit: whether its tile takes the f16 path (every row of its A and B tiles qualifies;
+ * read one unit ahead) and the tile's factors, copied one unit ahead into one of three
+ * shared areas by cp.async (thread ct: B row ct and A row ct % 128). The area of unit
+ * i + 1 was last read by the epilogue of unit i - 2, which every consumer left before the
+ * first stage barrier of unit i - 1; the copies of unit i are waited for at its start,
+ * before its first stage barrier, which orders them before the epilogue's reads.
+ */
+template <int FMT> __device__ __forceinline__ bool prefetch_unit_f16(const kernel_args &p, int u, int ct, uint32_t fac) {
+  if constexpr (FMT == FMT_E2M1) {
+    return false;
+  } else {
+    if (u >= p.units || !p.f16) return false;
+    int l, mt, nt;
+    tile_coords(unit_work(u, p.whole, p.split, p.nks).tile, p.tiles_m, p.tiles_n, l, mt, nt);
+    cp_async_4(fac + 4 * ct, p.fb + ((int64_t)l * p.tiles_n + nt) * BN + ct);
+    if (ct < BM) cp_async_4(fac + 4 * (BN + ct), p.fa + ((int64_t)l * p.tiles_m + mt) * BM + ct);
+    cp_async_commit();
+    return __ldg(p.oka + l * p.tiles_m + mt) != 0 && __ldg(p.okb + l * p.tiles_n + nt) != 0;
+  }
+}
+template <int FMT> __device__ __forceinline__ bool f16_tile(const kernel_args &p, int l, int mt, int nt) {
+  if constexpr (FMT == FMT_E2M1) return false;
+  else return p.f16 && p.oka[l * p.tiles_m + mt] != 0 && p.okb[l * p.tiles_n + nt] != 0;
+}
+
+/* acc <- (acc * 2^eB) * 2^eA with the tile's factors at fac (B's 256, then A's 128): the
+ * sums of the bf16 path (sm90_dequant.cuh, "The f16 path"). */
+__device__ __forceinline__ void apply_factors(float (&acc)[128], uint32_t fac, int ar0, int q) {
+  const float a0 = __uint_as_float(lds_u32(fac + 4 * (BN + ar0)));
+  const float a1 = __uint_as_float(lds_u32(fac + 4 * (BN + ar0 + 8)));
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const float2 b = lds_f32x2(fac + 4 * (8 * j + 2 * q));
+    acc[4 * j + 0] = acc[4 * j + 0] * b.x * a0;
+    acc[4 * j + 1] = acc[4 * j + 1] * b.y * a0;
+    acc[4 * j + 2] = acc[4 * j + 2] * b.x * a1;
+    acc[4 * j + 3] = acc[4 * j + 3] * b.y * a1;
+  }
+}
+
+/* The stages [0, nk) of a unit. */
+template <int FMT, int H>
+__device__ __forceinline__ void mainloop(float (&acc)[128], uint32_t (&fa)[16], uint32_t (&fb)[16], const smem_map &sm,
+                                         uint32_t &g, int nk, int nkb, int ct, int ar0, int q, int lane) {
+  int ks = 0;
+  for (; ks + 1 < nk; ks += 2) {
+    consume_stage<FMT, H>(acc, fa, sm, g++, ks, nkb, ct, ar0, q, lane);
+    consume_stage<FMT, H>(acc, fb, sm, g++, ks + 1, nkb, ct, ar0, q, lane);
+  }
+  if (ks < nk) consume_stage<FMT, H>(acc, fa, sm, g++, ks, nkb, ct, ar0, q, lane);
+}
+
 /* ------------------------------------------------------------ the kernel */
 template <int FMT>
 __global__ void __launch_bounds__(THREADS, 1)
@@ -555,8 +690,10 @@ __global__ void __launch_bounds__(THREADS, 1)
         const work_unit w = unit_work(u, p.whole, p.split, p.nks);
         int l, mt, nt;
         tile_coords(w.tile, p.tiles_m, p.tiles_n, l, mt, nt);
-        const uint16_t *sfa = p.sfa + ((int64_t)(l * p.tiles_m + mt) * p.nks) * (BM * p.nkb);
-        const uint16_t *sfb = p.sfb + ((int64_t)(l * p.tiles_n + nt) * p.nks) * (BN * p.nkb);
+        const bool h = f16_tile<FMT>(p, l, mt, nt);
+        const int64_t d = h ? p.d16 : 0;
+        const uint16_t *sfa = p.sfa + d + ((int64_t)(l * p.tiles_m + mt) * p.nks) * (BM * p.nkb);
+        const uint16_t *sfb = p.sfb + d + ((int64_t)(l * p.tiles_n + nt) * p.nks) * (BN * p.nkb);
         for (int ks = w.ks0; ks < w.ks1; ++ks) {
           mbar_wait(sm.empty(slot), phase ^ 1u);
           const uint32_t fb = sm.full(slot);
@@ -587,17 +724,22 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint32_t fa[16], fb[16];
   float fm = 0.0f; /* amax of this thread's values: >= +0 or NaN */
   uint32_t g = 0;
-  for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
+  bool h_next = prefetch_unit_f16<FMT>(p, blockIdx.x, ct, sm.factors(0));
+  int area = 0;
+  for (int u = blockIdx.x; u < p.units; u += gridDim.x, area = area == 2 ? 0 : area + 1) {
     const work_unit w = unit_work(u, p.whole, p.split, p.nks);
     int l, mt, nt;
     tile_coords(w.tile, p.tiles_m, p.tiles_n, l, mt, nt);
+    const bool h = h_next;
+    const uint32_t fac = sm.factors(area);
+    if (FMT != FMT_E2M1) cp_async_wait_all(); /* this unit's factors */
+    h_next = prefetch_unit_f16<FMT>(p, u + gridDim.x, ct, sm.factors(area == 2 ? 0 : area + 1));
     const int nk = w.ks1 - w.ks0;
-    int ks = 0;
-    for (; ks + 1 < nk; ks += 2) {
-      consume_stage<FMT>(acc, fa, sm, g++, ks, p.nkb, ct, ar0, q, lane);
-      consume_stage<FMT>(acc, fb, sm, g++, ks + 1, p.nkb, ct, ar0, q, lane);
+    if (FMT != FMT_E2M1 && h) {
+      mainloop<FMT, FMT != FMT_E2M1>(acc, fa, fb, sm, g, nk, p.nkb, ct, ar0, q, lane); /* e2m1: never here */
+    } else {
+      mainloop<FMT, 0>(acc, fa, fb, sm, g, nk, p.nkb, ct, ar0, q, lane);
     }
-    if (ks < nk) consume_stage<FMT>(acc, fa, sm, g++, ks, p.nkb, ct, ar0, q, lane);
     wgmma_wait<0>();
     if (w.role != ROLE_WHOLE) {
       /* thread ct's 128 sums sit at float4 index 256 i + ct (coalesced) of a 128 KB slot */
@@ -623,6 +765,7 @@ __global__ void __launch_bounds__(THREADS, 1)
         }
       }
     }
+    if (FMT != FMT_E2M1 && h) apply_factors(acc, fac, ar0, q);
     switch (p.cdt) {
     case MXF_F32: epilogue<MXF_F32>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
     case MXF_BF16: epilogue<MXF_BF16>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
@@ -647,6 +790,9 @@ struct geometry {
   size_t ws_a, ws_b;       /* workspace bytes of the prepared scales */
   int64_t grid, whole, split, tail; /* the work units of unit_work */
   size_t ws_part, ws_flags; /* workspace bytes of the split tiles' partial sums and flags */
+  int f16;                  /* fp8 codes: tiles may take the f16 path (see make_geometry) */
+  size_t ws_f16;            /* then: its multipliers, row factors, tile flags */
+  size_t total() const { return ws_a + ws_b + ws_part + ws_flags + ws_f16; }
 };
 
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
@@ -703,6 +849,16 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g) {
   g->whole = tiles - g->tail;
   g->ws_part = (size_t)(g->tail * (g->split - 1)) * BM * BN * sizeof(float);
   g->ws_flags = (size_t)round_up(g->tail * 4, 256);
+  /* The f16 path halves the mainloop's instructions but costs a pass over the scales and
+   * a second set of multipliers; with fewer tiles than SMs (small M or N) that pass is not
+   * won back (bench/NOTES.md, v10). MXF_GEMM_F16=on / off overrides (tests). */
+  const char *f16_env = getenv("MXF_GEMM_F16");
+  const bool f16_on = f16_env && strcmp(f16_env, "on") == 0, f16_off = f16_env && strcmp(f16_env, "off") == 0;
+  g->f16 = g->fmt != FMT_E2M1 && !f16_off && (f16_on || tiles >= sms);
+  g->ws_f16 = 0;
+  if (g->f16)
+    g->ws_f16 = g->ws_a + g->ws_b + (size_t)round_up(p->l * (g->tiles_m * BM + g->tiles_n * BN) * 4, 256) +
+                (size_t)round_up(p->l * (g->tiles_m + g->tiles_n) * 4, 256);
   return true;
 }
 
@@ -718,7 +874,7 @@ extern "C" int mxf_sm90_gemm_amax_supports(const mxf_gemm_problem *p) {
 extern "C" size_t mxf_sm90_gemm_amax_workspace(const mxf_gemm_problem *p, int num_sms) {
   geometry g;
   if (!make_geometry(p, num_sms, &g)) return 0;
-  return g.ws_a + g.ws_b + g.ws_part + g.ws_flags;
+  return g.total();
 }
 
 extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_gemm_amax_args *args,
@@ -726,7 +882,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   geometry g;
   if (!make_geometry(p, num_sms, &g))
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: the sm_90a gemm_amax kernel does not run this problem");
-  const size_t need = g.ws_a + g.ws_b + g.ws_part + g.ws_flags;
+  const size_t need = g.total();
   if (ws_size < need || (need && !ws))
     return mxf_set_error(MXF_ERR_INVALID_VALUE, "gemm_amax: workspace of %zu bytes; the sm90 kernel needs %zu", ws_size,
                          need);
@@ -742,16 +898,46 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: cannot describe A/B to the TMA unit (CUresult %d)",
                          (int)r);
 
-  uint16_t *wa = static_cast<uint16_t *>(ws);
-  uint16_t *wb = reinterpret_cast<uint16_t *>(static_cast<uint8_t *>(ws) + g.ws_a);
-  float *wpart = reinterpret_cast<float *>(static_cast<uint8_t *>(ws) + g.ws_a + g.ws_b);
-  unsigned int *wflags = reinterpret_cast<unsigned int *>(static_cast<uint8_t *>(ws) + g.ws_a + g.ws_b + g.ws_part);
+  /* workspace: wa | wb | [f16 path: wa16 | wb16 | fa | fb | oka | okb] | partial sums | flags
+   * (wa16 - wa = wb16 - wb: the producer picks a side's multipliers by one offset) */
+  uint8_t *wp = static_cast<uint8_t *>(ws);
+  uint16_t *wa = reinterpret_cast<uint16_t *>(wp);
+  uint16_t *wb = reinterpret_cast<uint16_t *>(wp + g.ws_a);
+  uint8_t *w16 = wp + g.ws_a + g.ws_b;
+  float *wpart = reinterpret_cast<float *>(w16 + g.ws_f16);
+  unsigned int *wflags = reinterpret_cast<unsigned int *>(w16 + g.ws_f16 + g.ws_part);
+  const int64_t rows_a = p->l * g.tiles_m * BM, rows_b = p->l * g.tiles_n * BN;
+  rows_args ra;
+  ra.sfa = static_cast<const uint8_t *>(args->sfa);
+  ra.sfb = static_cast<const uint8_t *>(args->sfb);
+  ra.fa = reinterpret_cast<float *>(w16 + g.ws_a + g.ws_b);
+  ra.fb = ra.fa + rows_a;
+  ra.oka = reinterpret_cast<int *>(w16 + g.ws_a + g.ws_b + round_up((rows_a + rows_b) * 4, 256));
+  ra.okb = ra.oka + p->l * g.tiles_m;
+  ra.m = p->m;
+  ra.n = p->n;
+  ra.kb = p->kb;
+  ra.tiles_m = (int)g.tiles_m;
+  ra.tiles_n = (int)g.tiles_n;
+  ra.la = p->sfa_layout;
+  ra.lb = p->sfb_layout;
+  ra.l = (int)p->l;
+  const int64_t rmax = (int64_t)(num_sms > 0 ? num_sms : 132) * 16;
+  const unsigned rows_blocks = (unsigned)((rows_a + rows_b + 7) / 8 < rmax ? (rows_a + rows_b + 7) / 8 : rmax);
+  if (g.f16 && g.fmt == FMT_E4M3) sf_rows_kernel<FMT_E4M3><<<rows_blocks, 256, 0, stream>>>(ra);
+  if (g.f16 && g.fmt == FMT_E5M2) sf_rows_kernel<FMT_E5M2><<<rows_blocks, 256, 0, stream>>>(ra);
 
   prep_args pa;
   pa.sfa = static_cast<const uint8_t *>(args->sfa);
   pa.sfb = static_cast<const uint8_t *>(args->sfb);
   pa.wa = wa;
   pa.wb = wb;
+  pa.wa16 = g.f16 ? reinterpret_cast<uint16_t *>(w16) : nullptr;
+  pa.wb16 = g.f16 ? reinterpret_cast<uint16_t *>(w16 + g.ws_a) : nullptr;
+  pa.fa = ra.fa;
+  pa.fb = ra.fb;
+  pa.oka = ra.oka;
+  pa.okb = ra.okb;
   pa.m = p->m;
   pa.n = p->n;
   pa.l = p->l;
@@ -793,6 +979,12 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   ka.c = args->c;
   ka.sfa = wa;
   ka.sfb = wb;
+  ka.d16 = (int64_t)(g.ws_a + g.ws_b) / 2;
+  ka.fa = ra.fa;
+  ka.fb = ra.fb;
+  ka.oka = ra.oka;
+  ka.okb = ra.okb;
+  ka.f16 = g.f16;
   ka.alpha = args->alpha ? *args->alpha : 1.0f;
 
   ka.amax = args->amax;

@@ -417,7 +417,7 @@ __device__ __forceinline__ void mx_convert(uint32_t st, uint32_t sc, int ct) {
   for (int i = 0; i < 2; ++i) {
     const int a = ct + 256 * i, r = a >> 2, c = a & 3;
     const uint4 raw = lds_v4(st + RAW_X + r * 64 + ((c ^ ((r >> 1) & 3)) << 4));
-    const uint32_t s2[1] = {dup_bf16(lds_u16(sc + 2 * (2 * r + (c >> 1))))};
+    const uint32_t s2[1] = {dup16(lds_u16(sc + 2 * (2 * r + (c >> 1))))};
     const uint32_t o = st + r * 128;
     mx_chunk<1>(raw, s2, o + (((2 * c) ^ (r & 7)) << 4), o + (((2 * c + 1) ^ (r & 7)) << 4));
   }
@@ -439,7 +439,7 @@ __device__ __forceinline__ void mx_convert(uint32_t st, uint32_t sc, int ct) {
     const int b = ct + 256 * i;
     if (W_OUT_IN) {
       const int n = b >> 2, c = b & 3;
-      const uint32_t s2[1] = {dup_bf16(lds_u16(sc + SCX_BYTES + 2 * (2 * n + (c >> 1))))};
+      const uint32_t s2[1] = {dup16(lds_u16(sc + SCX_BYTES + 2 * (2 * n + (c >> 1))))};
       const uint32_t o = st + A_BYTES + n * 128;
       mx_chunk<1>(rw[i], s2, o + (((2 * c) ^ (n & 7)) << 4), o + (((2 * c + 1) ^ (n & 7)) << 4));
     } else {

@@ -28,7 +28,8 @@ __device__ __forceinline__ uint16_t scale_bf16(uint8_t b, int ue4m3) {
   return (uint16_t)(b << 7);                               /* 2^(b-127) */
 }
 
-__device__ __forceinline__ uint32_t dup_bf16(uint32_t s) { return s | (s << 16); }
+/* A 16-bit value (bf16 or f16 multiplier) in both halves. */
+__device__ __forceinline__ uint32_t dup16(uint32_t s) { return s | (s << 16); }
 
 /* Placement constants: 2^c as bf16x2 for c = 120 (e4m3), 112 (e5m2), 126 (e2m1). */
 template <int FMT> struct fmt_consts;
@@ -39,12 +40,44 @@ template <> struct fmt_consts<FMT_E2M1> { static constexpr uint32_t K = 0x7E807E
 /* How a stage is dequantized (uniform per thread and stage):
  *   FOLD:  code_bits * (scale * 2^c)   one product; needs scale * 2^c to fit bf16
  *   TWO:   (code_bits * 2^c) * scale   two products; any scale
- *   EXACT: per-value decode, then * scale; for NaN/inf codes (fp8 only) */
-enum { MODE_FOLD = 0, MODE_TWO = 1, MODE_EXACT = 2 };
+ *   EXACT: per-value decode, then * scale; for NaN/inf codes (fp8 only)
+ *   F16:   fp8 only, f16 out (see "The f16 path" below): code -> f16 exactly, then one
+ *          f16 product by the scale relative to its row, 2^(b - R) */
+enum { MODE_FOLD = 0, MODE_TWO = 1, MODE_EXACT = 2, MODE_F16 = 3 };
+
+/*
+ * The f16 path (fp8 codes, e8m0 scales). A row of an operand (all its k) gets a reference
+ * exponent R from its scale bytes, and its values are dequantized to f16 as
+ * code * 2^(b - R): exact, NaN and inf included, while b - R stays inside the format's
+ * window [UP - SPAN, UP] (e4m3: [-14, 7]: 448 * 2^7 < 65504 and 2^-9 * 2^-14 is still on
+ * f16's grid; e5m2: [-8, 0], its codes being f16's top byte). The f16 products are exact
+ * and every one of them is a multiple of 2^-48, so the f32 sums of the f16 wgmma are the
+ * bf16 path's sums times 2^-(eA + eB), e = R - 127; the epilogue multiplies by 2^eB and
+ * then 2^eA, both exact while |e| <= 64 (the sums lie in [2^-48, 2^63]), so C is rounded
+ * once, as on the bf16 path. A row qualifies when its bytes span at most SPAN, it has no
+ * NaN byte (0xFF) and |R - 127| <= 64; a tile takes the f16 path when all its rows of A and
+ * of B qualify.
+ */
+template <int FMT> struct f16_window;
+template <> struct f16_window<FMT_E4M3> { static constexpr int UP = 7, SPAN = 21; };
+template <> struct f16_window<FMT_E5M2> { static constexpr int UP = 0, SPAN = 8; };
+
+/* A row's factor 2^(R - 127) as f32 bits from the largest and smallest of its scale bytes
+ * (and whether one was 0xFF), or 0 when the row does not qualify. */
+template <int FMT> __device__ __forceinline__ uint32_t f16_row_factor(uint32_t bmax, uint32_t bmin, bool nan) {
+  const int r = (int)bmax - f16_window<FMT>::UP;
+  if (nan || (int)(bmax - bmin) > f16_window<FMT>::SPAN || r < 127 - 64 || r > 127 + 64) return 0u;
+  return (uint32_t)r << 23;
+}
+/* The f16 multiplier 2^(b - R) of scale byte b in a qualifying row of factor bits fbits:
+ * b - R in [-14, 7], a normal f16. */
+__device__ __forceinline__ uint32_t f16_scale(uint32_t b, uint32_t fbits) {
+  return (b - (fbits >> 23) + 15u) << 10;
+}
 
 /*
  * One "word" = 4 consecutive raw k of one row, all in one scale block. Out: h0, h1, the
- * bf16x2 pairs for logical columns (2q, 2q+1) and (2q+8, 2q+9) of a k16 step, h0 times
+ * bf16x2 pairs (f16x2 in MODE_F16) for logical columns (2q, 2q+1) and (2q+8, 2q+9) of a k16 step, h0 times
  * the scale pair s0 and h1 times s1 (folded with 2^c in MODE_FOLD; the same pair twice
  * when the 4 values share a scale). fp8: w holds the 4 codes; pairs (k0,k1), (k2,k3).
  * e2m1: the word is the 16-bit half `hi` of w (codes k0..k3 in nibbles), y = w << 4;
@@ -54,6 +87,17 @@ template <int FMT, int MODE>
 __device__ __forceinline__ void dequant_word(uint32_t w, uint32_t y, int hi, uint32_t s0, uint32_t s1,
                                              uint32_t &h0, uint32_t &h1) {
   constexpr uint32_t K = fmt_consts<FMT>::K;
+  if constexpr (MODE == MODE_F16) {
+    static_assert(FMT != FMT_E2M1, "the f16 path is for fp8 codes");
+    if constexpr (FMT == FMT_E4M3) {
+      h0 = f16x2_mul(e4m3x2_to_f16x2<0>(w), s0);
+      h1 = f16x2_mul(e4m3x2_to_f16x2<1>(w), s1);
+    } else { /* e5m2 code c is the f16 with bits c << 8 */
+      h0 = f16x2_mul(prmt(w, 0u, 0x1404u), s0);
+      h1 = f16x2_mul(prmt(w, 0u, 0x3424u), s1);
+    }
+    return;
+  }
   const uint32_t sel = hi ? 0xB3A2u : 0x9180u; /* lanes: byte, its sign replicated */
   uint32_t p0 = 0, p1 = 0;
   if constexpr (FMT == FMT_E2M1) {
