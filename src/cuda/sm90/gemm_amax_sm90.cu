@@ -6,8 +6,12 @@
  * e2m1 with e8m0 per 32 or 16 or ue4m3 per 16; compact or swizzled scales; n-major C of any
  * dtype; any M, N, K >= 1 (rows 16-byte aligned), L >= 1; alpha; amax overwrite/accumulate.
  *
- * Two launches on the caller's stream:
- *   1. sf_prepare: every scale byte of A and B becomes a bf16 multiplier, regrouped per
+ * Launches on the caller's stream:
+ *   0. (fp8 codes with the f16 path on, see make_geometry) sf_rows: each row's reference
+ *      exponent R and factor 2^(R - 127), and which tiles qualify (sm90_dequant.cuh, "The
+ *      f16 path").
+ *   1. sf_prepare: every scale byte of A and B becomes a bf16 multiplier (and, with the
+ *      f16 path, also an f16 multiplier 2^(b - R)), regrouped per
  *      (tile, k-stage) so each stage's scales are one contiguous bulk copy. Scales of rows
  *      beyond M/N and of k-blocks beyond K become 1.0, so SF padding is never read and
  *      zero-filled tails contribute exactly 0 even when a padding byte is 0xFF. Its first
@@ -25,6 +29,9 @@
  *            buffers in a ring), fence.proxy.async, one named barrier;
  *          - wgmma m64n256k16 (A registers, B shared), async, one stage in flight while
  *            the next stage is converted;
+ *          - a tile that qualifies for the f16 path (all its rows) runs the same loop in
+ *            f16 (hardware e4m3 -> f16 conversion, one f16 product by 2^(b - R)), and its
+ *            sums are multiplied by the column and row factors before the epilogue;
  *          - epilogue: alpha, amax (warp -> CTA -> one atomicMax per CTA), C in its
  *            dtype: tiles wholly inside C (bf16 / f16 / f32) through a 2 KB per-warp
  *            shared staging area as whole 128-byte lines, edge tiles and other dtypes
