@@ -208,6 +208,38 @@ template <int FMT> __device__ __forceinline__ uint32_t code_at(const uint4 &raw,
 #define MXF_FP4_MIN_CTAS 2
 #endif
 
+/* A mode-0 chunk (16 k-major codes under one scale) decoded to f32: NaN/inf codes exactly,
+ * else by bit placement and one multiply (two where 2^SHIFT * scale leaves f32's range). */
+template <int FMT> __device__ __forceinline__ void mode0_values(const stage_regs &s, const operand &o, float (&v)[16]) {
+  typedef fast_fmt<FMT> F;
+  const float sf = decode_scale(s.sc.x, o.sf_e4m3);
+  bool special = F::special4(s.raw.x) || F::special4(s.raw.y);
+  if (FMT != FMT_E2M1) special = special || F::special4(s.raw.z) || F::special4(s.raw.w);
+  if (special) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = decode_exact<FMT>(code_at<FMT>(s.raw, i)) * sf;
+  } else {
+    const float f = sf * F::P; /* one multiply unless 2^SHIFT * scale leaves f32's range */
+    if ((__float_as_uint(f) & 0x7FFFFFFFu) != 0x7F800000u) { /* ±inf: ue4m3 scales carry a sign */
+#pragma unroll
+      for (int i = 0; i < 16; ++i) v[i] = F::bits(code_at<FMT>(s.raw, i)) * f;
+    } else {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) v[i] = (F::bits(code_at<FMT>(s.raw, i)) * F::P) * sf;
+    }
+  }
+}
+/* 16 consecutive k of tile row tid / 2 as bf16, two 16-byte stores. */
+__device__ __forceinline__ void store_kmajor(const float (&v)[16], uint16_t (*t)[LDS], int tid) {
+  uint32_t *dst = reinterpret_cast<uint32_t *>(&t[tid >> 1][(tid & 1) * 16]);
+  uint4 w0 = make_uint4(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(v[4], v[5]),
+                        pack_bf16(v[6], v[7]));
+  uint4 w1 = make_uint4(pack_bf16(v[8], v[9]), pack_bf16(v[10], v[11]), pack_bf16(v[12], v[13]),
+                        pack_bf16(v[14], v[15]));
+  reinterpret_cast<uint4 *>(dst)[0] = w0;
+  reinterpret_cast<uint4 *>(dst)[1] = w1;
+}
+
 #if !MXF_SLOW_INLINE
 template <int FMT>
 __device__ __noinline__ void stage_store_slow(const stage_regs &s, uint16_t (*t)[LDS], const operand &o,
@@ -249,26 +281,10 @@ __device__ __noinline__ void stage_store_slow(const stage_regs &s, uint16_t (*t)
 template <int FMT>
 __device__ __forceinline__ void stage_store(const stage_regs &s, uint16_t (*t)[LDS], const operand &o,
                                             const params &p, int64_t mn0, int64_t kt0, int64_t l, int tid) {
-  typedef fast_fmt<FMT> F;
 #if MXF_SLOW_INLINE
   float v[16];
   if (s.mode == 0) {
-    const float sf = decode_scale(s.sc.x, o.sf_e4m3);
-    bool special = F::special4(s.raw.x) || F::special4(s.raw.y);
-    if (FMT != FMT_E2M1) special = special || F::special4(s.raw.z) || F::special4(s.raw.w);
-    if (special) {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) v[i] = decode_exact<FMT>(code_at<FMT>(s.raw, i)) * sf;
-    } else {
-      const float f = sf * F::P; /* one multiply unless 2^SHIFT * scale leaves f32's range */
-      if ((__float_as_uint(f) & 0x7FFFFFFFu) != 0x7F800000u) { /* ±inf: ue4m3 scales carry a sign */
-#pragma unroll
-        for (int i = 0; i < 16; ++i) v[i] = F::bits(code_at<FMT>(s.raw, i)) * f;
-      } else {
-#pragma unroll
-        for (int i = 0; i < 16; ++i) v[i] = (F::bits(code_at<FMT>(s.raw, i)) * F::P) * sf;
-      }
-    }
+    mode0_values<FMT>(s, o, v);
   } else if (s.mode == 1) {
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
@@ -297,13 +313,7 @@ __device__ __forceinline__ void stage_store(const stage_regs &s, uint16_t (*t)[L
     }
   }
   if (o.kmajor) {
-    uint32_t *dst = reinterpret_cast<uint32_t *>(&t[tid >> 1][(tid & 1) * 16]);
-    uint4 w0 = make_uint4(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(v[4], v[5]),
-                          pack_bf16(v[6], v[7]));
-    uint4 w1 = make_uint4(pack_bf16(v[8], v[9]), pack_bf16(v[10], v[11]), pack_bf16(v[12], v[13]),
-                          pack_bf16(v[14], v[15]));
-    reinterpret_cast<uint4 *>(dst)[0] = w0;
-    reinterpret_cast<uint4 *>(dst)[1] = w1;
+    store_kmajor(v, t, tid);
   } else {
     const int rr = (tid & 7) * 16, kk = tid >> 3;
 #pragma unroll
@@ -319,32 +329,8 @@ __device__ __forceinline__ void stage_store(const stage_regs &s, uint16_t (*t)[L
     return;
   }
   float v[16];
-  {
-    const float sf = decode_scale(s.sc.x, o.sf_e4m3);
-    bool special = F::special4(s.raw.x) || F::special4(s.raw.y);
-    if (FMT != FMT_E2M1) special = special || F::special4(s.raw.z) || F::special4(s.raw.w);
-    if (special) {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) v[i] = decode_exact<FMT>(code_at<FMT>(s.raw, i)) * sf;
-    } else {
-      const float f = sf * F::P; /* one multiply unless 2^SHIFT * scale leaves f32's range */
-      if ((__float_as_uint(f) & 0x7FFFFFFFu) != 0x7F800000u) { /* ±inf: ue4m3 scales carry a sign */
-#pragma unroll
-        for (int i = 0; i < 16; ++i) v[i] = F::bits(code_at<FMT>(s.raw, i)) * f;
-      } else {
-#pragma unroll
-        for (int i = 0; i < 16; ++i) v[i] = (F::bits(code_at<FMT>(s.raw, i)) * F::P) * sf;
-      }
-    }
-  }
-  /* mode 0 is k-major: the chunk is 16 consecutive k of one tile row */
-  uint32_t *dst = reinterpret_cast<uint32_t *>(&t[tid >> 1][(tid & 1) * 16]);
-  uint4 w0 = make_uint4(pack_bf16(v[0], v[1]), pack_bf16(v[2], v[3]), pack_bf16(v[4], v[5]),
-                        pack_bf16(v[6], v[7]));
-  uint4 w1 = make_uint4(pack_bf16(v[8], v[9]), pack_bf16(v[10], v[11]), pack_bf16(v[12], v[13]),
-                        pack_bf16(v[14], v[15]));
-  reinterpret_cast<uint4 *>(dst)[0] = w0;
-  reinterpret_cast<uint4 *>(dst)[1] = w1;
+  mode0_values<FMT>(s, o, v);
+  store_kmajor(v, t, tid); /* mode 0 is k-major: the chunk is 16 consecutive k of one tile row */
 #endif
 }
 
