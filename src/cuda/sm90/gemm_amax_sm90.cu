@@ -610,6 +610,11 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const kernel_args &p
 }
 
 /* ------------------------------------------------------------ the f16 path */
+/* Whether a tile takes the f16 path: enabled, and every row of its A and B tiles qualifies. */
+template <int FMT> __device__ __forceinline__ bool f16_tile(const kernel_args &p, int l, int mt, int nt) {
+  if constexpr (FMT == FMT_E2M1) return false;
+  else return p.f16 && __ldg(p.oka + l * p.tiles_m + mt) != 0 && __ldg(p.okb + l * p.tiles_n + nt) != 0;
+}
 /*
  * Per unit: whether its tile takes the f16 path (every row of its A and B tiles qualifies;
  * read one unit ahead) and the tile's factors, copied one unit ahead into one of three
@@ -628,12 +633,8 @@ template <int FMT> __device__ __forceinline__ bool prefetch_unit_f16(const kerne
     cp_async_4(fac + 4 * ct, p.fb + ((int64_t)l * p.tiles_n + nt) * BN + ct);
     if (ct < BM) cp_async_4(fac + 4 * (BN + ct), p.fa + ((int64_t)l * p.tiles_m + mt) * BM + ct);
     cp_async_commit();
-    return __ldg(p.oka + l * p.tiles_m + mt) != 0 && __ldg(p.okb + l * p.tiles_n + nt) != 0;
+    return f16_tile<FMT>(p, l, mt, nt);
   }
-}
-template <int FMT> __device__ __forceinline__ bool f16_tile(const kernel_args &p, int l, int mt, int nt) {
-  if constexpr (FMT == FMT_E2M1) return false;
-  else return p.f16 && p.oka[l * p.tiles_m + mt] != 0 && p.okb[l * p.tiles_n + nt] != 0;
 }
 
 /* acc <- (acc * 2^eB) * 2^eA with the tile's factors at fac (B's 256, then A's 128): the
