@@ -250,9 +250,12 @@ MXF_HD uint8_t mxf_mx_quantize_block(const float *v, int n, int64_t stride, uint
 /* Four codes of mxf_mx_encode at once, packed little-endian (v0 in the low byte), each
  * value with its own multiplier. Same bits as four mxf_mx_encode calls. On sm_89+ device
  * code the f32 -> e4m3 step is the hardware conversion cvt.rn.satfinite.e4m3x2.f32 (round
- * to nearest even, saturating to +-448, +-inf to +-448: the rule of mxf_f32_to_e4m3), with
- * NaN mapped to 0x7F as SPEC §0 says; tests/gpu/test_quantize_gpu.c compares it with the
- * CPU backend (this file's integer path) on a dense sweep of f32 values. */
+ * to nearest even, saturating to +-448, +-inf to +-448: the rule of mxf_f32_to_e4m3). A NaN
+ * needs no fix-up: the GPU's f32 multiply returns the canonical NaN 0x7FFFFFFF whatever
+ * the NaN operand's sign and payload (CUDA C Programming Guide, floating-point standard),
+ * which the conversion turns into 0x7F, SPEC §0's NaN code. tests/gpu/test_quantize_gpu.c
+ * compares it with the CPU backend (this file's integer path) on a dense sweep of f32
+ * values and on data with NaNs of both signs. */
 MXF_HD uint32_t mxf_mx_encode4(float v0, float v1, float v2, float v3, float inv0, float inv1, float inv2,
                                float inv3) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
@@ -260,11 +263,7 @@ MXF_HD uint32_t mxf_mx_encode4(float v0, float v1, float v2, float v3, float inv
   unsigned short lo, hi;
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(x1), "f"(x0)); /* first operand: high byte */
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(x3), "f"(x2));
-  const uint32_t r = (uint32_t)lo | ((uint32_t)hi << 16);
-  /* A NaN comes out as 0x7F or 0xFF, the only codes of magnitude 0x7F (satfinite never
-   * makes them from a number); SPEC §0 wants 0x7F: clear the sign bit of those bytes. */
-  const uint32_t nan_bytes = ((r & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
-  return r & ~nan_bytes;
+  return (uint32_t)lo | ((uint32_t)hi << 16);
 #else
   return (uint32_t)mxf_mx_encode(v0, inv0) | ((uint32_t)mxf_mx_encode(v1, inv1) << 8) |
          ((uint32_t)mxf_mx_encode(v2, inv2) << 16) | ((uint32_t)mxf_mx_encode(v3, inv3) << 24);

@@ -77,7 +77,10 @@ static void gen_inputs(tu_rng *r, const pcase *c, pin *in) {
     uint16_t *x = tu_malloc(in->xb), *w = tu_malloc(in->wb);
     for (int64_t i = 0; i < T * K; ++i) {
       float v = c->data != DATA_RANDOM ? (float)tu_range(r, -4, 4) : (float)tu_normal(r);
-      if (c->data == DATA_NANINF && tu_u32(r) % 4000u == 0) v = (tu_u32(r) & 1) ? NAN : -INFINITY;
+      if (c->data == DATA_NANINF && tu_u32(r) % 4000u == 0) {
+        const uint32_t k3 = tu_u32(r) % 3u; /* NaN of either sign, or -inf */
+        v = k3 == 0 ? NAN : k3 == 1 ? -NAN : -INFINITY;
+      }
       x[i] = bf16_of(v);
       in->xh[i] = mxf_bf16_to_f32(x[i]);
     }

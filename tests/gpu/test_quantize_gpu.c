@@ -40,6 +40,8 @@ static float gen_value(tu_rng *r, int special, float mag) {
     if (k == 3) return f32_of_bits(tu_u32(r) & 0x807FFFFFu); /* subnormal */
     if (k < 8) return 0.f;
     if (k == 8) return 3.0e38f;
+    if (k == 9) return f32_of_bits(0xFFC00000u); /* NaN with the sign set */
+    if (k == 10) return f32_of_bits(0xFFFFFFFFu); /* and with a full payload */
   }
   return (float)tu_normal(r) * mag;
 }

@@ -6,8 +6,8 @@
  * Scope (mxf_sm90_proj_rope_supports): D = 192 (one head = one wgmma N), any rope split,
  * any T >= 1, K % 8 == 0 (TMA row strides are multiples of 16 bytes), any H, both w
  * orientations, bf16 or MXFP8 inputs, the fp32-epilogue flag. Tensors read by TMA must be
- * 16-byte aligned (mxf_sm90_proj_rope_args_ok); otherwise the op file runs the portable
- * kernel.
+ * 16-byte aligned, the codes and the column scales 4-byte and the row scales 2-byte aligned
+ * (mxf_sm90_proj_rope_args_ok); otherwise the op file runs the portable kernel.
  *
  * MXFP8 inputs (K % 32 == 0): a small first launch regroups the scales as bf16 multipliers
  * per (tile, stage) (sf_prepare_kernel); the kernel's TMA loads the raw e4m3 codes into
@@ -34,10 +34,10 @@
  *   warps 1-3 and warpgroup 3 (7 warps): the epilogue, overlapping the consumers' next
  *     mainloop: RoPE in place on Y's row pairs (cos/sin fetched before Y is ready;
  *     __fmul_rn/__fsub_rn/__fadd_rn, no FMA), then the 24 blocks of 32 x 32 quantized in
- *     both directions with formats.h's rule, each direction of a block one work unit
- *     (rows: two lanes per row, 16-byte reads and full-sector code stores; columns: lane
- *     = 4 columns x 8 rows, two shuffles, 4-byte code stores, 32 consecutive bytes per 8
- *     lanes). Work is dealt round-robin to the warps.
+ *     both directions with formats.h's rule, a block by one warp from one read of it
+ *     (lane = 4 columns x 8 rows; shuffles for the column and the row amax; 4-byte code
+ *     stores, 32 consecutive bytes per 8 lanes in both outputs). Work is dealt
+ *     round-robin to the warps.
  *   Y hand-off: named barriers FULL (consumers arrive, epilogue waits) and EMPTY (the
  *   reverse); one Y buffer, so the epilogue of tile i must finish within the mainloop of
  *   tile i + 1. All warps run with the launch's 128 registers (no setmaxnreg).
@@ -91,9 +91,6 @@ struct kargs {
   int t, h, rope, nope;
   int tiles_m, tiles, nks;
   int fp32_epi;
-  int row_align;  /* 16, 4 or 1: the widest store q_row's alignment allows */
-  int col_align4; /* q_col and s_col allow 4-byte stores */
-  int srow_align2; /* s_row allows 2-byte stores */
   const uint16_t *cosv, *sinv;
   uint8_t *q_row, *s_row, *q_col, *s_col;
   const uint16_t *scx, *scw; /* MXFP8: prepared bf16 scales per (tile, stage), see sf_prepare */
@@ -112,18 +109,6 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int &mt, int &h,
   h = r / gsz;
 }
 
-/* 16 code bytes at p, as wide as its alignment allows. */
-__device__ __forceinline__ void st_codes16(uint8_t *p, uint32_t w0, uint32_t w1, uint32_t w2, uint32_t w3, int align) {
-  if (align == 16) {
-    *reinterpret_cast<uint4 *>(p) = make_uint4(w0, w1, w2, w3);
-  } else {
-    mxf_proj_st_u32(p, w0, align == 4);
-    mxf_proj_st_u32(p + 4, w1, align == 4);
-    mxf_proj_st_u32(p + 8, w2, align == 4);
-    mxf_proj_st_u32(p + 12, w3, align == 4);
-  }
-}
-
 /* SPEC §2.3 step 2 for a pair: one bf16 rounding each (cvt.rn: round to nearest even). */
 __device__ __forceinline__ void round_bf16_pair(float &x, float &y) {
   const uint32_t d = pack_bf16x2(x, y);
@@ -135,32 +120,40 @@ __device__ __forceinline__ void round_bf16_pair(float &x, float &y) {
  * RoPE (SPEC §2.3 step 3) in place on Y. The tile's 64 row pairs (rows 2k, 2k + 1) are
  * dealt round-robin to the epilogue warps: warp e takes k = e, e + 7, ... (at most 10).
  *
- * Fast path (rope <= 64, rope and nope multiples of 4; DeepSeek's 128 + 64): lane l
- * takes the pairs 2(l%16), 2(l%16) + 1 of row 2k + l/16. rope_fetch loads the warp's
- * cos/sin words (two bf16 each) before the tile's Y is ready, so the L2 latency hides
- * behind the consumers' mainloop; rope_apply reads 4 floats per row pair (all of them
- * first), then writes 2 + 2 per row.
- * Rows past T are left alone (their words are not loaded).
+ * Fast path (DeepSeek's split: rope = 64 after nope = 128, offsets known at compile time):
+ * lane l takes the pairs 2(l%16), 2(l%16) + 1 of row 2k + l/16. rope_fetch loads the
+ * warp's cos/sin words (two bf16 each) before the tile's Y is ready, so the L2 latency
+ * hides behind the consumers' mainloop; rope_apply reads 4 floats per row pair (all of
+ * them first), then writes 2 + 2 per row. Each lane's addresses advance by a constant 14
+ * rows per step. Rows past T are left alone (their words are not loaded).
  */
 constexpr int ROPE_PAIRS = BM / 2;
 constexpr int ROPE_PER_WARP = (ROPE_PAIRS + EPI_WARPS - 1) / EPI_WARPS;
+constexpr int FAST_ROPE = 64, FAST_NOPE = BN - FAST_ROPE; /* the fast path's split */
+constexpr int ROPE_STEP = 2 * EPI_WARPS;                 /* rows between a warp's row pairs */
 struct rope_words {
   uint32_t c0[ROPE_PER_WARP], s0[ROPE_PER_WARP], s1[ROPE_PER_WARP], c1[ROPE_PER_WARP];
 };
 
+/* step i of warp e exists (k = e + 7i < 64) and its row is a token (< T) */
+__device__ __forceinline__ bool rope_step_ok(const kargs &a, int t0, int e, int i) {
+  return (i < ROPE_PER_WARP - 1 || e + EPI_WARPS * i < ROPE_PAIRS) && t0 + ROPE_STEP * i < a.t;
+}
+
 __device__ __forceinline__ void rope_fetch(const kargs &a, int m0, int e, int lane, rope_words &w) {
-  const int P = a.rope >> 1, p = 2 * (lane & 15);
+  const int t0 = m0 + 2 * e + (lane >> 4);
+  const int64_t o = (int64_t)t0 * (FAST_ROPE / 2) + (lane & 15); /* in 32-bit words: pairs 2(l%16), +1 */
+  const uint32_t *ct = reinterpret_cast<const uint32_t *>(a.cosv) + o;
+  const uint32_t *st = reinterpret_cast<const uint32_t *>(a.sinv) + o;
 #pragma unroll
   for (int i = 0; i < ROPE_PER_WARP; ++i) {
-    const int k = e + EPI_WARPS * i;
-    const int64_t t = (int64_t)m0 + 2 * k + (lane >> 4);
-    if (k < ROPE_PAIRS && t < a.t && p < P) {
-      const uint32_t *ct = reinterpret_cast<const uint32_t *>(a.cosv + t * a.rope + p);
-      const uint32_t *st = reinterpret_cast<const uint32_t *>(a.sinv + t * a.rope + p);
-      w.c0[i] = ct[0];
-      w.s0[i] = st[0];
-      w.s1[i] = st[P / 2];
-      w.c1[i] = ct[P / 2];
+    if (rope_step_ok(a, t0, e, i)) {
+      constexpr int H2 = FAST_ROPE / 4; /* the second half's words */
+      const int r = i * ROPE_STEP * (FAST_ROPE / 2);
+      w.c0[i] = ct[r];
+      w.s0[i] = st[r];
+      w.s1[i] = st[r + H2];
+      w.c1[i] = ct[r + H2];
     }
   }
 }
@@ -170,15 +163,15 @@ __device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w 
 
 __device__ __forceinline__ void rope_apply(const kargs &a, uint32_t ybase, int m0, int e, int lane,
                                            const rope_words &w) {
-  const int P = a.rope >> 1, p = 2 * (lane & 15);
+  constexpr int P = FAST_ROPE / 2;
+  const int row0 = 2 * e + (lane >> 4), p = 2 * (lane & 15), t0 = m0 + row0;
+  const uint32_t yr = ybase + 4u * (uint32_t)(row0 * SD + FAST_NOPE); /* step i: + 4 * 14 * SD * i */
   float o[ROPE_PER_WARP][4];
 #pragma unroll
   for (int i = 0; i < ROPE_PER_WARP; ++i) {
-    const int k = e + EPI_WARPS * i;
-    const int row = 2 * k + (lane >> 4);
     o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-    if (k < ROPE_PAIRS && (int64_t)m0 + row < a.t && p < P) {
-      const float4 y = lds_f32x4(ybase + 4u * (uint32_t)(row * SD + a.nope + 2 * p)); /* pairs p, p + 1 */
+    if (rope_step_ok(a, t0, e, i)) {
+      const float4 y = lds_f32x4(yr + 4u * (ROPE_STEP * SD * i + 2 * p)); /* pairs p, p + 1 */
       o[i][0] = __fsub_rn(__fmul_rn(y.x, bf16_lo(w.c0[i])), __fmul_rn(y.y, bf16_lo(w.s0[i])));
       o[i][1] = __fsub_rn(__fmul_rn(y.z, bf16_hi(w.c0[i])), __fmul_rn(y.w, bf16_hi(w.s0[i])));
       o[i][2] = __fadd_rn(__fmul_rn(y.x, bf16_lo(w.s1[i])), __fmul_rn(y.y, bf16_lo(w.c1[i])));
@@ -188,12 +181,10 @@ __device__ __forceinline__ void rope_apply(const kargs &a, uint32_t ybase, int m
   warp_sync_shared(); /* every lane of a row has read its pairs before any lane writes */
 #pragma unroll
   for (int i = 0; i < ROPE_PER_WARP; ++i) {
-    const int k = e + EPI_WARPS * i;
-    const int row = 2 * k + (lane >> 4);
-    if (k < ROPE_PAIRS && (int64_t)m0 + row < a.t && p < P) {
-      const uint32_t yr = ybase + 4u * (uint32_t)(row * SD + a.nope);
-      sts_f32x2(yr + 4u * p, o[i][0], o[i][1]);
-      sts_f32x2(yr + 4u * (P + p), o[i][2], o[i][3]);
+    if (rope_step_ok(a, t0, e, i)) {
+      const uint32_t yi = yr + 4u * (ROPE_STEP * SD * i);
+      sts_f32x2(yi + 4u * p, o[i][0], o[i][1]);
+      sts_f32x2(yi + 4u * (P + p), o[i][2], o[i][3]);
     }
   }
 }
@@ -235,96 +226,99 @@ __device__ __forceinline__ void rope_generic(const kargs &a, uint32_t ybase, int
 
 /*
  * Quantization (SPEC §2.3 step 4, formats.h's rule) of the 32 x 32 block of Y at rows
- * row0 .. row0 + 31 (one 32-token block), columns 32cb .. 32cb + 31, by one warp; the row
- * and the column direction are separate work units.
- *   rows:    two passes of 16 rows, lanes 2r, 2r + 1 = the two halves of row r: four
- *            16-byte reads (in an order rotated by r % 4: conflict-free with SD = 8 mod
- *            32), amax with one shuffle, 16 codes in one 16-byte store (a full 32-byte
- *            sector per row); the scale byte goes to a per-tile table in shared memory,
- *            written out a token at a time later (write_row_scales).
- *   columns: lane l = 4 columns 4(l%8) .. +3 x 8 rows 8(l/8) .. +7: eight 16-byte reads,
- *            per-column amax over the rows before T combined across the 4 row groups by
- *            two shuffles, then one 4-code word per row (8 lanes: 32 consecutive bytes).
+ * row0 .. row0 + 31 (one 32-token block), columns 32cb .. 32cb + 31, in both directions by
+ * one warp from one read of the block. Lane l holds 4 columns 4(l%8) .. +3 of the 8 rows
+ * 8(l/8) .. +7 (eight 16-byte reads; with Y's stride of 8 mod 32 words each 8-lane phase
+ * reads 128 consecutive bytes: conflict-free).
+ *   columns: per-column amax over the lane's 8 rows, then across the 4 row groups (two
+ *            shuffles per column); 4 scale bytes per lane of row group 0, one 4-byte word.
+ *   rows:    per-row amax over the lane's 4 columns, then a transposing reduction over the
+ *            8 lanes of a row group (xor 4, 2, 1: 4 + 2 + 1 shuffles), after which lane l
+ *            holds the amax of row 8(l/8) + l%8; its scale byte goes to the per-tile table
+ *            in shared memory (written out a token at a time later, write_row_scales) and
+ *            its multiplier is broadcast back to the row's 8 lanes (8 shuffles).
+ *   codes:   per row one 4-code word in each direction; 8 lanes write a row's 32
+ *            consecutive bytes (a full sector) of q_row and of q_col (same layout).
+ * Amax reductions run as trees of fmaxf(|a|, |b|) (a NaN operand yields the other one, NaN
+ * only when both are) closed by fmaxf(0, .): the maximum over the non-NaN values from 0,
+ * as formats.h's chain of mxf_amax_step computes it. Rows past T (the last band of the
+ * last tile) are set to zero before the amax and never stored.
  */
-__device__ __forceinline__ void quant_rows(const kargs &a, uint32_t ybase, uint32_t srbase, int m0, int h, int row0,
-                                           int cb, int lane) {
-  const int64_t tb0 = (int64_t)m0 + row0;
-  const int nrows = a.t - tb0 < 32 ? (int)(a.t - tb0) : 32;
-  const int hh = lane & 1;
-  float v[2][16];
-#pragma unroll
-  for (int pass = 0; pass < 2; ++pass) { /* both passes' reads first: independent work */
-    const int r = 16 * pass + (lane >> 1), x = r & 3; /* x: chunk rotation */
-    const uint32_t yr = ybase + 4u * (uint32_t)((row0 + r) * SD + 32 * cb + 16 * hh);
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const float4 f = lds_f32x4(yr + 16u * (uint32_t)(c ^ x)); /* chunk c ^ x into slot c */
-      v[pass][4 * c] = f.x, v[pass][4 * c + 1] = f.y, v[pass][4 * c + 2] = f.z, v[pass][4 * c + 3] = f.w;
-    }
-  }
-#pragma unroll
-  for (int pass = 0; pass < 2; ++pass) {
-    const int r = 16 * pass + (lane >> 1), x = r & 3;
-    float m[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int i = 0; i < 16; ++i) m[i & 3] = mxf_amax_step(m[i & 3], v[pass][i]);
-    float mm = mxf_amax_step(mxf_amax_step(m[0], m[1]), mxf_amax_step(m[2], m[3]));
-    mm = mxf_amax_step(mm, __shfl_xor_sync(0xFFFFFFFFu, mm, 1)); /* the row's other half */
-    const uint8_t b = mxf_e8m0_from_amax(mm);
-    const float inv = mxf_e8m0_inv(b);
-    uint32_t w[4], o[4];
-#pragma unroll
-    for (int c = 0; c < 4; ++c)
-      w[c] = mxf_mx_encode4(v[pass][4 * c], v[pass][4 * c + 1], v[pass][4 * c + 2], v[pass][4 * c + 3], inv, inv, inv, inv);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) /* chunk j sits in slot j ^ x */
-      o[j] = x == 0 ? w[j] : x == 1 ? w[j ^ 1] : x == 2 ? w[j ^ 2] : w[j ^ 3];
-    if (r < nrows) {
-      const int64_t t = tb0 + r;
-      st_codes16(a.q_row + (t * a.h + h) * BN + 32 * cb + 16 * hh, o[0], o[1], o[2], o[3], a.row_align);
-      if (hh == 0) sts_u8(srbase + 8u * (uint32_t)(row0 + r) + cb, b);
-    }
-  }
-}
+__device__ __forceinline__ float amax4(float4 v) { return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))); }
 
-__device__ __forceinline__ void quant_cols(const kargs &a, uint32_t ybase, int m0, int h, int row0, int cb, int lane) {
+__device__ __forceinline__ void quant_block(const kargs &a, uint32_t ybase, uint32_t srbase, int m0, int h, int row0,
+                                            int cb, int lane) {
   const int64_t tb0 = (int64_t)m0 + row0;
   const int nrows = a.t - tb0 < 32 ? (int)(a.t - tb0) : 32;
-  const int64_t rs = (int64_t)a.h * BN; /* one token's codes */
   const int cq = lane & 7, rg = lane >> 3;
   float4 v[8];
   const uint32_t yc = ybase + 4u * (uint32_t)((row0 + 8 * rg) * SD + 32 * cb + 4 * cq);
 #pragma unroll
   for (int i = 0; i < 8; ++i) v[i] = lds_f32x4(yc + 4u * SD * i);
-  float m0c = 0.f, m1c = 0.f, m2c = 0.f, m3c = 0.f;
+  if (nrows < 32) { /* warp-uniform: only the last band of the last token tile */
 #pragma unroll
-  for (int i = 0; i < 8; ++i)
-    if (8 * rg + i < nrows) {
-      m0c = mxf_amax_step(m0c, v[i].x);
-      m1c = mxf_amax_step(m1c, v[i].y);
-      m2c = mxf_amax_step(m2c, v[i].z);
-      m3c = mxf_amax_step(m3c, v[i].w);
-    }
-#pragma unroll
-  for (int off = 8; off < 32; off <<= 1) {
-    m0c = mxf_amax_step(m0c, __shfl_xor_sync(0xFFFFFFFFu, m0c, off));
-    m1c = mxf_amax_step(m1c, __shfl_xor_sync(0xFFFFFFFFu, m1c, off));
-    m2c = mxf_amax_step(m2c, __shfl_xor_sync(0xFFFFFFFFu, m2c, off));
-    m3c = mxf_amax_step(m3c, __shfl_xor_sync(0xFFFFFFFFu, m3c, off));
+    for (int i = 0; i < 8; ++i)
+      if (8 * rg + i >= nrows) v[i] = make_float4(0.f, 0.f, 0.f, 0.f);
   }
-  const uint8_t b0 = mxf_e8m0_from_amax(m0c), b1 = mxf_e8m0_from_amax(m1c);
-  const uint8_t b2 = mxf_e8m0_from_amax(m2c), b3 = mxf_e8m0_from_amax(m3c);
-  const float i0 = mxf_e8m0_inv(b0), i1 = mxf_e8m0_inv(b1), i2 = mxf_e8m0_inv(b2), i3 = mxf_e8m0_inv(b3);
-  uint8_t *q = a.q_col + ((tb0 + 8 * rg) * a.h + h) * BN + 32 * cb + 4 * cq; /* advanced a token at a time */
+  /* columns */
+  float c[4];
+  {
+    float x0 = fmaxf(fabsf(v[0].x), fabsf(v[1].x)), x1 = fmaxf(fabsf(v[2].x), fabsf(v[3].x));
+    float x2 = fmaxf(fabsf(v[4].x), fabsf(v[5].x)), x3 = fmaxf(fabsf(v[6].x), fabsf(v[7].x));
+    c[0] = fmaxf(fmaxf(x0, x1), fmaxf(x2, x3));
+    x0 = fmaxf(fabsf(v[0].y), fabsf(v[1].y)), x1 = fmaxf(fabsf(v[2].y), fabsf(v[3].y));
+    x2 = fmaxf(fabsf(v[4].y), fabsf(v[5].y)), x3 = fmaxf(fabsf(v[6].y), fabsf(v[7].y));
+    c[1] = fmaxf(fmaxf(x0, x1), fmaxf(x2, x3));
+    x0 = fmaxf(fabsf(v[0].z), fabsf(v[1].z)), x1 = fmaxf(fabsf(v[2].z), fabsf(v[3].z));
+    x2 = fmaxf(fabsf(v[4].z), fabsf(v[5].z)), x3 = fmaxf(fabsf(v[6].z), fabsf(v[7].z));
+    c[2] = fmaxf(fmaxf(x0, x1), fmaxf(x2, x3));
+    x0 = fmaxf(fabsf(v[0].w), fabsf(v[1].w)), x1 = fmaxf(fabsf(v[2].w), fabsf(v[3].w));
+    x2 = fmaxf(fabsf(v[4].w), fabsf(v[5].w)), x3 = fmaxf(fabsf(v[6].w), fabsf(v[7].w));
+    c[3] = fmaxf(fmaxf(x0, x1), fmaxf(x2, x3));
+  }
+#pragma unroll
+  for (int off = 8; off < 32; off <<= 1)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) c[j] = fmaxf(c[j], __shfl_xor_sync(0xFFFFFFFFu, c[j], off));
+  uint32_t bc = 0;
+  float ic[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const uint8_t b = mxf_e8m0_from_amax(fmaxf(0.f, c[j]));
+    ic[j] = mxf_e8m0_inv(b);
+    bc |= (uint32_t)b << (8 * j);
+  }
+  /* rows: lane (rg, cq) ends with the amax of row 8rg + cq */
+  float r[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) r[i] = amax4(v[i]);
+  float s4[4], s2[2];
+  const bool k4 = cq & 4, k2 = cq & 2, k1 = cq & 1;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) s4[j] = fmaxf(k4 ? r[j + 4] : r[j], __shfl_xor_sync(0xFFFFFFFFu, k4 ? r[j] : r[j + 4], 4));
+#pragma unroll
+  for (int j = 0; j < 2; ++j) s2[j] = fmaxf(k2 ? s4[j + 2] : s4[j], __shfl_xor_sync(0xFFFFFFFFu, k2 ? s4[j] : s4[j + 2], 2));
+  const float rm = fmaxf(0.f, fmaxf(k1 ? s2[1] : s2[0], __shfl_xor_sync(0xFFFFFFFFu, k1 ? s2[0] : s2[1], 1)));
+  const uint8_t br = mxf_e8m0_from_amax(rm);
+  const float irow = mxf_e8m0_inv(br);
+  if (8 * rg + cq < nrows) sts_u8(srbase + 8u * (uint32_t)(row0 + 8 * rg + cq) + cb, br);
+  /* codes */
+  const int64_t rs = (int64_t)a.h * BN; /* one token's codes */
+  const int64_t off0 = ((tb0 + 8 * rg) * a.h + h) * BN + 32 * cb + 4 * cq;
+  uint8_t *qr = a.q_row + off0, *qc = a.q_col + off0;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    const uint32_t w = mxf_mx_encode4(v[i].x, v[i].y, v[i].z, v[i].w, i0, i1, i2, i3);
-    if (8 * rg + i < nrows) mxf_proj_st_u32(q, w, a.col_align4);
-    q += rs;
+    const float ir = __shfl_sync(0xFFFFFFFFu, irow, (lane & 24) | i);
+    const uint32_t wr = mxf_mx_encode4(v[i].x, v[i].y, v[i].z, v[i].w, ir, ir, ir, ir);
+    const uint32_t wc = mxf_mx_encode4(v[i].x, v[i].y, v[i].z, v[i].w, ic[0], ic[1], ic[2], ic[3]);
+    if (8 * rg + i < nrows) {
+      *reinterpret_cast<uint32_t *>(qr) = wr;
+      *reinterpret_cast<uint32_t *>(qc) = wc;
+    }
+    qr += rs;
+    qc += rs;
   }
-  if (rg == 0)
-    mxf_proj_st_u32(a.s_col + ((tb0 >> 5) * a.h + h) * BN + 32 * cb + 4 * cq,
-                    (uint32_t)b0 | (uint32_t)b1 << 8 | (uint32_t)b2 << 16 | (uint32_t)b3 << 24, a.col_align4);
+  if (rg == 0) *reinterpret_cast<uint32_t *>(a.s_col + ((tb0 >> 5) * a.h + h) * BN + 32 * cb + 4 * cq) = bc;
 }
 
 /* The row-direction scales of a finished tile from the shared table: thread et of the
@@ -332,13 +326,8 @@ __device__ __forceinline__ void quant_cols(const kargs &a, uint32_t ybase, int m
 __device__ __forceinline__ void write_row_scales(const kargs &a, uint32_t srbase, int m0, int h, int et) {
   if (et >= BM || m0 + et >= a.t) return;
   const uint2 sc = lds_v2(srbase + 8u * et);
-  uint8_t *d = a.s_row + ((int64_t)(m0 + et) * a.h + h) * (BN / 32);
-  if (a.srow_align2) {
-    uint16_t *d2 = reinterpret_cast<uint16_t *>(d);
-    d2[0] = (uint16_t)sc.x, d2[1] = (uint16_t)(sc.x >> 16), d2[2] = (uint16_t)sc.y;
-  } else {
-    for (int i = 0; i < 6; ++i) d[i] = (uint8_t)((i < 4 ? sc.x : sc.y) >> (8 * (i & 3)));
-  }
+  uint16_t *d = reinterpret_cast<uint16_t *>(a.s_row + ((int64_t)(m0 + et) * a.h + h) * (BN / 32));
+  d[0] = (uint16_t)sc.x, d[1] = (uint16_t)(sc.x >> 16), d[2] = (uint16_t)sc.y;
 }
 
 /* ------------------------------------------------------------ MXFP8 in the mainloop */
@@ -460,17 +449,18 @@ template <int W_OUT_IN, int MX>
 __global__ void __launch_bounds__(THREADS, 1)
     proj_kernel(const __grid_constant__ CUtensorMap tma_x, const __grid_constant__ CUtensorMap tma_w, const kargs a) {
   extern __shared__ uint8_t smem_raw[];
-  uint8_t *base = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
-  const uint32_t ybase = smem_addr(base + NS * STAGE);
+  /* 32-bit shared-window addresses throughout (the window's base is aligned far beyond
+   * 1024 bytes, so aligning the offset aligns the address) */
+  const uint32_t base = (smem_addr(smem_raw) + 1023u) & ~1023u;
+  const uint32_t ybase = base + NS * STAGE;
   const uint32_t srbase = ybase + Y_BYTES;
-  uint64_t *full = reinterpret_cast<uint64_t *>(base + NS * STAGE + Y_BYTES + SR_BYTES);
-  uint64_t *empty = full + NS;
-  const uint32_t scbase = smem_addr(full) + 64; /* MX: NS x SC_STAGE bytes of scales */
+  const uint32_t full = srbase + SR_BYTES, empty = full + 8 * NS; /* NS mbarriers each */
+  const uint32_t scbase = full + 64; /* MX: NS x SC_STAGE bytes of scales */
   const int tid = threadIdx.x;
   if (tid == 0) {
     for (int i = 0; i < NS; ++i) {
-      mbar_init(smem_addr(full + i), 1);
-      mbar_init(smem_addr(empty + i), 8); /* one arrival per consumer warp */
+      mbar_init(full + 8 * i, 1);
+      mbar_init(empty + 8 * i, 8); /* one arrival per consumer warp */
     }
     mbar_init_fence();
   }
@@ -487,31 +477,31 @@ __global__ void __launch_bounds__(THREADS, 1)
         int mt, h;
         tile_coords(tile, a.tiles_m, mt, h, a.h);
         for (int ks = 0; ks < a.nks; ++ks) {
-          mbar_wait(smem_addr(empty + slot), phase ^ 1u);
-          const uint32_t fb = smem_addr(full + slot);
-          uint8_t *sa = base + slot * STAGE, *sb = sa + A_BYTES;
+          mbar_wait(empty + 8 * slot, phase ^ 1u);
+          const uint32_t fb = full + 8 * slot;
+          const uint32_t sa = base + slot * STAGE, sb = sa + A_BYTES;
           if (MX) {
             const uint32_t sc = scbase + slot * SC_STAGE;
             mbar_arrive_expect_tx(fb, (BM + BN) * 64 + SC_STAGE);
-            tma_load_3d(smem_addr(sa + RAW_X), &tma_x, ks * 64, mt * BM, 0, fb);
+            tma_load_3d(sa + RAW_X, &tma_x, ks * 64, mt * BM, 0, fb);
             if (W_OUT_IN) {
-              tma_load_3d(smem_addr(sa + RAW_W), &tma_w, ks * 64, h * BN, 0, fb);
+              tma_load_3d(sa + RAW_W, &tma_w, ks * 64, h * BN, 0, fb);
             } else {
 #pragma unroll
               for (int i = 0; i < 3; ++i)
-                tma_load_3d(smem_addr(sa + RAW_W + 4096 * i), &tma_w, h * BN + 64 * i, ks * 64, 0, fb);
+                tma_load_3d(sa + RAW_W + 4096 * i, &tma_w, h * BN + 64 * i, ks * 64, 0, fb);
             }
             bulk_load(sc, a.scx + ((int64_t)mt * a.nks + ks) * (SCX_BYTES / 2), SCX_BYTES, fb);
             bulk_load(sc + SCX_BYTES, a.scw + ((int64_t)h * a.nks + ks) * (SCW_BYTES / 2), SCW_BYTES, fb);
           } else {
             mbar_arrive_expect_tx(fb, STAGE);
-            tma_load_3d(smem_addr(sa), &tma_x, ks * BK, mt * BM, 0, fb);
+            tma_load_3d(sa, &tma_x, ks * BK, mt * BM, 0, fb);
             if (W_OUT_IN) {
-              tma_load_3d(smem_addr(sb), &tma_w, ks * BK, h * BN, 0, fb);
+              tma_load_3d(sb, &tma_w, ks * BK, h * BN, 0, fb);
             } else {
 #pragma unroll
               for (int i = 0; i < 3; ++i)
-                tma_load_3d(smem_addr(sb + i * 8192), &tma_w, h * BN + 64 * i, ks * BK, 0, fb);
+                tma_load_3d(sb + i * 8192, &tma_w, h * BN + 64 * i, ks * BK, 0, fb);
             }
           }
           if (++slot == NS) {
@@ -528,10 +518,16 @@ __global__ void __launch_bounds__(THREADS, 1)
     /* ---------------- epilogue warps (1-3 of warpgroup 0 and warpgroup 3): RoPE and both
      * quantizations of the staged tile while the consumers run the next tile's mainloop.
      * Work dealt round-robin to the 7 warps: RoPE on row pairs, then (all RoPE done) the
-     * 24 row-direction and 24 column-direction units of the 32 x 32 blocks. The previous
+     * 24 blocks of 32 x 32, each quantized in both directions by one warp. The previous
      * tile's row scales are written out once Y is full again (its units are all done). */
     const int e = tid < 128 ? (tid >> 5) - 1 : (tid >> 5) - 9, lane = tid & 31;
-    const bool fast_rope = a.rope <= 64 && a.rope % 4 == 0 && a.nope % 4 == 0;
+    /* 24 blocks for 7 warps: warps 3-5 take a fourth block; warp 0, with a tenth RoPE row
+     * pair, does not */
+    const int ue = (e + 4) % EPI_WARPS;
+    /* Y and the scale table held in registers (a shuffle's result is not recomputed from
+     * the shared window's base at every use) */
+    const uint32_t yb = __shfl_sync(0xFFFFFFFFu, ybase, 0), sb = yb + Y_BYTES;
+    const bool fast_rope = a.rope == FAST_ROPE; /* then nope = FAST_NOPE (D = BN) */
     constexpr int BLOCKS = (BM / 32) * (BN / 32);
     int pm0 = -1, ph = 0; /* the previous tile */
     for (int tile = blockIdx.x; tile < a.tiles; tile += gridDim.x) {
@@ -541,21 +537,20 @@ __global__ void __launch_bounds__(THREADS, 1)
       rope_words w;
       if (fast_rope) rope_fetch(a, m0, e, lane, w); /* before Y is ready */
       named_bar_sync(BAR_FULL, HANDOFF);
-      if (pm0 >= 0) write_row_scales(a, srbase, pm0, ph, 32 * e + lane);
-      if (fast_rope) rope_apply(a, ybase, m0, e, lane, w);
-      else rope_generic(a, ybase, m0, e, lane);
+      if (pm0 >= 0) write_row_scales(a, sb, pm0, ph, 32 * e + lane);
+      if (fast_rope) rope_apply(a, yb, m0, e, lane, w);
+      else rope_generic(a, yb, m0, e, lane);
       named_bar_sync(BAR_ROPE, 32 * EPI_WARPS);
-      for (int u = e; u < 2 * BLOCKS; u += EPI_WARPS) {
-        const int blk = u % BLOCKS, band = 32 * (blk % (BM / 32)), cb = blk / (BM / 32);
+      for (int u = ue; u < BLOCKS; u += EPI_WARPS) {
+        const int band = 32 * (u % (BM / 32)), cb = u / (BM / 32);
         if (m0 + band >= a.t) continue;
-        if (u < BLOCKS) quant_rows(a, ybase, srbase, m0, h, band, cb, lane);
-        else quant_cols(a, ybase, m0, h, band, cb, lane);
+        quant_block(a, yb, sb, m0, h, band, cb, lane);
       }
       if (tile + (int)gridDim.x < a.tiles) named_bar_arrive(BAR_EMPTY, HANDOFF); /* Y may be refilled */
       pm0 = m0, ph = h;
     }
     named_bar_sync(BAR_ROPE, 32 * EPI_WARPS); /* the last tile's table is complete */
-    if (pm0 >= 0) write_row_scales(a, srbase, pm0, ph, 32 * e + lane);
+    if (pm0 >= 0) write_row_scales(a, sb, pm0, ph, 32 * e + lane);
     return;
   }
 
@@ -567,9 +562,9 @@ __global__ void __launch_bounds__(THREADS, 1)
   for (int tile = blockIdx.x, n = 0; tile < a.tiles; tile += gridDim.x, ++n) {
     int prev = -1;
     for (int ks = 0; ks < a.nks; ++ks) {
-      mbar_wait(smem_addr(full + slot), phase);
-      if (MX) mx_convert<W_OUT_IN>(smem_addr(base + slot * STAGE), scbase + slot * SC_STAGE, ct);
-      const uint32_t sa = smem_addr(base + slot * STAGE) + wg * 64 * 128, sb = smem_addr(base + slot * STAGE + A_BYTES);
+      mbar_wait(full + 8 * slot, phase);
+      if (MX) mx_convert<W_OUT_IN>(base + slot * STAGE, scbase + slot * SC_STAGE, ct);
+      const uint32_t sa = base + slot * STAGE + wg * 64 * 128, sb = base + slot * STAGE + A_BYTES;
       const uint64_t da = desc_sw128(sa, 16, 1024);
       const uint64_t db = W_OUT_IN ? desc_sw128(sb, 16, 1024) : desc_sw128(sb, 8192, 1024);
       wgmma_fence();
@@ -580,7 +575,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
       wgmma_commit();
       wgmma_wait<1>();
-      if (prev >= 0 && lane == 0) mbar_arrive(smem_addr(empty + prev));
+      if (prev >= 0 && lane == 0) mbar_arrive(empty + 8 * prev);
       prev = slot;
       if (++slot == NS) {
         slot = 0;
@@ -588,7 +583,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       }
     }
     wgmma_wait<0>();
-    if (prev >= 0 && lane == 0) mbar_arrive(smem_addr(empty + prev));
+    if (prev >= 0 && lane == 0) mbar_arrive(empty + 8 * prev);
 
     /* ---- staging (SPEC §2.3 step 2) into Y once the epilogue warpgroup is done with it.
      * Thread (warp w, lane l) holds rows 16w + l/4 (+8) and columns 8j + 2(l%4) (+1).
@@ -689,7 +684,8 @@ static CUresult make_map(encode_tiled_fn enc, CUtensorMap *map, const void *ptr,
 
 static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-static bool aligned16(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+static bool aligned(const void *p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
+static bool aligned16(const void *p) { return aligned(p, 16); }
 
 } /* namespace mxf_sm90_proj */
 
@@ -739,6 +735,10 @@ extern "C" size_t mxf_sm90_proj_rope_workspace(const mxf_proj_problem *p) {
 }
 
 extern "C" int mxf_sm90_proj_rope_args_ok(const mxf_proj_problem *p, const mxf_proj_rope_args *args, const void *ws) {
+  /* the epilogue's stores: 4 codes / 4 column scale bytes, 2 row scale bytes at once */
+  if (!aligned(args->out_row, 4) || !aligned(args->out_col, 4) || !aligned(args->out_scales_col, 4) ||
+      !aligned(args->out_scales_row, 2))
+    return 0;
   if (p->mxfp8)
     return aligned16(args->x) && aligned16(args->w) && (p->w_out_in || !mx_prepass(p) || aligned16(args->w_scale)) &&
            ws != nullptr && aligned16(ws);
@@ -824,10 +824,6 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
   a.s_row = static_cast<uint8_t *>(args->out_scales_row);
   a.q_col = static_cast<uint8_t *>(args->out_col);
   a.s_col = static_cast<uint8_t *>(args->out_scales_col);
-  const uintptr_t qa = reinterpret_cast<uintptr_t>(a.q_row);
-  a.row_align = (qa & 15u) == 0 ? 16 : (qa & 3u) == 0 ? 4 : 1;
-  a.col_align4 = ((reinterpret_cast<uintptr_t>(a.q_col) | reinterpret_cast<uintptr_t>(a.s_col)) & 3u) == 0;
-  a.srow_align2 = (reinterpret_cast<uintptr_t>(a.s_row) & 1u) == 0;
   a.scx = scx;
   a.scw = scw;
   const int sms = num_sms > 0 ? num_sms : 132;
