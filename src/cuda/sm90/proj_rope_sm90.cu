@@ -61,27 +61,47 @@ using namespace mxf_sm90;
 constexpr int BM = 128;   /* tokens per tile */
 constexpr int BN = 192;   /* one head */
 constexpr int BK = 64;    /* k per stage (128 bytes of bf16: one swizzle row) */
-constexpr int NS = 3;     /* stages */
 constexpr int THREADS = 512;
 constexpr int A_BYTES = BM * BK * 2;
 constexpr int B_BYTES = BN * BK * 2;
 constexpr int STAGE = A_BYTES + B_BYTES;
-constexpr int SD = BN + 8; /* Y row stride in floats, = 8 (mod 32): the consumers' 8-byte staging
-                              writes are conflict-free; row readers rotate their 16-byte chunks */
-constexpr int Y_BYTES = BM * SD * 4;
+/*
+ * The staged tile Y, in one of two layouts (template parameter L):
+ *   L = 0 (Y_F32): all 192 columns as f32, row stride SD = 200 floats (= 8 mod 32: the
+ *          consumers' 8-byte staging writes are conflict-free); 3 pipeline stages. Any
+ *          rope split, the fp32 epilogue, the in-mainloop MXFP8 path.
+ *   L = 1 (Y_SPLIT): DeepSeek's split (nope 128 + rope 64) with bf16 staging: the nope
+ *          columns hold bf16 values and are stored as bf16 (Yn, 256-byte rows), the rope
+ *          columns as f32 (Yr, 256-byte rows, RoPE's results are f32), 64 KB instead of
+ *          100 KB, which buys a fourth pipeline stage. Both parts swizzle their 16-byte
+ *          chunks (yn_chunk, yr_chunk) so that staging writes and the epilogue's reads
+ *          take the fewest shared-memory wavefronts their sizes allow.
+ */
+constexpr int SD = BN + 8;
+constexpr int Y_NOPE = 128;        /* Y_SPLIT: the bf16 columns */
 constexpr int SR_BYTES = BM * 8;   /* row-direction scale bytes of a tile, 8 per token (6 used) */
-constexpr int SMEM_BYTES = NS * STAGE + Y_BYTES + SR_BYTES + 2 * NS * 8 + 1024;
+template <int L> struct ylayout {
+  static constexpr int NS = L ? 4 : 3; /* pipeline stages */
+  static constexpr int Y_BYTES = L ? BM * Y_NOPE * 2 + BM * (BN - Y_NOPE) * 4 : BM * SD * 4;
+  static constexpr int SMEM_BYTES = NS * STAGE + Y_BYTES + SR_BYTES + 64 + 1024;
+};
+/* Y_SPLIT: byte offset of 16-byte chunk c of row r in Yn / Yr */
+__device__ __forceinline__ uint32_t yn_chunk(int r, int c) {
+  return 16u * (uint32_t)(r * 16 + (c ^ ((r & 7) ^ ((r & 8) >> 1))));
+}
+__device__ __forceinline__ uint32_t yr_chunk(int r, int c) { return 16u * (uint32_t)(r * 16 + (c ^ (2 * (r & 3)))); }
+constexpr int YR_OFF = BM * Y_NOPE * 2; /* Yr after Yn */
 constexpr int BAR_FULL = 1, BAR_EMPTY = 2; /* named barriers of the Y hand-off */
 constexpr int EPI_WARPS = 7;               /* epilogue: warps 1-3 of warpgroup 0 and warpgroup 3 */
 constexpr int HANDOFF = 256 + 32 * EPI_WARPS; /* their threads: consumers + epilogue */
 constexpr int BAR_ROPE = 3;                /* the epilogue warps: RoPE done */
 static_assert(A_BYTES % 1024 == 0 && STAGE % 1024 == 0, "1024-byte aligned swizzled tiles");
-static_assert(SMEM_BYTES <= 227 * 1024, "fits one SM");
+static_assert(ylayout<0>::SMEM_BYTES <= 227 * 1024 && ylayout<1>::SMEM_BYTES <= 227 * 1024, "fits one SM");
 /* MXFP8 inputs: the stage's raw codes land in its upper half (w, then x) and are converted
  * in place into the bf16 tiles; the stage's scales (bf16, prepared) sit after the barriers. */
 constexpr int RAW_W = 20480, RAW_X = 32768; /* raw w: 192 x 64 bytes; raw x: 128 x 64 bytes */
 constexpr int SCX_BYTES = BM * 2 * 2, SCW_BYTES = BN * 2 * 2, SC_STAGE = SCX_BYTES + SCW_BYTES;
-constexpr int SMEM_BYTES_MX = SMEM_BYTES + 16 + NS * SC_STAGE;
+constexpr int SMEM_BYTES_MX = ylayout<0>::SMEM_BYTES + ylayout<0>::NS * SC_STAGE; /* the MX kernel: L = 0 */
 constexpr int BAR_RAW = 4, BAR_CVT = 5; /* consumers: raw codes read; bf16 tiles written */
 static_assert(RAW_X + BM * 64 == STAGE && RAW_W + BN * 64 == RAW_X && RAW_W >= A_BYTES, "raw codes in the stage");
 static_assert(SMEM_BYTES_MX <= 227 * 1024, "fits one SM");
@@ -161,17 +181,24 @@ __device__ __forceinline__ void rope_fetch(const kargs &a, int m0, int e, int la
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
 __device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xFFFF0000u); }
 
+/* Address of the f32 element (r, c) of Y, c % 2 == 0 (layout L = 0), or c >= Y_NOPE (L = 1). */
+template <int L> __device__ __forceinline__ uint32_t yf_addr(uint32_t ybase, int r, int c) {
+  if (L == 0) return ybase + 4u * (uint32_t)(r * SD + c);
+  const int b = 4 * (c - Y_NOPE);
+  return ybase + YR_OFF + yr_chunk(r, b >> 4) + (uint32_t)(b & 15);
+}
+
+template <int L>
 __device__ __forceinline__ void rope_apply(const kargs &a, uint32_t ybase, int m0, int e, int lane,
                                            const rope_words &w) {
   constexpr int P = FAST_ROPE / 2;
   const int row0 = 2 * e + (lane >> 4), p = 2 * (lane & 15), t0 = m0 + row0;
-  const uint32_t yr = ybase + 4u * (uint32_t)(row0 * SD + FAST_NOPE); /* step i: + 4 * 14 * SD * i */
   float o[ROPE_PER_WARP][4];
 #pragma unroll
   for (int i = 0; i < ROPE_PER_WARP; ++i) {
     o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
     if (rope_step_ok(a, t0, e, i)) {
-      const float4 y = lds_f32x4(yr + 4u * (ROPE_STEP * SD * i + 2 * p)); /* pairs p, p + 1 */
+      const float4 y = lds_f32x4(yf_addr<L>(ybase, row0 + ROPE_STEP * i, FAST_NOPE + 2 * p)); /* pairs p, p + 1 */
       o[i][0] = __fsub_rn(__fmul_rn(y.x, bf16_lo(w.c0[i])), __fmul_rn(y.y, bf16_lo(w.s0[i])));
       o[i][1] = __fsub_rn(__fmul_rn(y.z, bf16_hi(w.c0[i])), __fmul_rn(y.w, bf16_hi(w.s0[i])));
       o[i][2] = __fadd_rn(__fmul_rn(y.x, bf16_lo(w.s1[i])), __fmul_rn(y.y, bf16_lo(w.c1[i])));
@@ -182,9 +209,9 @@ __device__ __forceinline__ void rope_apply(const kargs &a, uint32_t ybase, int m
 #pragma unroll
   for (int i = 0; i < ROPE_PER_WARP; ++i) {
     if (rope_step_ok(a, t0, e, i)) {
-      const uint32_t yi = yr + 4u * (ROPE_STEP * SD * i);
-      sts_f32x2(yi + 4u * p, o[i][0], o[i][1]);
-      sts_f32x2(yi + 4u * (P + p), o[i][2], o[i][3]);
+      const int r = row0 + ROPE_STEP * i;
+      sts_f32x2(yf_addr<L>(ybase, r, FAST_NOPE + p), o[i][0], o[i][1]);
+      sts_f32x2(yf_addr<L>(ybase, r, FAST_NOPE + P + p), o[i][2], o[i][3]);
     }
   }
 }
@@ -246,15 +273,23 @@ __device__ __forceinline__ void rope_generic(const kargs &a, uint32_t ybase, int
  */
 __device__ __forceinline__ float amax4(float4 v) { return fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w))); }
 
+template <int L>
 __device__ __forceinline__ void quant_block(const kargs &a, uint32_t ybase, uint32_t srbase, int m0, int h, int row0,
                                             int cb, int lane) {
   const int64_t tb0 = (int64_t)m0 + row0;
   const int nrows = a.t - tb0 < 32 ? (int)(a.t - tb0) : 32;
-  const int cq = lane & 7, rg = lane >> 3;
+  const int cq = lane & 7, rg = lane >> 3, col = 32 * cb + 4 * cq;
   float4 v[8];
-  const uint32_t yc = ybase + 4u * (uint32_t)((row0 + 8 * rg) * SD + 32 * cb + 4 * cq);
+  if (L == 0 || col >= Y_NOPE) {
 #pragma unroll
-  for (int i = 0; i < 8; ++i) v[i] = lds_f32x4(yc + 4u * SD * i);
+    for (int i = 0; i < 8; ++i) v[i] = lds_f32x4(yf_addr<L>(ybase, row0 + 8 * rg + i, col));
+  } else { /* 4 bf16 of Yn: 8 bytes of chunk col / 8 */
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const uint2 u = lds_v2(ybase + yn_chunk(row0 + 8 * rg + i, col >> 3) + 8u * (uint32_t)(cq & 1));
+      v[i] = make_float4(bf16_lo(u.x), bf16_hi(u.x), bf16_lo(u.y), bf16_hi(u.y));
+    }
+  }
   if (nrows < 32) { /* warp-uniform: only the last band of the last token tile */
 #pragma unroll
     for (int i = 0; i < 8; ++i)
@@ -445,9 +480,11 @@ __device__ __forceinline__ void mx_convert(uint32_t st, uint32_t sc, int ct) {
 }
 
 /* ------------------------------------------------------------ the kernel */
-template <int W_OUT_IN, int MX>
+template <int W_OUT_IN, int MX, int L>
 __global__ void __launch_bounds__(THREADS, 1)
     proj_kernel(const __grid_constant__ CUtensorMap tma_x, const __grid_constant__ CUtensorMap tma_w, const kargs a) {
+  static_assert(!(MX && L), "the in-mainloop MXFP8 kernel uses the f32 Y layout");
+  constexpr int NS = ylayout<L>::NS, Y_BYTES = ylayout<L>::Y_BYTES;
   extern __shared__ uint8_t smem_raw[];
   /* 32-bit shared-window addresses throughout (the window's base is aligned far beyond
    * 1024 bytes, so aligning the offset aligns the address) */
@@ -535,16 +572,16 @@ __global__ void __launch_bounds__(THREADS, 1)
       tile_coords(tile, a.tiles_m, mt, h, a.h);
       const int m0 = mt * BM;
       rope_words w;
-      if (fast_rope) rope_fetch(a, m0, e, lane, w); /* before Y is ready */
+      if (L == 1 || fast_rope) rope_fetch(a, m0, e, lane, w); /* before Y is ready */
       named_bar_sync(BAR_FULL, HANDOFF);
       if (pm0 >= 0) write_row_scales(a, sb, pm0, ph, 32 * e + lane);
-      if (fast_rope) rope_apply(a, yb, m0, e, lane, w);
+      if (L == 1 || fast_rope) rope_apply<L>(a, yb, m0, e, lane, w);
       else rope_generic(a, yb, m0, e, lane);
       named_bar_sync(BAR_ROPE, 32 * EPI_WARPS);
       for (int u = ue; u < BLOCKS; u += EPI_WARPS) {
         const int band = 32 * (u % (BM / 32)), cb = u / (BM / 32);
         if (m0 + band >= a.t) continue;
-        quant_block(a, yb, sb, m0, h, band, cb, lane);
+        quant_block<L>(a, yb, sb, m0, h, band, cb, lane);
       }
       if (tile + (int)gridDim.x < a.tiles) named_bar_arrive(BAR_EMPTY, HANDOFF); /* Y may be refilled */
       pm0 = m0, ph = h;
@@ -593,12 +630,17 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
     for (int j = 0; j < 24; ++j) {
       float y0 = acc[4 * j], y1 = acc[4 * j + 1], y2 = acc[4 * j + 2], y3 = acc[4 * j + 3];
+      if (L == 1 && 8 * j < Y_NOPE) { /* bf16 pairs into Yn: 4 bytes of chunk j */
+        sts_u32(ybase + yn_chunk(r0, j) + 2u * c0, pack_bf16x2(y0, y1));
+        sts_u32(ybase + yn_chunk(r0 + 8, j) + 2u * c0, pack_bf16x2(y2, y3));
+        continue;
+      }
       if (!a.fp32_epi) {
         round_bf16_pair(y0, y1);
         round_bf16_pair(y2, y3);
       }
-      sts_f32x2(ybase + 4u * (uint32_t)(r0 * SD + 8 * j + c0), y0, y1);
-      sts_f32x2(ybase + 4u * (uint32_t)((r0 + 8) * SD + 8 * j + c0), y2, y3);
+      sts_f32x2(yf_addr<L>(ybase, r0, 8 * j + c0), y0, y1);
+      sts_f32x2(yf_addr<L>(ybase, r0 + 8, 8 * j + c0), y2, y3);
     }
     named_bar_arrive(BAR_FULL, HANDOFF);
   }
@@ -683,6 +725,15 @@ static CUresult make_map(encode_tiled_fn enc, CUtensorMap *map, const void *ptr,
 }
 
 static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+template <int W_OUT_IN, int MX, int L>
+static cudaError_t launch(unsigned grid, const CUtensorMap &map_x, const CUtensorMap &map_w, const kargs &a,
+                          cudaStream_t stream) {
+  constexpr int smem = MX ? SMEM_BYTES_MX : ylayout<L>::SMEM_BYTES;
+  cudaError_t e = set_smem_attr<proj_kernel<W_OUT_IN, MX, L>>(smem);
+  if (e == cudaSuccess) proj_kernel<W_OUT_IN, MX, L><<<grid, THREADS, smem, stream>>>(map_x, map_w, a);
+  return e;
+}
 
 static bool aligned(const void *p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
 static bool aligned16(const void *p) { return aligned(p, 16); }
@@ -828,19 +879,14 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
   a.scw = scw;
   const int sms = num_sms > 0 ? num_sms : 132;
   const unsigned grid = (unsigned)(a.tiles < sms ? a.tiles : sms);
-  if (mx && p->w_out_in) {
-    e = set_smem_attr<proj_kernel<1, 1>>(SMEM_BYTES_MX);
-    if (e == cudaSuccess) proj_kernel<1, 1><<<grid, THREADS, SMEM_BYTES_MX, stream>>>(map_x, map_w, a);
-  } else if (mx) {
-    e = set_smem_attr<proj_kernel<0, 1>>(SMEM_BYTES_MX);
-    if (e == cudaSuccess) proj_kernel<0, 1><<<grid, THREADS, SMEM_BYTES_MX, stream>>>(map_x, map_w, a);
-  } else if (p->w_out_in) {
-    e = set_smem_attr<proj_kernel<1, 0>>(SMEM_BYTES);
-    if (e == cudaSuccess) proj_kernel<1, 0><<<grid, THREADS, SMEM_BYTES, stream>>>(map_x, map_w, a);
-  } else {
-    e = set_smem_attr<proj_kernel<0, 0>>(SMEM_BYTES);
-    if (e == cudaSuccess) proj_kernel<0, 0><<<grid, THREADS, SMEM_BYTES, stream>>>(map_x, map_w, a);
-  }
+  /* Y_SPLIT for DeepSeek's split with bf16 staging (fourth stage), Y_F32 otherwise */
+  const bool split = !mx && !p->fp32_epilogue && p->rope == FAST_ROPE;
+  if (mx)
+    e = p->w_out_in ? launch<1, 1, 0>(grid, map_x, map_w, a, stream) : launch<0, 1, 0>(grid, map_x, map_w, a, stream);
+  else if (split)
+    e = p->w_out_in ? launch<1, 0, 1>(grid, map_x, map_w, a, stream) : launch<0, 0, 1>(grid, map_x, map_w, a, stream);
+  else
+    e = p->w_out_in ? launch<1, 0, 0>(grid, map_x, map_w, a, stream) : launch<0, 0, 0>(grid, map_x, map_w, a, stream);
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: sm90 proj_rope launch: %s", cudaGetErrorString(e));
   return MXF_OK;

@@ -240,6 +240,7 @@ __device__ __forceinline__ void sts_f32x2(uint32_t a, float x, float y) {
   asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(a), "f"(x), "f"(y));
 }
 __device__ __forceinline__ void sts_u8(uint32_t a, uint32_t x) { asm volatile("st.shared.u8 [%0], %1;" ::"r"(a), "r"(x)); }
+__device__ __forceinline__ void sts_u32(uint32_t a, uint32_t x) { asm volatile("st.shared.u32 [%0], %1;" ::"r"(a), "r"(x)); }
 /* Warp-level ordering of the shared accesses above (no compiler memory clobber). */
 __device__ __forceinline__ void warp_sync_shared() { asm volatile("bar.warp.sync -1;"); }
 
