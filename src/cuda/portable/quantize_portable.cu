@@ -3,7 +3,8 @@
  * sm_80+ GPU. Bandwidth-bound; also the unfused baseline of proj_rope's epilogue.
  *
  * Quantize: 256 threads (8 warps x 32 lanes) per CTA, a grid-stride loop over tiles of
- * 32 rows x 256 cols, as many CTAs as fit on the GPU at once. Lane l owns the 8
+ * 32 rows x 256 cols, as many CTAs as fit on the GPU at once (2 per SM; 3 for bf16
+ * input measured slower on the H200). Lane l owns the 8
  * consecutive columns 8l..8l+7 of a tile, warp w the rows w, w+8, w+16, w+24: every
  * global access of a warp is one contiguous 256-value row segment (16-byte loads: two
  * per row for f32, one for bf16; one 8-byte code store per row). While a CTA works on
@@ -22,10 +23,11 @@
  *
  * Dequantize: y = e4m3(q) * 2^(s-127), exact in f32 (NaN for code 0x7F/0xFF or scale
  * 0xFF), rounded to nearest even for bf16 output. Aligned case (cols % 16 == 0, 16-byte
- * aligned pointers): a grid-stride loop over 16-code chunks, one 16-byte code load, one
- * scale byte (rows) or one 16-byte scale load (cols) per chunk, 16-byte stores; decode by
- * formats.h's mxf_e4m3_bits_f32 (a shift and a mask per value). Anything else: the
- * elementwise 4-value kernel.
+ * aligned pointers): a grid-stride loop over chunks of 8 codes (bf16 out) or 4 (f32 out),
+ * so that each lane stores 16 bytes and a warp's stores are contiguous; four chunks per
+ * thread in flight; one scale byte (rows) or the chunk's scale bytes (cols) per chunk;
+ * decode by formats.h's mxf_e4m3_bits_f32 (a shift and a mask per value). Anything else:
+ * the elementwise 4-value kernel.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -273,78 +275,103 @@ struct dequant_vec_args {
   const uint8_t *q, *s;
   void *y;
   int64_t rows, cols, sb_row;
-  int64_t cpr;            /* 16-code chunks per row: cols / 16 */
+  int64_t cpr;            /* chunks of dq_shape::V codes per row */
   int64_t step_r, step_c; /* the grid stride (threads in the grid) in rows and chunks */
 };
 
-/* 16 codes times their scales: (bits * 2^120) * s is mxf_e4m3_to_f32(code) * s bit for
- * bit for finite codes (formats.h); one multiply when s * 2^120 stays finite (then the
- * same single rounding of the same exact product). NaN codes: the exact decode. */
-template <bool ROWDIR>
-__device__ __forceinline__ void dq16(const uint4 &qw, const uint4 &sw, float s_row, float (&v)[16]) {
-  const uint32_t w[4] = {qw.x, qw.y, qw.z, qw.w};
-  const uint32_t nan = mxf_e4m3x4_any_nan(w[0]) | mxf_e4m3x4_any_nan(w[1]) | mxf_e4m3x4_any_nan(w[2]) |
-                       mxf_e4m3x4_any_nan(w[3]);
-  float s[16];
-  if (ROWDIR) {
+/* 4 * NW codes (words w) times their scales: (bits * 2^120) * s is mxf_e4m3_to_f32(code) * s
+ * bit for bit for finite codes (formats.h); one multiply when s * 2^120 stays finite (then
+ * the same single rounding of the same exact product). NaN codes: the exact decode. Row
+ * direction: one scale s_row for all; columns: scale bytes sb, one per code. */
+template <bool ROWDIR, int NW>
+__device__ __forceinline__ void dq_words(const uint32_t (&w)[NW], const uint32_t (&sb)[NW], float s_row,
+                                         float (&v)[4 * NW]) {
+  uint32_t nan = 0;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) s[j] = s_row;
-  } else {
-    const uint32_t sb[4] = {sw.x, sw.y, sw.z, sw.w};
+  for (int k = 0; k < NW; ++k) nan |= mxf_e4m3x4_any_nan(w[k]);
+  float s[4 * NW];
 #pragma unroll
-    for (int j = 0; j < 16; ++j) s[j] = mxf_e8m0_to_f32((uint8_t)(sb[j >> 2] >> (8 * (j & 3))));
-  }
+  for (int j = 0; j < 4 * NW; ++j) s[j] = ROWDIR ? s_row : mxf_e8m0_to_f32((uint8_t)(sb[j >> 2] >> (8 * (j & 3))));
   if (nan != 0u) {
 #pragma unroll
-    for (int j = 0; j < 16; ++j) v[j] = mxf_e4m3_to_f32((uint8_t)(w[j >> 2] >> (8 * (j & 3)))) * s[j];
+    for (int j = 0; j < 4 * NW; ++j) v[j] = mxf_e4m3_to_f32((uint8_t)(w[j >> 2] >> (8 * (j & 3)))) * s[j];
     return;
   }
   if (ROWDIR) {
     const float f = s_row * MXF_E4M3_BITS_UNSCALE; /* NaN scale: NaN, as it should */
     if ((__float_as_uint(f) & 0x7FFFFFFFu) != 0x7F800000u) {
 #pragma unroll
-      for (int j = 0; j < 16; ++j) v[j] = mxf_e4m3_bits_f32(w[j >> 2] >> (8 * (j & 3))) * f;
+      for (int j = 0; j < 4 * NW; ++j) v[j] = mxf_e4m3_bits_f32(w[j >> 2] >> (8 * (j & 3))) * f;
       return;
     }
   }
 #pragma unroll
-  for (int j = 0; j < 16; ++j)
+  for (int j = 0; j < 4 * NW; ++j)
     v[j] = (mxf_e4m3_bits_f32(w[j >> 2] >> (8 * (j & 3))) * MXF_E4M3_BITS_UNSCALE) * s[j];
 }
 
+/* Lane = DQ_V consecutive codes (8 for bf16 out, 4 for f32 out): every load and every
+ * 16-byte store of a warp covers one contiguous segment, whole sectors. Each thread takes
+ * DQ_U chunks a grid stride apart per step, all loaded before any is converted. */
+template <bool BF16> struct dq_shape {
+  static constexpr int V = BF16 ? 8 : 4, NW = V / 4;
+};
+constexpr int DQ_U = 4;
+
 template <bool ROWDIR, bool BF16>
 __global__ void __launch_bounds__(256) dequantize_vec_kernel(const dequant_vec_args a) {
+  constexpr int V = dq_shape<BF16>::V, NW = dq_shape<BF16>::NW;
   const int64_t g = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   int64_t r = g / a.cpr, cc = g - r * a.cpr; /* one division; the loop steps incrementally */
   while (r < a.rows) {
-    const int64_t c = cc * 16, base = r * a.cols + c;
-    const uint4 qw = __ldg(reinterpret_cast<const uint4 *>(a.q + base));
-    uint4 sw = make_uint4(0u, 0u, 0u, 0u);
-    float s_row = 0.f;
-    if (ROWDIR)
-      s_row = mxf_e8m0_to_f32(__ldg(a.s + r * a.sb_row + (c >> 5))); /* 16 codes, one 32-block */
-    else
-      sw = __ldg(reinterpret_cast<const uint4 *>(a.s + (r >> 5) * a.cols + c));
-    float v[16];
-    dq16<ROWDIR>(qw, sw, s_row, v);
-    if (BF16) {
-      uint32_t h[8];
+    uint32_t w[DQ_U][NW], sb[DQ_U][NW];
+    float s_row[DQ_U];
+    int64_t base[DQ_U];
 #pragma unroll
-      for (int k = 0; k < 8; ++k)
-        h[k] = (uint32_t)mxf_f32_to_bf16(v[2 * k]) | (uint32_t)mxf_f32_to_bf16(v[2 * k + 1]) << 16;
-      uint4 *y = reinterpret_cast<uint4 *>(static_cast<uint16_t *>(a.y) + base);
-      y[0] = make_uint4(h[0], h[1], h[2], h[3]);
-      y[1] = make_uint4(h[4], h[5], h[6], h[7]);
-    } else {
-      float4 *y = reinterpret_cast<float4 *>(static_cast<float *>(a.y) + base);
+    for (int u = 0; u < DQ_U; ++u) {
+      base[u] = -1;
+      s_row[u] = 0.f;
 #pragma unroll
-      for (int k = 0; k < 4; ++k) y[k] = make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]);
+      for (int k = 0; k < NW; ++k) w[u][k] = sb[u][k] = 0u;
+      if (r < a.rows) {
+        const int64_t c = cc * V;
+        base[u] = r * a.cols + c;
+        if (NW == 2) {
+          const uint2 q2 = __ldg(reinterpret_cast<const uint2 *>(a.q + base[u]));
+          w[u][0] = q2.x, w[u][NW - 1] = q2.y;
+        } else {
+          w[u][0] = __ldg(reinterpret_cast<const uint32_t *>(a.q + base[u]));
+        }
+        if (ROWDIR) {
+          s_row[u] = mxf_e8m0_to_f32(__ldg(a.s + r * a.sb_row + (c >> 5))); /* V codes, one 32-block */
+        } else if (NW == 2) {
+          const uint2 s2 = __ldg(reinterpret_cast<const uint2 *>(a.s + (r >> 5) * a.cols + c));
+          sb[u][0] = s2.x, sb[u][NW - 1] = s2.y;
+        } else {
+          sb[u][0] = __ldg(reinterpret_cast<const uint32_t *>(a.s + (r >> 5) * a.cols + c));
+        }
+      }
+      cc += a.step_c;
+      r += a.step_r;
+      if (cc >= a.cpr) {
+        cc -= a.cpr;
+        ++r;
+      }
     }
-    cc += a.step_c;
-    r += a.step_r;
-    if (cc >= a.cpr) {
-      cc -= a.cpr;
-      ++r;
+#pragma unroll
+    for (int u = 0; u < DQ_U; ++u) {
+      if (base[u] < 0) continue;
+      float v[V];
+      dq_words<ROWDIR, NW>(w[u], sb[u], s_row[u], v);
+      if (BF16) {
+        uint32_t h[4];
+#pragma unroll
+        for (int k = 0; k < 4; ++k)
+          h[k] = mxf_f32x2_to_bf16x2(v[2 * k], v[2 * k + 1]); /* NaN bits may differ: SPEC §0 */
+        *reinterpret_cast<uint4 *>(static_cast<uint16_t *>(a.y) + base[u]) = make_uint4(h[0], h[1], h[2], h[3]);
+      } else {
+        *reinterpret_cast<float4 *>(static_cast<float *>(a.y) + base[u]) = make_float4(v[0], v[1], v[2], v[3]);
+      }
     }
   }
 }
@@ -423,11 +450,11 @@ extern "C" mxf_status mxf_portable_dequantize_launch(const mxf_quant_problem *p,
     a.rows = p->rows;
     a.cols = p->cols;
     a.sb_row = (p->cols + 31) / 32;
-    a.cpr = p->cols / 16;
+    a.cpr = p->cols / (bf16 ? dq_shape<true>::V : dq_shape<false>::V);
     void (*k)(dequant_vec_args);
     if (rowdir) k = bf16 ? dequantize_vec_kernel<true, true> : dequantize_vec_kernel<true, false>;
     else k = bf16 ? dequantize_vec_kernel<false, true> : dequantize_vec_kernel<false, false>;
-    const unsigned blocks = full_grid(k, 256, num_sms, (a.rows * a.cpr + 255) / 256);
+    const unsigned blocks = full_grid(k, 256, num_sms, (a.rows * a.cpr / DQ_U + 255) / 256);
     const int64_t stride = (int64_t)blocks * 256;
     a.step_r = stride / a.cpr;
     a.step_c = stride % a.cpr;

@@ -542,7 +542,7 @@ __device__ __forceinline__ void store_full16(const float (&acc)[128], const kern
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const float lo = acc[4 * (j + (i >> 1)) + 2 * (i & 1)], hi = acc[4 * (j + (i >> 1)) + 2 * (i & 1) + 1];
-        r[i] = CDT == MXF_BF16 ? pack_bf16x2(lo, hi) : pack_f16x2(lo, hi);
+        r[i] = CDT == MXF_BF16 ? mxf_f32x2_to_bf16x2(lo, hi) : pack_f16x2(lo, hi);
       }
       stmatrix_x4(waddr + (((2 * jj + wslot) ^ wsw) << 4), r[0], r[1], r[2], r[3]);
     }

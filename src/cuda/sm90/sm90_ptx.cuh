@@ -296,14 +296,7 @@ template <int H> __device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t w)
   return d;
 }
 
-/* Two f32 rounded to nearest even, packed: lo in bits 0..15 (the lower address). NaN
- * inputs give the canonical NaN, not formats.h's quieted payload: callers route NaN
- * elsewhere when the bits matter. Overflow gives inf, subnormal results are kept. */
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
-  uint32_t d;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-  return d;
-}
+/* Two f32 -> f16 (round to nearest even), packed like formats.h's mxf_f32x2_to_bf16x2. */
 __device__ __forceinline__ uint32_t pack_f16x2(float lo, float hi) {
   uint32_t d;
   asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
