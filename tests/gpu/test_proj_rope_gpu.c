@@ -22,7 +22,8 @@
  * Coverage: T in {1, 31, 32, 130, 2048, 4096}, bf16 and MXFP8 inputs, out-in and in-out
  * weights, D = 192 (nope 128 + rope 64) and D = 96 (64 + 32), the fp32 epilogue, K not a
  * multiple of 64 (and of 8, which the sm90 kernel refuses), inputs one element off a
- * 16-byte boundary (run-time fallback to the portable kernel). On a cc 9.0 device every
+ * 16-byte boundary and outputs one or two bytes off their alignment (run-time fallbacks to
+ * the portable kernel), NaNs of both signs. On a cc 9.0 device every
  * case runs with the default kernel choice and with MXF_PROJ_KERNEL=portable.
  * MXF_GPU_TEST_SMALL=1 keeps only small cases (for compute-sanitizer).
  */
@@ -43,6 +44,7 @@ enum { DATA_RANDOM = 0, DATA_INT = 1, DATA_NANINF = 2 };
 typedef struct pcase {
   int64_t t, k, h, d, rope;
   int mx, out_in, fp32, data, shift;
+  int oshift; /* bytes by which every output pointer is moved off its allocation's alignment */
 } pcase;
 
 typedef struct pin {
@@ -314,10 +316,11 @@ static void *dev_copy_shifted(const void *h, size_t n, int shift, size_t elem) {
 
 static void run_case(tu_rng *r, const pcase *c) {
   char tag[200];
-  snprintf(tag, sizeof tag, "T=%lld K=%lld H=%lld D=%lld rope=%lld %s %s%s%s%s", (long long)c->t, (long long)c->k,
+  snprintf(tag, sizeof tag, "T=%lld K=%lld H=%lld D=%lld rope=%lld %s %s%s%s%s%s", (long long)c->t, (long long)c->k,
            (long long)c->h, (long long)c->d, (long long)c->rope, c->mx ? "mxfp8" : "bf16",
            c->out_in ? "out-in" : "in-out", c->fp32 ? " fp32-epilogue" : "",
-           c->data == DATA_INT ? " int-data" : c->data == DATA_NANINF ? " nan/inf" : "", c->shift ? " shifted" : "");
+           c->data == DATA_INT ? " int-data" : c->data == DATA_NANINF ? " nan/inf" : "", c->shift ? " shifted" : "",
+           c->oshift ? " misaligned-outputs" : "");
   pin in;
   gen_inputs(r, c, &in);
   const int64_t nq = n_out(c), nsr = n_srow(c), nsc = n_scol(c);
@@ -346,8 +349,11 @@ static void run_case(tu_rng *r, const pcase *c) {
   uint8_t *wsd = c->mx ? dev_copy_shifted(in.ws, in.wsb, 0, 1) : NULL;
   uint8_t *cd = dev_copy_shifted(in.cosv, in.csb, c->shift, 2), *sd = dev_copy_shifted(in.sinv, in.csb, c->shift, 2);
   pout gd, got;
-  gd.q_row = gu_dmalloc((size_t)nq + GUARD), gd.q_col = gu_dmalloc((size_t)nq + GUARD);
-  gd.s_row = gu_dmalloc((size_t)nsr + GUARD), gd.s_col = gu_dmalloc((size_t)nsc + GUARD);
+  const size_t os = (size_t)c->oshift;
+  gd.q_row = gu_dmalloc((size_t)nq + GUARD + os), gd.q_col = gu_dmalloc((size_t)nq + GUARD + os);
+  gd.s_row = gu_dmalloc((size_t)nsr + GUARD + os), gd.s_col = gu_dmalloc((size_t)nsc + GUARD + os);
+  /* what the op sees: every output moved by os bytes (misaligned when os is odd) */
+  const pout go = {gd.q_row + os, gd.s_row + os, gd.q_col + os, gd.s_col + os};
   got.q_row = tu_malloc((size_t)nq + GUARD), got.q_col = tu_malloc((size_t)nq + GUARD);
   got.s_row = tu_malloc((size_t)nsr + GUARD), got.s_col = tu_malloc((size_t)nsc + GUARD);
 
@@ -366,17 +372,17 @@ static void run_case(tu_rng *r, const pcase *c) {
       setenv("MXF_PROJ_MXFP8", mode_env[mode][1], 1);
     else
       unsetenv("MXF_PROJ_MXFP8");
-    gu_dpoison(gd.q_row, (size_t)nq + GUARD, 0xA5), gu_dpoison(gd.q_col, (size_t)nq + GUARD, 0xA5);
-    gu_dpoison(gd.s_row, (size_t)nsr + GUARD, 0xA5), gu_dpoison(gd.s_col, (size_t)nsc + GUARD, 0xA5);
+    gu_dpoison(go.q_row, (size_t)nq + GUARD, 0xA5), gu_dpoison(go.q_col, (size_t)nq + GUARD, 0xA5);
+    gu_dpoison(go.s_row, (size_t)nsr + GUARD, 0xA5), gu_dpoison(go.s_col, (size_t)nsc + GUARD, 0xA5);
     st = run_proj(c, MXF_DEVICE_CUDA(0), xd + c->shift * in_elem, wd + c->shift * in_elem, xsd, wsd, cd + c->shift * 2,
-                  sd + c->shift * 2, &gd, kname, sizeof kname);
+                  sd + c->shift * 2, &go, kname, sizeof kname);
     char mtag[280];
     snprintf(mtag, sizeof mtag, "%s [%s%s%s]", tag, st == MXF_OK ? kname : "?", mode_env[mode][1] ? " " : "",
              mode_env[mode][1] ? mode_env[mode][1] : "");
     if (!TU_CHECK(st == MXF_OK, "%s: cuda status %s (%s)", mtag, mxf_status_string(st), mxf_last_error())) continue;
     kernel_counts[strcmp(kname, "cuda/sm90") == 0 ? 0 : strcmp(kname, "cuda/portable") == 0 ? 1 : 2]++;
-    gu_to_host(got.q_row, gd.q_row, (size_t)nq + GUARD), gu_to_host(got.q_col, gd.q_col, (size_t)nq + GUARD);
-    gu_to_host(got.s_row, gd.s_row, (size_t)nsr + GUARD), gu_to_host(got.s_col, gd.s_col, (size_t)nsc + GUARD);
+    gu_to_host(got.q_row, go.q_row, (size_t)nq + GUARD), gu_to_host(got.q_col, go.q_col, (size_t)nq + GUARD);
+    gu_to_host(got.s_row, go.s_row, (size_t)nsr + GUARD), gu_to_host(got.s_col, go.s_col, (size_t)nsc + GUARD);
     TU_CHECK(tu_all_bytes(got.q_row + nq, GUARD, 0xA5) && tu_all_bytes(got.q_col + nq, GUARD, 0xA5) &&
                  tu_all_bytes(got.s_row + nsr, GUARD, 0xA5) && tu_all_bytes(got.s_col + nsc, GUARD, 0xA5),
              "%s: bytes past the end of an output were written", mtag);
@@ -427,23 +433,30 @@ int main(void) {
         }
   /* NaN / inf injection, K not a multiple of 8 (bf16), shifted inputs, a non-default split */
   {
-    pcase c = {130, 288, 3, 192, 64, 0, 1, 0, DATA_NANINF, 0};
+    pcase c = {130, 288, 3, 192, 64, 0, 1, 0, DATA_NANINF, 0, 0};
     run_case(&r, &c);
     c.mx = 1;
     run_case(&r, &c);
-    pcase k100 = {67, 100, 3, 192, 64, 0, 1, 0, DATA_RANDOM, 0};
+    pcase k100 = {67, 100, 3, 192, 64, 0, 1, 0, DATA_RANDOM, 0, 0};
     run_case(&r, &k100);
     k100.out_in = 0;
     k100.k = 40;
     run_case(&r, &k100);
-    pcase sh = {77, 256, 2, 192, 64, 0, 1, 0, DATA_RANDOM, 1};
+    pcase sh = {77, 256, 2, 192, 64, 0, 1, 0, DATA_RANDOM, 1, 0};
     run_case(&r, &sh);
     sh.mx = 1;
     sh.out_in = 0;
     run_case(&r, &sh);
-    pcase odd = {45, 64, 4, 192, 190, 0, 0, 1, DATA_RANDOM, 0}; /* nope = 2 */
+    /* outputs off their alignment (the sm90 kernel needs 4-byte codes / 2-byte row scales,
+     * so these run the portable kernel's byte stores) */
+    pcase mis = {70, 96, 2, 192, 64, 0, 1, 0, DATA_RANDOM, 0, 1};
+    run_case(&r, &mis);
+    mis.oshift = 2;
+    mis.mx = 1;
+    run_case(&r, &mis);
+    pcase odd = {45, 64, 4, 192, 190, 0, 0, 1, DATA_RANDOM, 0, 0}; /* nope = 2 */
     run_case(&r, &odd);
-    pcase d32 = {100, 96, 3, 32, 32, 1, 1, 0, DATA_RANDOM, 0}; /* nope = 0 */
+    pcase d32 = {100, 96, 3, 32, 32, 1, 1, 0, DATA_RANDOM, 0, 0}; /* nope = 0 */
     run_case(&r, &d32);
   }
   printf("test_proj_rope_gpu: kernel runs: sm90 %ld, portable %ld, other %ld\n", kernel_counts[0], kernel_counts[1],

@@ -20,8 +20,8 @@
  *
  * The kernel: one CTA per SM, 512 threads (16 warps), tiles of 128 tokens x one head.
  *   warp 0        producer: one thread issues the TMA loads of x (128 x 64 k) and w
- *                 (192 x 64 k, or 64 k x 192 in three 64-column boxes) into a 3-stage ring
- *                 (full/empty mbarriers).
+ *                 (192 x 64 k, or 64 k x 192 in three 64-column boxes) into a ring of 4
+ *                 stages (split Y layout) or 3 (f32 Y layout) with full/empty mbarriers.
  *   warpgroups 1,2 consumers, 64 tokens each:
  *     mainloop: per stage 4 wgmma m64n192k16, A and B from 128B-swizzled shared memory;
  *       the out-in weight (H*D, K) is a K-major B, the in-out (K, H*D) an MN-major B
@@ -30,7 +30,9 @@
  *       group after it was issued and the one reading it completed.
  *     staging: thread (warp w, lane l) holds rows 16w + l/4 (+8) and the column pairs
  *       (8j + 2(l%4), +1); it rounds them to bf16 (unless fp32 epilogue) and writes them
- *       to the f32 tile Y in shared memory, then goes on with the next tile at once.
+ *       to the tile Y in shared memory (layouts at ylayout: the nope columns as bf16 and
+ *       the rope columns as f32 for DeepSeek's split, all f32 otherwise), then goes on
+ *       with the next tile at once.
  *   warps 1-3 and warpgroup 3 (7 warps): the epilogue, overlapping the consumers' next
  *     mainloop: RoPE in place on Y's row pairs (cos/sin fetched before Y is ready;
  *     __fmul_rn/__fsub_rn/__fadd_rn, no FMA), then the 24 blocks of 32 x 32 quantized in
