@@ -257,8 +257,9 @@ __device__ __forceinline__ void rope_generic(const kargs &a, uint32_t ybase, int
  * Quantization (SPEC §2.3 step 4, formats.h's rule) of the 32 x 32 block of Y at rows
  * row0 .. row0 + 31 (one 32-token block), columns 32cb .. 32cb + 31, in both directions by
  * one warp from one read of the block. Lane l holds 4 columns 4(l%8) .. +3 of the 8 rows
- * 8(l/8) .. +7 (eight 16-byte reads; with Y's stride of 8 mod 32 words each 8-lane phase
- * reads 128 consecutive bytes: conflict-free).
+ * 8(l/8) .. +7: eight 16-byte reads of f32 (each 8-lane phase reads 128 consecutive bytes
+ * of one row: conflict-free in both layouts), or on Y_SPLIT's bf16 columns eight 8-byte
+ * reads (two wavefronts per read, the minimum for 256 bytes, thanks to yn_chunk's swizzle).
  *   columns: per-column amax over the lane's 8 rows, then across the 4 row groups (two
  *            shuffles per column); 4 scale bytes per lane of row group 0, one 4-byte word.
  *   rows:    per-row amax over the lane's 4 columns, then a transposing reduction over the
