@@ -182,8 +182,9 @@ MXF_HD float mxf_round_bf16(float x) { return mxf_bf16_to_f32(mxf_f32_to_bf16(x)
 
 /* Two f32 -> bf16 (round to nearest even), packed with lo in bits 0..15 (the lower
  * address). Device code (sm_80+) uses cvt.rn.bf16x2.f32: the bits of mxf_f32_to_bf16 for
- * every non-NaN input (overflow to inf, subnormals kept); a NaN becomes the canonical NaN
- * 0x7FFF instead of the quieted payload, so callers whose NaN bits matter go elsewhere. */
+ * every non-NaN input (overflow to inf, subnormals kept); a NaN becomes the hardware's
+ * canonical NaN instead of the quieted payload, so callers whose NaN bits matter go
+ * elsewhere. */
 MXF_HD uint32_t mxf_f32x2_to_bf16x2(float lo, float hi) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   uint32_t d;

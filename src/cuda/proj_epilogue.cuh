@@ -1,8 +1,7 @@
 /*
  * proj_epilogue.cuh — device pieces of the proj_rope epilogue (SPEC §2.3 steps 2-4). The
  * portable kernel stages accumulators into an f32 tile Y (row stride sd) and uses all of
- * them; the sm_90a kernel has its own staging and work split (proj_rope_sm90.cu) and uses
- * the store helper:
+ * them (the sm_90a kernel has its own staging, work split and stores, proj_rope_sm90.cu):
  *   mxf_proj_st_u32     4 code/scale bytes, one 32-bit store when the output allows it
  *   mxf_proj_put_pair   staging (bf16 rounding unless fp32 epilogue) + interleaved RoPE
  *                       (__fmul_rn/__fsub_rn/__fadd_rn: one rounding each, no FMA) of one

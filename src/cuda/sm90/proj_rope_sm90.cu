@@ -14,9 +14,9 @@
  * the upper half of each stage and the consumers dequantize them in place into the bf16
  * tiles (mx_convert, sm90_dequant.cuh: exact for scale bytes in SPEC §1.2's window
  * [16, 232]; below it values under 2^-126 round to bf16's subnormal grid) before the
- * wgmmas; selected with MXF_PROJ_MXFP8=mainloop (see mx_prepass). By default a first
- * launch instead dequantizes x and w into bf16 copies in the workspace and the bf16
- * kernel runs on them.
+ * wgmmas; selected with MXF_PROJ_MXFP8=mainloop (see mx_prepass). By default the
+ * standalone dequantize kernels (portable/quantize_portable.cu) first write bf16 copies of
+ * x and w into the workspace and the bf16 kernel runs on them.
  *
  * The kernel: one CTA per SM, 512 threads (16 warps), tiles of 128 tokens x one head.
  *   warp 0        producer: one thread issues the TMA loads of x (128 x 64 k) and w
@@ -50,11 +50,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cuda/proj_epilogue.cuh"
 #include "cuda/sm90/sm90_dequant.cuh"
 #include "cuda/sm90/sm90_host.h"
 #include "cuda/sm90/sm90_ops.h"
 #include "cuda/sm90/sm90_ptx.cuh"
+
+/* portable/quantize_portable.cu: the MXFP8 inputs' pre-pass */
+extern "C" mxf_status mxf_portable_dequantize_launch(const mxf_quant_problem *p, const mxf_dequantize_args *args,
+                                                     cudaStream_t stream, int num_sms);
 
 namespace mxf_sm90_proj {
 
@@ -394,16 +397,15 @@ __global__ void __launch_bounds__(256) sf_prepare_kernel(const uint8_t *xs, cons
   }
 }
 
-/* NW words of 4 e4m3 codes with their scale pairs (one pair for all, NP = 1, or one pair
- * per 2 codes, NP = 2 NW) -> 2 NW bf16 pairs h (codes 2i, 2i + 1 in h[i]). The
- * dequantization mode is chosen per call and warp (sm90_dequant.cuh); all lanes of the
- * warp call this together. */
-template <int NW, int NP>
-__device__ __forceinline__ void mx_values(const uint32_t (&w)[NW], const uint32_t (&s2)[NP], uint32_t (&h)[2 * NW]) {
-  static_assert(NP == 1 || NP == 2 * NW, "one scale pair, or one per code pair");
-  uint32_t sp = 0, over = 0;
+/* 16 e4m3 codes with their scale pairs (one pair for all, or 8 pairs: codes 2i, 2i + 1)
+ * -> 16 bf16 at o0 (codes 0-7) and o1 (8-15). The dequantization mode is chosen per
+ * chunk and warp (sm90_dequant.cuh); all lanes of the warp call this together. */
+template <int NP>
+__device__ __forceinline__ void mx_chunk(uint4 raw, const uint32_t (&s2)[NP], uint32_t o0, uint32_t o1) {
+  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
+  uint32_t sp = 0, over = 0, h[8];
 #pragma unroll
-  for (int j = 0; j < NW; ++j) sp |= fp8_special<FMT_E4M3>(w[j]);
+  for (int j = 0; j < 4; ++j) sp |= fp8_special<FMT_E4M3>(w[j]);
 #pragma unroll
   for (int i = 0; i < NP; ++i) over |= fold_check<FMT_E4M3>(s2[i]);
   /* one mode per warp (lanes in different modes would run both paths) */
@@ -411,27 +413,20 @@ __device__ __forceinline__ void mx_values(const uint32_t (&w)[NW], const uint32_
   const bool w_over = __any_sync(0xFFFFFFFFu, MXF_FOLD_OVER(over));
   if (!w_special && !w_over) {
 #pragma unroll
-    for (int j = 0; j < NW; ++j)
+    for (int j = 0; j < 4; ++j)
       dequant_word<FMT_E4M3, MODE_FOLD>(w[j], 0, 0, fold_scale<FMT_E4M3>(s2[NP == 1 ? 0 : 2 * j]),
                                         fold_scale<FMT_E4M3>(s2[NP == 1 ? 0 : 2 * j + 1]), h[2 * j], h[2 * j + 1]);
   } else if (!w_special) {
 #pragma unroll
-    for (int j = 0; j < NW; ++j)
+    for (int j = 0; j < 4; ++j)
       dequant_word<FMT_E4M3, MODE_TWO>(w[j], 0, 0, s2[NP == 1 ? 0 : 2 * j], s2[NP == 1 ? 0 : 2 * j + 1], h[2 * j],
                                        h[2 * j + 1]);
   } else {
 #pragma unroll
-    for (int j = 0; j < NW; ++j)
+    for (int j = 0; j < 4; ++j)
       dequant_word<FMT_E4M3, MODE_EXACT>(w[j], 0, 0, s2[NP == 1 ? 0 : 2 * j], s2[NP == 1 ? 0 : 2 * j + 1], h[2 * j],
                                          h[2 * j + 1]);
   }
-}
-/* 16 codes (raw) -> 16 bf16 at o0 (codes 0-7) and o1 (8-15) in shared memory. */
-template <int NP>
-__device__ __forceinline__ void mx_chunk(uint4 raw, const uint32_t (&s2)[NP], uint32_t o0, uint32_t o1) {
-  const uint32_t w[4] = {raw.x, raw.y, raw.z, raw.w};
-  uint32_t h[8];
-  mx_values<4, NP>(w, s2, h);
   sts_v4(o0, h[0], h[1], h[2], h[3]);
   sts_v4(o1, h[4], h[5], h[6], h[7]);
 }
@@ -657,69 +652,6 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 }
 
-/* ------------------------------------------------------------ MXFP8 -> bf16 (exact) */
-/* (rows, cols) e4m3 codes -> bf16 through the mainloop's conversion (mx_values: the bf16
- * of code * scale, rounded once, exact inside SPEC §1.2's window). Lane = 8 consecutive
- * codes (an 8-byte load, a 16-byte store: a warp's accesses are contiguous); DQ_UNROLL
- * chunks a grid stride apart per lane and step, all loaded before any is converted.
- * ROWBLK: the scale of (r, c) is s[r * s_rs + c / 32] (x, out-in w); else it is
- * s[(r / 32) * s_rs + c] (in-out w: 8 consecutive scales). */
-constexpr int DQ_UNROLL = 4;
-template <bool ROWBLK> struct dq_chunk {
-  uint32_t w[2];               /* 8 codes */
-  uint32_t s2[ROWBLK ? 1 : 4]; /* bf16 multiplier pairs */
-  int64_t off;                 /* element offset of the chunk in q and y; -1: past the end */
-};
-
-template <bool ROWBLK>
-__device__ __forceinline__ dq_chunk<ROWBLK> dq_load(const uint8_t *q, const uint8_t *s, int64_t g, int64_t groups,
-                                                    uint32_t per_row, int64_t cols, int64_t s_rs) {
-  dq_chunk<ROWBLK> ch;
-  ch.w[0] = ch.w[1] = 0u;
-#pragma unroll
-  for (int i = 0; i < (ROWBLK ? 1 : 4); ++i) ch.s2[i] = 0x3F803F80u; /* 1.0: a lane past the end */
-  ch.off = -1;
-  if (g >= groups) return ch;
-  const int64_t r = g <= 0xFFFFFFFFll ? (int64_t)((uint32_t)g / per_row) : g / per_row; /* 32-bit divide mostly */
-  const int64_t c = (g - r * per_row) * 8;
-  ch.off = r * cols + c;
-  const uint2 v = __ldg(reinterpret_cast<const uint2 *>(q + ch.off));
-  ch.w[0] = v.x, ch.w[1] = v.y;
-  if (ROWBLK) {
-    ch.s2[0] = dup16(scale_bf16(s[r * s_rs + (c >> 5)], 0));
-  } else {
-    const uint2 sv = __ldg(reinterpret_cast<const uint2 *>(s + (r >> 5) * s_rs + c));
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const uint32_t w = (i < 2 ? sv.x : sv.y) >> (16 * (i & 1));
-      ch.s2[i] = (uint32_t)scale_bf16((uint8_t)w, 0) | (uint32_t)scale_bf16((uint8_t)(w >> 8), 0) << 16;
-    }
-  }
-  return ch;
-}
-
-template <bool ROWBLK>
-__global__ void __launch_bounds__(256) dequant_bf16_kernel(const uint8_t *q, const uint8_t *s, uint16_t *y, int64_t rows,
-                                                           int64_t cols, int64_t s_rs) {
-  const uint32_t per_row = (uint32_t)(cols / 8);
-  const int64_t groups = rows * per_row;
-  const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-  const int lane = threadIdx.x & 31;
-  /* the loop runs per warp (its bound is the warp's first chunk): every lane takes part in
-   * each conversion, whose mode is chosen per warp */
-  for (int64_t w0 = (int64_t)blockIdx.x * blockDim.x + (threadIdx.x & ~31); w0 < groups; w0 += DQ_UNROLL * stride) {
-    dq_chunk<ROWBLK> ch[DQ_UNROLL];
-#pragma unroll
-    for (int u = 0; u < DQ_UNROLL; ++u) ch[u] = dq_load<ROWBLK>(q, s, w0 + u * stride + lane, groups, per_row, cols, s_rs);
-#pragma unroll
-    for (int u = 0; u < DQ_UNROLL; ++u) {
-      uint32_t h[4];
-      mx_values<2, ROWBLK ? 1 : 4>(ch[u].w, ch[u].s2, h);
-      if (ch[u].off >= 0) *reinterpret_cast<uint4 *>(y + ch[u].off) = make_uint4(h[0], h[1], h[2], h[3]);
-    }
-  }
-}
-
 /* ------------------------------------------------------------ host side */
 /* A 2-D bf16 matrix (rows, inner) as a 3-D map with a unit batch, boxes of (64, box_rows),
  * 128-byte swizzle; out-of-range elements read as zero. */
@@ -839,23 +771,18 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
   } else if (p->mxfp8) {
     uint16_t *xb = static_cast<uint16_t *>(ws);
     uint16_t *wb = reinterpret_cast<uint16_t *>(static_cast<uint8_t *>(ws) + round256((size_t)p->t * (size_t)p->k * 2));
-    const int64_t sms = num_sms > 0 ? num_sms : 132;
-    /* CTAs that are resident at once (4 per SM at the kernel's registers), at most one
-     * step of work each */
-    const int64_t cap = sms * 4;
-    int64_t gx = (p->t * (p->k / 8) / DQ_UNROLL + 255) / 256, gw = (hd * (p->k / 8) / DQ_UNROLL + 255) / 256;
-    gx = gx < 1 ? 1 : gx < cap ? gx : cap;
-    gw = gw < 1 ? 1 : gw < cap ? gw : cap;
-    const uint8_t *xq = static_cast<const uint8_t *>(args->x), *xsc = static_cast<const uint8_t *>(args->x_scale);
-    const uint8_t *wq = static_cast<const uint8_t *>(args->w), *wsc = static_cast<const uint8_t *>(args->w_scale);
-    dequant_bf16_kernel<true><<<(unsigned)gx, 256, 0, stream>>>(xq, xsc, xb, p->t, p->k, p->k / 32);
-    if (p->w_out_in)
-      dequant_bf16_kernel<true><<<(unsigned)gw, 256, 0, stream>>>(wq, wsc, wb, hd, p->k, p->k / 32);
-    else /* (K, H*D) codes, (K/32, H*D) scales */
-      dequant_bf16_kernel<false><<<(unsigned)gw, 256, 0, stream>>>(wq, wsc, wb, p->k, hd, hd);
-    e = cudaGetLastError();
-    if (e != cudaSuccess)
-      return mxf_set_error(MXF_ERR_CUDA, "cuda backend: sm90 proj_rope dequantization: %s", cudaGetErrorString(e));
+    /* the standalone dequantize kernels (SPEC §3; bf16 out: code * scale rounded once,
+     * the value the mainloop path's conversion gives inside SPEC §1.2's window) */
+    const mxf_quant_problem qx = {p->t, p->k, MXF_BF16, MXF_QUANT_ROWS};
+    const mxf_dequantize_args ax = {args->x, args->x_scale, xb};
+    mxf_status st = mxf_portable_dequantize_launch(&qx, &ax, stream, num_sms);
+    if (st != MXF_OK) return st;
+    /* out-in w: (H*D, K) codes, (H*D, K/32) scales; in-out: (K, H*D) and (K/32, H*D) */
+    const mxf_quant_problem qw = {p->w_out_in ? hd : p->k, p->w_out_in ? p->k : hd, MXF_BF16,
+                                  p->w_out_in ? MXF_QUANT_ROWS : MXF_QUANT_COLS};
+    const mxf_dequantize_args aw = {args->w, args->w_scale, wb};
+    st = mxf_portable_dequantize_launch(&qw, &aw, stream, num_sms);
+    if (st != MXF_OK) return st;
     x = xb;
     w = wb;
   }
