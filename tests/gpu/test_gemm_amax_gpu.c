@@ -21,9 +21,10 @@
  * -0, NaN, large, small); shapes 300x200x96, 1x4096x1024, L=3, K=33 and random ones
  * that are multiples of nothing; NaN / inf codes and NaN scales; scale ranges that do and
  * do not qualify for the sm_90a kernel's f16 path. On a cc 9.0 device every case runs
- * three times: with the default kernel choice, with the sm_90a kernel's f16 path enabled
- * for any tile count (MXF_GEMM_F16=on) and with the portable kernel forced
- * (MXF_GEMM_KERNEL=portable). MXF_GPU_TEST_SMALL=1 keeps only small cases.
+ * four times: with the default kernel choice, with the sm_90a kernel's f16 path enabled
+ * for any tile count (MXF_GEMM_F16=on), with its B pre-pass enabled for any tile count
+ * (MXF_GEMM_BPRE=on) and with the portable kernel forced (MXF_GEMM_KERNEL=portable).
+ * MXF_GPU_TEST_SMALL=1 keeps only small cases.
  */
 #include <math.h>
 #include <stdio.h>
@@ -712,6 +713,7 @@ int main(void) {
   printf("device cc %d.%d%s\n", cc / 10, cc % 10, small ? " (small cases only)" : "");
   unsetenv("MXF_GEMM_KERNEL");
   unsetenv("MXF_GEMM_F16");
+  unsetenv("MXF_GEMM_BPRE");
   run_all(&r, small);
   if (cc == 90) {
     /* the sm_90a kernel's f16 path runs by default only with at least a wave of tiles:
@@ -720,6 +722,11 @@ int main(void) {
     setenv("MXF_GEMM_F16", "on", 1);
     run_all(&r, small);
     unsetenv("MXF_GEMM_F16");
+    /* the B pre-pass runs by default only with many rows of tiles: force it */
+    kernel_mode = "sm90-bpre";
+    setenv("MXF_GEMM_BPRE", "on", 1);
+    run_all(&r, small);
+    unsetenv("MXF_GEMM_BPRE");
     /* the default choice may have taken the sm_90a kernel: cover the portable one too */
     kernel_mode = "portable";
     setenv("MXF_GEMM_KERNEL", "portable", 1);

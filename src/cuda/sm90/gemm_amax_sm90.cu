@@ -10,13 +10,16 @@
  *   0. (fp8 codes with the f16 path on, see make_geometry) sf_rows: each row's reference
  *      exponent R and factor 2^(R - 127), and which tiles qualify (sm90_dequant.cuh, "The
  *      f16 path").
- *   1. sf_prepare: every scale byte of A and B becomes a bf16 multiplier (and, with the
- *      f16 path, also an f16 multiplier 2^(b - R)), regrouped per
+ *   1. sf_prepare: every scale byte of A and B (A alone with the B pre-pass) becomes a
+ *      bf16 multiplier (and, with the f16 path, also an f16 multiplier 2^(b - R)), regrouped per
  *      (tile, k-stage) so each stage's scales are one contiguous bulk copy. Scales of rows
  *      beyond M/N and of k-blocks beyond K become 1.0, so SF padding is never read and
  *      zero-filled tails contribute exactly 0 even when a padding byte is 0xFF. Its first
  *      thread also prepares *amax (overwrite: +0; accumulate: canonical, as amax.cuh) and
  *      its first block zeroes the split tiles' flags.
+ *   1b. (M of at least BP_TILES_M rows of tiles, see make_geometry) b_convert, the B
+ *      pre-pass: B dequantized once to bf16 in the workspace, in the layout of the tile
+ *      the wgmmas read; the mainloop then converts A alone (see "The B pre-pass").
  *   2. gemm_kernel (persistent, one CTA per SM, 384 threads), over the work units of
  *      unit_work: whole tiles, then the last partial wave's tiles split along K;
  *        warpgroup 0   producer: one thread issues TMA loads of raw A (128 x 64 k) and B
@@ -32,6 +35,9 @@
  *          - a tile that qualifies for the f16 path (all its rows) runs the same loop in
  *            f16 (hardware e4m3 -> f16 conversion, one f16 product by 2^(b - R)), and its
  *            sums are multiplied by the column and row factors before the epilogue;
+ *          - with the B pre-pass, B's bf16 tile arrives by TMA into a 5-stage ring, and a
+ *            consumer converts its A fragment, issues the wgmmas and releases a slot once
+ *            the wgmmas that read it are done: no B conversion, no barrier per stage;
  *          - epilogue: alpha, amax (warp -> CTA -> one atomicMax per CTA), C in its
  *            dtype: tiles wholly inside C (bf16 / f16 / f32) through a 2 KB per-warp
  *            shared staging area as whole 128-byte lines, edge tiles and other dtypes
@@ -86,6 +92,13 @@ constexpr int SMEM_BYTES = NS * STAGE + NBB * BBUF + 256 + 8 * EPI + 3 * FAC + 1
 constexpr int GROUP_M = 8;         /* tile raster: groups of 8 m-tiles, n inside */
 static_assert(STAGE % 1024 == 0 && BBUF % 1024 == 0, "1024-byte aligned buffers");
 static_assert(SMEM_BYTES <= 227 * 1024, "fits one SM");
+/* B converted by the pre-pass (see "The B pre-pass"): a stage holds raw A, B's bf16 tile
+ * and A's scales; no bf16 ring, no f16 path */
+constexpr int BP_NS = 5;
+constexpr int BP_STAGE = RAW_A + BBUF + SF_A;
+constexpr int BP_SMEM_BYTES = BP_NS * BP_STAGE + 256 + 8 * EPI + 1024;
+static_assert(BP_STAGE % 1024 == 0, "1024-byte aligned stages");
+static_assert(BP_SMEM_BYTES <= 227 * 1024, "fits one SM");
 
 struct kernel_args {
   int m, n, l;
@@ -267,20 +280,94 @@ __global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
   }
 }
 
+/*
+ * The B pre-pass. With many rows of tiles, every B tile is converted once per row of
+ * tiles in the mainloop, and the conversion's shared-memory traffic (raw reads, the bf16
+ * tile's stores, the barrier between the warpgroups) is what bounds the kernel (bench/NOTES.md).
+ * Then B is converted once, here, to bf16 in the workspace: row n of batch l is
+ * nks * 64 values, stage by stage, each stage's 64 in the order the consumers' A fragments
+ * use (k16 step s, position 2 qq + e of its first and second half: raw k 16 qq + 4 s + j,
+ * j = 2 half + e for fp8, half + 2 e for e2m1 — dequant_word's pairs), so a TMA box of it
+ * is the tile the wgmmas read. Values: dequant_word's exact path (code * scale rounded
+ * once to bf16, NaN/inf codes exact); k beyond K reads 0; k-blocks beyond the scales' K
+ * get scale 1.0. One thread per (batch, row, stage): 64 (32) code bytes in, 128 bytes out.
+ */
+struct bconv_args {
+  const uint8_t *b, *sfb;
+  uint4 *out;
+  int64_t b_row, b_bat, kbytes, n, kb, items;
+  int nks, nkb, rb, ue4m3;
+  mxf_sf_layout lb;
+};
+
+template <int FMT>
+__global__ void __launch_bounds__(256) b_convert_kernel(const bconv_args a) {
+  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.items; i += (int64_t)gridDim.x * blockDim.x) {
+    const int ks = (int)(i % a.nks);
+    const int64_t rl = i / a.nks, l = rl / a.n, n = rl - l * a.n;
+    const uint8_t *src = a.b + l * a.b_bat + n * a.b_row;
+    const int64_t k0 = (int64_t)ks * a.rb;
+    uint32_t w[16];
+    if (k0 + a.rb <= a.kbytes) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        if (FMT == FMT_E2M1 && c >= 2) break;
+        const uint4 v = *reinterpret_cast<const uint4 *>(src + k0 + 16 * c);
+        w[4 * c] = v.x, w[4 * c + 1] = v.y, w[4 * c + 2] = v.z, w[4 * c + 3] = v.w;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < 16; ++j) {
+        uint32_t v = 0;
+        for (int e = 0; e < 4; ++e) {
+          const int64_t k = k0 + 4 * j + e;
+          if (4 * j < a.rb && k < a.kbytes) v |= (uint32_t)src[k] << (8 * e);
+        }
+        w[j] = v;
+      }
+    }
+    /* the stage's nkb scales are consecutive bytes in both layouts (a stage's k-blocks lie
+     * in one group of 4) */
+    const int64_t kb0 = (int64_t)ks * a.nkb;
+    const uint8_t *sf = a.sfb + mxf_gemm_sf_offset(a.lb, a.n, a.kb, n, kb0, l);
+    uint32_t sc[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) sc[j] = j < a.nkb && kb0 + j < a.kb ? scale_bf16(sf[j], a.ue4m3) : 0x3F80u;
+    uint32_t o[32];
+#pragma unroll
+    for (int qq = 0; qq < 4; ++qq)
+#pragma unroll
+      for (int st = 0; st < 4; ++st) {
+        const uint32_t word = FMT == FMT_E2M1 ? w[2 * qq + (st >> 1)] : w[4 * qq + st];
+        const uint32_t s2 = dup16(a.nkb == 2 ? sc[qq >> 1] : sc[qq]); /* the word's k-block in the stage */
+        dequant_word<FMT, FMT == FMT_E2M1 ? MODE_TWO : MODE_EXACT>(word, word << 4, FMT == FMT_E2M1 ? (st & 1) : 0,
+                                                                   s2, s2, o[8 * st + qq], o[8 * st + 4 + qq]);
+      }
+    uint4 *dst = a.out + i * 8;
+#pragma unroll
+    for (int c = 0; c < 8; ++c) dst[c] = make_uint4(o[4 * c], o[4 * c + 1], o[4 * c + 2], o[4 * c + 3]);
+  }
+}
+
 /* ------------------------------------------------------------ shared memory map */
-struct smem_map {
+/* BP = 0: stages of raw A, raw B and both scales, then the bf16 B ring; BP = 1 (B from the
+ * pre-pass): stages of raw A, B's bf16 tile (raw_b) and A's scales. */
+template <int BP> struct smem_map_t {
+  static constexpr int ns = BP ? BP_NS : NS, stage = BP ? BP_STAGE : STAGE;
+  static constexpr int ring = ns * stage + (BP ? 0 : NBB * BBUF); /* bytes before the barriers */
   uint32_t base; /* shared-window address, 1024-aligned */
-  __device__ __forceinline__ uint32_t raw_a(int s) const { return base + s * STAGE; }
-  __device__ __forceinline__ uint32_t raw_b(int s) const { return base + s * STAGE + RAW_A; }
-  __device__ __forceinline__ uint32_t sf_a(int s) const { return base + s * STAGE + RAW_A + RAW_B; }
-  __device__ __forceinline__ uint32_t sf_b(int s) const { return base + s * STAGE + RAW_A + RAW_B + SF_A; }
+  __device__ __forceinline__ uint32_t raw_a(int s) const { return base + s * stage; }
+  __device__ __forceinline__ uint32_t raw_b(int s) const { return base + s * stage + RAW_A; }
+  __device__ __forceinline__ uint32_t sf_a(int s) const { return base + s * stage + RAW_A + (BP ? BBUF : RAW_B); }
+  __device__ __forceinline__ uint32_t sf_b(int s) const { return sf_a(s) + SF_A; }
   __device__ __forceinline__ uint32_t bbuf(int i) const { return base + NS * STAGE + i * BBUF; }
-  __device__ __forceinline__ uint32_t full(int i) const { return base + NS * STAGE + NBB * BBUF + 8 * i; }
-  __device__ __forceinline__ uint32_t empty(int i) const { return full(NS) + 8 * i; }
-  __device__ __forceinline__ uint32_t amax() const { return full(2 * NS); }
-  __device__ __forceinline__ uint32_t epi(int w) const { return base + NS * STAGE + NBB * BBUF + 256 + w * EPI; }
+  __device__ __forceinline__ uint32_t full(int i) const { return base + ring + 8 * i; }
+  __device__ __forceinline__ uint32_t empty(int i) const { return full(ns) + 8 * i; }
+  __device__ __forceinline__ uint32_t amax() const { return full(2 * ns); }
+  __device__ __forceinline__ uint32_t epi(int w) const { return base + ring + 256 + w * EPI; }
   __device__ __forceinline__ uint32_t factors(int i) const { return epi(8) + i * FAC; }
 };
+using smem_map = smem_map_t<0>;
 
 /* Raw codes and scales of one stage as one consumer thread sees them. */
 struct stage_regs {
@@ -292,10 +379,9 @@ struct stage_scales {
   uint32_t b[4];          /* B scales per q */
 };
 
-/* Converts a stage's A fragment into fr and its B row into the bf16 tile row at bt. */
+/* Converts a stage's A fragment into fr. */
 template <int FMT, int MODE>
-__device__ __forceinline__ void convert_stage(const stage_regs &r, const stage_scales &sc, uint32_t (&fr)[16],
-                                              uint32_t bt, int n) {
+__device__ __forceinline__ void convert_a(const stage_regs &r, const stage_scales &sc, uint32_t (&fr)[16]) {
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
     const int reg = FMT == FMT_E2M1 ? (s >> 1) : s;
@@ -303,6 +389,14 @@ __device__ __forceinline__ void convert_stage(const stage_regs &r, const stage_s
     dequant_word<FMT, MODE>(r.a0[reg], r.a0[reg] << 4, hi, sc.a0, sc.a0, fr[4 * s + 0], fr[4 * s + 2]);
     dequant_word<FMT, MODE>(r.a1[reg], r.a1[reg] << 4, hi, sc.a1, sc.a1, fr[4 * s + 1], fr[4 * s + 3]);
   }
+}
+
+/* Converts a stage's A fragment into fr and (WB) its B row into the bf16 tile row at bt. */
+template <int FMT, int MODE, bool WB = true>
+__device__ __forceinline__ void convert_stage(const stage_regs &r, const stage_scales &sc, uint32_t (&fr)[16],
+                                              uint32_t bt, int n) {
+  convert_a<FMT, MODE>(r, sc, fr);
+  if constexpr (!WB) return;
 #pragma unroll
   for (int s = 0; s < 4; ++s) {
     uint32_t h0[4], h1[4];
@@ -316,24 +410,29 @@ __device__ __forceinline__ void convert_stage(const stage_regs &r, const stage_s
   }
 }
 
-/* The bf16 path of a stage: NaN/inf codes anywhere in this thread's words -> exact; a
- * scale too large to fold 2^c into -> two products; else one product per pair. */
-template <int FMT>
+/* The bf16 path of a stage (WB: A and B; else A alone): NaN/inf codes anywhere in this
+ * thread's words -> exact; a scale too large to fold 2^c into -> two products; else one
+ * product per pair. */
+template <int FMT, bool WB = true>
 __device__ __forceinline__ void convert_stage_bf16(const stage_regs &r, const stage_scales &sc, uint32_t (&fr)[16],
                                                    uint32_t bt, int n) {
   uint32_t special = 0;
   if constexpr (FMT != FMT_E2M1) {
 #pragma unroll
     for (int s = 0; s < 4; ++s) special |= fp8_special<FMT>(r.a0[s]) | fp8_special<FMT>(r.a1[s]);
+    if constexpr (WB) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c)
+      for (int c = 0; c < 4; ++c)
 #pragma unroll
-      for (int s = 0; s < 4; ++s) special |= fp8_special<FMT>(r.b[c][s]);
+        for (int s = 0; s < 4; ++s) special |= fp8_special<FMT>(r.b[c][s]);
+    }
     special &= 0x80808080u;
   }
   uint32_t over = fold_check<FMT>(sc.a0) | fold_check<FMT>(sc.a1);
+  if constexpr (WB) {
 #pragma unroll
-  for (int c = 0; c < 4; ++c) over |= fold_check<FMT>(sc.b[c]);
+    for (int c = 0; c < 4; ++c) over |= fold_check<FMT>(sc.b[c]);
+  }
 
   /* one mode per warp: lanes in different modes would run both paths one after the other
    * (with MXFP4 activations, scales above 2^1 are common and need MODE_TWO) */
@@ -343,13 +442,40 @@ __device__ __forceinline__ void convert_stage_bf16(const stage_regs &r, const st
     stage_scales fs; /* folded scales: scale * 2^c */
     fs.a0 = fold_scale<FMT>(sc.a0);
     fs.a1 = fold_scale<FMT>(sc.a1);
+    if constexpr (WB) {
 #pragma unroll
-    for (int c = 0; c < 4; ++c) fs.b[c] = fold_scale<FMT>(sc.b[c]);
-    convert_stage<FMT, MODE_FOLD>(r, fs, fr, bt, n);
+      for (int c = 0; c < 4; ++c) fs.b[c] = fold_scale<FMT>(sc.b[c]);
+    }
+    convert_stage<FMT, MODE_FOLD, WB>(r, fs, fr, bt, n);
   } else if (!w_special) {
-    convert_stage<FMT, MODE_TWO>(r, sc, fr, bt, n);
+    convert_stage<FMT, MODE_TWO, WB>(r, sc, fr, bt, n);
   } else {
-    convert_stage<FMT, FMT == FMT_E2M1 ? MODE_TWO : MODE_EXACT>(r, sc, fr, bt, n);
+    convert_stage<FMT, FMT == FMT_E2M1 ? MODE_TWO : MODE_EXACT, WB>(r, sc, fr, bt, n);
+  }
+}
+
+/* A stage's raw A rows ar0 and ar0 + 8 (raw k 16q .. 16q + 15) and their scales, from
+ * the stage's raw A and A-scale areas. */
+template <int FMT>
+__device__ __forceinline__ void load_a(stage_regs &r, stage_scales &sc, uint32_t raw_a, uint32_t sf_a, int nkb,
+                                       int ar0, int q) {
+  const int kq = nkb == 2 ? (q >> 1) : q;
+  sc.a0 = dup16(lds_u16(sf_a + 2 * (ar0 * nkb + kq)));
+  sc.a1 = dup16(lds_u16(sf_a + 2 * ((ar0 + 8) * nkb + kq)));
+  if constexpr (FMT == FMT_E2M1) {
+    /* 32-byte rows, 32B swizzle: 16-byte chunk c of row r sits at chunk c ^ ((r >> 2) & 1) */
+    const uint32_t off = ((((q >> 1) ^ ((ar0 >> 2) & 1))) << 4) + 8 * (q & 1);
+    const uint2 w0 = lds_v2(raw_a + ar0 * 32 + off);
+    const uint2 w1 = lds_v2(raw_a + (ar0 + 8) * 32 + off);
+    r.a0[0] = w0.x; r.a0[1] = w0.y; r.a1[0] = w1.x; r.a1[1] = w1.y;
+    r.a0[2] = r.a0[3] = r.a1[2] = r.a1[3] = 0;
+  } else {
+    /* 64-byte rows, 64B swizzle: chunk c of row r sits at chunk c ^ ((r >> 1) & 3) */
+    const uint32_t off = (q ^ ((ar0 >> 1) & 3)) << 4;
+    const uint4 w0 = lds_v4(raw_a + ar0 * 64 + off);
+    const uint4 w1 = lds_v4(raw_a + (ar0 + 8) * 64 + off);
+    r.a0[0] = w0.x; r.a0[1] = w0.y; r.a0[2] = w0.z; r.a0[3] = w0.w;
+    r.a1[0] = w1.x; r.a1[1] = w1.y; r.a1[2] = w1.z; r.a1[3] = w1.w;
   }
 }
 
@@ -371,25 +497,7 @@ __device__ __forceinline__ void consume_stage(float (&acc)[128], uint32_t (&fr)[
 
   stage_regs r;
   stage_scales sc;
-  /* ---- A: rows ar0 and ar0 + 8, raw k 16q .. 16q + 15 of the stage */
-  const int kq = nkb == 2 ? (q >> 1) : q;
-  sc.a0 = dup16(lds_u16(sm.sf_a(slot) + 2 * (ar0 * nkb + kq)));
-  sc.a1 = dup16(lds_u16(sm.sf_a(slot) + 2 * ((ar0 + 8) * nkb + kq)));
-  if constexpr (FMT == FMT_E2M1) {
-    /* 32-byte rows, 32B swizzle: 16-byte chunk c of row r sits at chunk c ^ ((r >> 2) & 1) */
-    const uint32_t off = ((((q >> 1) ^ ((ar0 >> 2) & 1))) << 4) + 8 * (q & 1);
-    const uint2 w0 = lds_v2(sm.raw_a(slot) + ar0 * 32 + off);
-    const uint2 w1 = lds_v2(sm.raw_a(slot) + (ar0 + 8) * 32 + off);
-    r.a0[0] = w0.x; r.a0[1] = w0.y; r.a1[0] = w1.x; r.a1[1] = w1.y;
-    r.a0[2] = r.a0[3] = r.a1[2] = r.a1[3] = 0;
-  } else {
-    /* 64-byte rows, 64B swizzle: chunk c of row r sits at chunk c ^ ((r >> 1) & 3) */
-    const uint32_t off = (q ^ ((ar0 >> 1) & 3)) << 4;
-    const uint4 w0 = lds_v4(sm.raw_a(slot) + ar0 * 64 + off);
-    const uint4 w1 = lds_v4(sm.raw_a(slot) + (ar0 + 8) * 64 + off);
-    r.a0[0] = w0.x; r.a0[1] = w0.y; r.a0[2] = w0.z; r.a0[3] = w0.w;
-    r.a1[0] = w1.x; r.a1[1] = w1.y; r.a1[2] = w1.z; r.a1[3] = w1.w;
-  }
+  load_a<FMT>(r, sc, sm.raw_a(slot), sm.sf_a(slot), nkb, ar0, q);
   /* ---- B: raw row n = ct */
   const int n = ct;
   if (nkb == 2) {
@@ -582,8 +690,8 @@ __device__ __forceinline__ void store_full32(const float (&acc)[128], const kern
  * the canonical NaN rather than SPEC §0's payload-keeping rule, so a warp holding a NaN
  * takes the element-wise path. Other dtypes and edge tiles take that path always.
  */
-template <int CDT>
-__device__ __forceinline__ void epilogue(float (&acc)[128], const kernel_args &p, const smem_map &sm, int l, int mt,
+template <int CDT, class SM>
+__device__ __forceinline__ void epilogue(float (&acc)[128], const kernel_args &p, const SM &sm, int l, int mt,
                                          int nt, int ct, int ar0, int q, float &fm) {
   if (p.alpha != 1.0f) {
 #pragma unroll
@@ -664,18 +772,60 @@ __device__ __forceinline__ void mainloop(float (&acc)[128], uint32_t (&fa)[16], 
   if (ks < nk) consume_stage<FMT, H>(acc, fa, sm, g++, ks, nkb, ct, ar0, q, lane);
 }
 
-/* ------------------------------------------------------------ the kernel */
+/*
+ * One k-stage with B from the pre-pass: the stage's B tile is already bf16 in the layout
+ * the wgmmas read, so a consumer thread converts its A fragment only, issues the 4 wgmmas
+ * and goes on; no barrier between the warpgroups. The slot is released once the wgmmas
+ * that read it are done: stage g - 1's here, after the wait; a unit's last stage at its end.
+ */
 template <int FMT>
+__device__ __forceinline__ void consume_stage_bp(float (&acc)[128], uint32_t (&fr)[16], const smem_map_t<1> &sm,
+                                                 uint32_t g, int ks, int nkb, int ar0, int q, int lane) {
+  const int slot = (int)(g % BP_NS);
+  mbar_wait(sm.full(slot), (g / BP_NS) & 1u);
+  stage_regs r;
+  stage_scales sc;
+  load_a<FMT>(r, sc, sm.raw_a(slot), sm.sf_a(slot), nkb, ar0, q);
+  convert_stage_bf16<FMT, false>(r, sc, fr, 0u, 0);
+  wgmma_fence();
+  const uint64_t desc = wgmma_desc_sw128(sm.raw_b(slot));
+#pragma unroll
+  for (int s = 0; s < 4; ++s)
+    wgmma_m64n256k16_rs<0>(acc, fr[4 * s + 0], fr[4 * s + 1], fr[4 * s + 2], fr[4 * s + 3], desc + 2 * s,
+                           (ks > 0 || s > 0) ? 1u : 0u);
+  wgmma_commit();
+  wgmma_wait<1>();
+  if (ks > 0 && lane == 0) mbar_arrive(sm.empty((int)((g - 1) % BP_NS)));
+}
+
+template <int FMT>
+__device__ __forceinline__ void mainloop_bp(float (&acc)[128], uint32_t (&fa)[16], uint32_t (&fb)[16],
+                                            const smem_map_t<1> &sm, uint32_t &g, int nk, int nkb, int ar0, int q,
+                                            int lane) {
+  int ks = 0;
+  for (; ks + 1 < nk; ks += 2) {
+    consume_stage_bp<FMT>(acc, fa, sm, g++, ks, nkb, ar0, q, lane);
+    consume_stage_bp<FMT>(acc, fb, sm, g++, ks + 1, nkb, ar0, q, lane);
+  }
+  if (ks < nk) consume_stage_bp<FMT>(acc, fa, sm, g++, ks, nkb, ar0, q, lane);
+  wgmma_wait<0>();
+  if (lane == 0) mbar_arrive(sm.empty((int)((g - 1) % BP_NS)));
+}
+
+/* ------------------------------------------------------------ the kernel */
+template <int FMT, int BP>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
                 const kernel_args p) {
   extern __shared__ uint8_t smem_raw[];
-  smem_map sm;
+  using SM = smem_map_t<BP>;
+  constexpr int ns = SM::ns;
+  SM sm;
   sm.base = (smem_addr(smem_raw) + 1023u) & ~1023u;
   uint32_t *s_amax = reinterpret_cast<uint32_t *>(smem_raw + (sm.amax() - smem_addr(smem_raw)));
   const int tid = threadIdx.x;
   if (tid == 0) {
-    for (int i = 0; i < NS; ++i) {
+    for (int i = 0; i < ns; ++i) {
       mbar_init(sm.full(i), 1);
       mbar_init(sm.empty(i), 8); /* one arrival per consumer warp */
     }
@@ -690,15 +840,15 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (tid == 0) {
       tma_prefetch_desc(&tma_a);
       tma_prefetch_desc(&tma_b);
-      const uint32_t sfa_bytes = BM * p.nkb * 2, sfb_bytes = BN * p.nkb * 2;
-      const uint32_t tx = (uint32_t)(BM + BN) * p.rb + sfa_bytes + sfb_bytes;
+      const uint32_t sfa_bytes = BM * p.nkb * 2, sfb_bytes = BP ? 0 : BN * p.nkb * 2;
+      const uint32_t tx = (uint32_t)BM * p.rb + (BP ? BBUF : BN * p.rb) + sfa_bytes + sfb_bytes;
       int slot = 0;
       uint32_t phase = 0;
       for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
         const work_unit w = unit_work(u, p.whole, p.split, p.nks);
         int l, mt, nt;
         tile_coords(w.tile, p.tiles_m, p.tiles_n, l, mt, nt);
-        const bool h = f16_tile<FMT>(p, l, mt, nt);
+        const bool h = !BP && f16_tile<FMT>(p, l, mt, nt);
         const int64_t d = h ? p.d16 : 0;
         const uint16_t *sfa = p.sfa + d + ((int64_t)(l * p.tiles_m + mt) * p.nks) * (BM * p.nkb);
         const uint16_t *sfb = p.sfb + d + ((int64_t)(l * p.tiles_n + nt) * p.nks) * (BN * p.nkb);
@@ -707,10 +857,10 @@ __global__ void __launch_bounds__(THREADS, 1)
           const uint32_t fb = sm.full(slot);
           mbar_arrive_expect_tx(fb, tx);
           tma_load_3d(sm.raw_a(slot), &tma_a, ks * p.rb, mt * BM, l, fb);
-          tma_load_3d(sm.raw_b(slot), &tma_b, ks * p.rb, nt * BN, l, fb);
+          tma_load_3d(sm.raw_b(slot), &tma_b, ks * (BP ? BK : p.rb), nt * BN, l, fb); /* BP: bf16 elements */
           bulk_load(sm.sf_a(slot), sfa + (int64_t)ks * BM * p.nkb, sfa_bytes, fb);
-          bulk_load(sm.sf_b(slot), sfb + (int64_t)ks * BN * p.nkb, sfb_bytes, fb);
-          if (++slot == NS) {
+          if (!BP) bulk_load(sm.sf_b(slot), sfb + (int64_t)ks * BN * p.nkb, sfb_bytes, fb);
+          if (++slot == ns) {
             slot = 0;
             phase ^= 1u;
           }
@@ -732,7 +882,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   uint32_t fa[16], fb[16];
   float fm = 0.0f; /* amax of this thread's values: >= +0 or NaN */
   uint32_t g = 0;
-  bool h_next = prefetch_unit_f16<FMT>(p, blockIdx.x, ct, sm.factors(0));
+  bool h_next = BP ? false : prefetch_unit_f16<FMT>(p, blockIdx.x, ct, sm.factors(0));
   int area = 0;
   for (int u = blockIdx.x; u < p.units; u += gridDim.x, area = area == 2 ? 0 : area + 1) {
     const work_unit w = unit_work(u, p.whole, p.split, p.nks);
@@ -740,10 +890,12 @@ __global__ void __launch_bounds__(THREADS, 1)
     tile_coords(w.tile, p.tiles_m, p.tiles_n, l, mt, nt);
     const bool h = h_next;
     const uint32_t fac = sm.factors(area);
-    if (FMT != FMT_E2M1) cp_async_wait_all(); /* this unit's factors */
-    h_next = prefetch_unit_f16<FMT>(p, u + gridDim.x, ct, sm.factors(area == 2 ? 0 : area + 1));
+    if (FMT != FMT_E2M1 && !BP) cp_async_wait_all(); /* this unit's factors */
+    h_next = BP ? false : prefetch_unit_f16<FMT>(p, u + gridDim.x, ct, sm.factors(area == 2 ? 0 : area + 1));
     const int nk = w.ks1 - w.ks0;
-    if (FMT != FMT_E2M1 && h) {
+    if constexpr (BP) {
+      mainloop_bp<FMT>(acc, fa, fb, sm, g, nk, p.nkb, ar0, q, lane);
+    } else if (FMT != FMT_E2M1 && h) {
       mainloop<FMT, FMT != FMT_E2M1>(acc, fa, fb, sm, g, nk, p.nkb, ct, ar0, q, lane); /* e2m1: never here */
     } else {
       mainloop<FMT, 0>(acc, fa, fb, sm, g, nk, p.nkb, ct, ar0, q, lane);
@@ -800,10 +952,15 @@ struct geometry {
   size_t ws_part, ws_flags; /* workspace bytes of the split tiles' partial sums and flags */
   int f16;                  /* fp8 codes: tiles may take the f16 path (see make_geometry) */
   size_t ws_f16;            /* then: its multipliers, row factors, tile flags */
-  size_t total() const { return ws_a + ws_b + ws_part + ws_flags + ws_f16; }
+  int bp;                   /* B converted by the pre-pass (b_convert_kernel) */
+  size_t ws_bp;             /* then: B in bf16, nks * 64 values per row */
+  size_t total() const { return ws_a + ws_b + ws_part + ws_flags + ws_f16 + ws_bp; }
 };
 
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+/* Rows of tiles from which B goes through the pre-pass (make_geometry). */
+static constexpr int64_t BP_TILES_M = 16;
 
 static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g) {
   if (p->m < 1 || p->n < 1 || p->k < 1 || p->l < 1) return false;
@@ -860,9 +1017,17 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g) {
   /* The f16 path halves the mainloop's instructions but costs a pass over the scales and
    * a second set of multipliers; with fewer tiles than SMs (small M or N) that pass is not
    * won back (bench/NOTES.md, v10). MXF_GEMM_F16=on / off overrides (tests). */
+  /* The B pre-pass writes B once as bf16 (3 bytes of traffic per value) and lightens
+   * every stage of the mainloop; with many rows of tiles that is won back (bench/NOTES.md).
+   * MXF_GEMM_BPRE=on / off overrides (tests). */
+  const char *bp_env = getenv("MXF_GEMM_BPRE");
+  const bool bp_on = bp_env && strcmp(bp_env, "on") == 0, bp_off = bp_env && strcmp(bp_env, "off") == 0;
+  g->bp = !bp_off && (bp_on || g->tiles_m >= BP_TILES_M);
+  g->ws_bp = g->bp ? (size_t)round_up(p->l * p->n * g->nks * BK * 2, 256) : 0;
+  if (g->bp) g->ws_b = 0;
   const char *f16_env = getenv("MXF_GEMM_F16");
   const bool f16_on = f16_env && strcmp(f16_env, "on") == 0, f16_off = f16_env && strcmp(f16_env, "off") == 0;
-  g->f16 = g->fmt != FMT_E2M1 && !f16_off && (f16_on || tiles >= sms);
+  g->f16 = !g->bp && g->fmt != FMT_E2M1 && !f16_off && (f16_on || tiles >= sms);
   g->ws_f16 = 0;
   if (g->f16)
     g->ws_f16 = g->ws_a + g->ws_b + (size_t)round_up(p->l * (g->tiles_m * BM + g->tiles_n * BN) * 4, 256) +
@@ -873,6 +1038,16 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g) {
 } /* namespace mxf_sm90 */
 
 using namespace mxf_sm90;
+
+/* gemm_kernel<FMT, BP> on the stream with its shared memory. */
+template <int FMT, int BP>
+static cudaError_t launch_gemm(unsigned grid, const CUtensorMap &ma, const CUtensorMap &mb, const kernel_args &ka,
+                               cudaStream_t stream) {
+  const int smem = BP ? BP_SMEM_BYTES : SMEM_BYTES;
+  const cudaError_t e = set_smem_attr<gemm_kernel<FMT, BP>>(smem);
+  if (e == cudaSuccess) gemm_kernel<FMT, BP><<<grid, THREADS, smem, stream>>>(ma, mb, ka);
+  return e;
+}
 
 extern "C" int mxf_sm90_gemm_amax_supports(const mxf_gemm_problem *p) {
   geometry g;
@@ -899,21 +1074,25 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
 
   const int64_t a_row = g.fmt == FMT_E2M1 ? p->a_ms / 2 : p->a_ms, b_row = g.fmt == FMT_E2M1 ? p->b_ns / 2 : p->b_ns;
   const int64_t a_bat = g.fmt == FMT_E2M1 ? p->a_ls / 2 : p->a_ls, b_bat = g.fmt == FMT_E2M1 ? p->b_ls / 2 : p->b_ls;
-  CUtensorMap map_a, map_b;
-  CUresult r = make_map_codes(enc, &map_a, args->a, g.kbytes, p->m, p->l, a_row, a_bat, g.rb, BM);
-  if (r == CUDA_SUCCESS) r = make_map_codes(enc, &map_b, args->b, g.kbytes, p->n, p->l, b_row, b_bat, g.rb, BN);
-  if (r != CUDA_SUCCESS)
-    return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: cannot describe A/B to the TMA unit (CUresult %d)",
-                         (int)r);
-
   /* workspace: wa | wb | [f16 path: wa16 | wb16 | fa | fb | oka | okb] | partial sums | flags
-   * (wa16 - wa = wb16 - wb: the producer picks a side's multipliers by one offset) */
+   * | [B pre-pass: B in bf16] (wa16 - wa = wb16 - wb: the producer picks a side's
+   * multipliers by one offset; with the pre-pass wb is empty) */
   uint8_t *wp = static_cast<uint8_t *>(ws);
   uint16_t *wa = reinterpret_cast<uint16_t *>(wp);
   uint16_t *wb = reinterpret_cast<uint16_t *>(wp + g.ws_a);
   uint8_t *w16 = wp + g.ws_a + g.ws_b;
   float *wpart = reinterpret_cast<float *>(w16 + g.ws_f16);
   unsigned int *wflags = reinterpret_cast<unsigned int *>(w16 + g.ws_f16 + g.ws_part);
+  uint4 *wbp = reinterpret_cast<uint4 *>(w16 + g.ws_f16 + g.ws_part + g.ws_flags);
+
+  CUtensorMap map_a, map_b;
+  CUresult r = make_map_codes(enc, &map_a, args->a, g.kbytes, p->m, p->l, a_row, a_bat, g.rb, BM);
+  if (r == CUDA_SUCCESS)
+    r = g.bp ? make_map_bf16(enc, &map_b, wbp, g.nks * BK, p->n, p->l, BN)
+             : make_map_codes(enc, &map_b, args->b, g.kbytes, p->n, p->l, b_row, b_bat, g.rb, BN);
+  if (r != CUDA_SUCCESS)
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: cannot describe A/B to the TMA unit (CUresult %d)",
+                         (int)r);
   const int64_t rows_a = p->l * g.tiles_m * BM, rows_b = p->l * g.tiles_n * BN;
   rows_args ra;
   ra.sfa = static_cast<const uint8_t *>(args->sfa);
@@ -952,7 +1131,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   pa.kb = p->kb;
   pa.nks = (int)g.nks;
   pa.items_a = (int)(p->l * g.tiles_m * g.nks * BM);
-  pa.items_b = (int)(p->l * g.tiles_n * g.nks * BN);
+  pa.items_b = g.bp ? 0 : (int)(p->l * g.tiles_n * g.nks * BN);
   pa.tiles_m = (int)g.tiles_m;
   pa.tiles_n = (int)g.tiles_n;
   pa.nkb = g.nkb;
@@ -969,6 +1148,28 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   if (pblocks > pmax) pblocks = pmax;
   if (pblocks < 1) pblocks = 1;
   sf_prepare_kernel<<<(unsigned)pblocks, 256, 0, stream>>>(pa);
+  if (g.bp) {
+    bconv_args ba;
+    ba.b = static_cast<const uint8_t *>(args->b);
+    ba.sfb = static_cast<const uint8_t *>(args->sfb);
+    ba.out = wbp;
+    ba.b_row = b_row;
+    ba.b_bat = b_bat;
+    ba.kbytes = g.kbytes;
+    ba.n = p->n;
+    ba.kb = p->kb;
+    ba.items = p->l * p->n * g.nks;
+    ba.nks = (int)g.nks;
+    ba.nkb = g.nkb;
+    ba.rb = g.rb;
+    ba.ue4m3 = p->sf == MXF_E4M3;
+    ba.lb = p->sfb_layout;
+    const int64_t bmax = (int64_t)(num_sms > 0 ? num_sms : 132) * 16;
+    const unsigned bblocks = (unsigned)((ba.items + 255) / 256 < bmax ? (ba.items + 255) / 256 : bmax);
+    if (g.fmt == FMT_E4M3) b_convert_kernel<FMT_E4M3><<<bblocks, 256, 0, stream>>>(ba);
+    else if (g.fmt == FMT_E5M2) b_convert_kernel<FMT_E5M2><<<bblocks, 256, 0, stream>>>(ba);
+    else b_convert_kernel<FMT_E2M1><<<bblocks, 256, 0, stream>>>(ba);
+  }
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: sm90 scale preparation: %s", cudaGetErrorString(e));
 
@@ -1002,19 +1203,13 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   ka.partial = wpart;
   ka.flags = wflags;
   const unsigned grid = (unsigned)g.grid;
-  switch (g.fmt) {
-  case FMT_E4M3:
-    e = set_smem_attr<gemm_kernel<FMT_E4M3>>(SMEM_BYTES);
-    if (e == cudaSuccess) gemm_kernel<FMT_E4M3><<<grid, THREADS, SMEM_BYTES, stream>>>(map_a, map_b, ka);
-    break;
-  case FMT_E5M2:
-    e = set_smem_attr<gemm_kernel<FMT_E5M2>>(SMEM_BYTES);
-    if (e == cudaSuccess) gemm_kernel<FMT_E5M2><<<grid, THREADS, SMEM_BYTES, stream>>>(map_a, map_b, ka);
-    break;
-  default:
-    e = set_smem_attr<gemm_kernel<FMT_E2M1>>(SMEM_BYTES);
-    if (e == cudaSuccess) gemm_kernel<FMT_E2M1><<<grid, THREADS, SMEM_BYTES, stream>>>(map_a, map_b, ka);
-    break;
+  switch (g.fmt * 2 + g.bp) {
+  case FMT_E4M3 * 2: e = launch_gemm<FMT_E4M3, 0>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E4M3 * 2 + 1: e = launch_gemm<FMT_E4M3, 1>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E5M2 * 2: e = launch_gemm<FMT_E5M2, 0>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E5M2 * 2 + 1: e = launch_gemm<FMT_E5M2, 1>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E2M1 * 2: e = launch_gemm<FMT_E2M1, 0>(grid, map_a, map_b, ka, stream); break;
+  default: e = launch_gemm<FMT_E2M1, 1>(grid, map_a, map_b, ka, stream); break;
   }
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: sm90 gemm_amax launch: %s", cudaGetErrorString(e));

@@ -653,20 +653,6 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 /* ------------------------------------------------------------ host side */
-/* A 2-D bf16 matrix (rows, inner) as a 3-D map with a unit batch, boxes of (64, box_rows),
- * 128-byte swizzle; out-of-range elements read as zero. */
-static CUresult make_map(encode_tiled_fn enc, CUtensorMap *map, const void *ptr, int64_t inner, int64_t rows,
-                         int box_rows) {
-  const int64_t row_bytes = inner * 2;
-  cuuint64_t dims[3] = {(cuuint64_t)inner, (cuuint64_t)rows, 1};
-  cuuint64_t strides[2] = {(cuuint64_t)row_bytes, (cuuint64_t)(row_bytes * rows)};
-  cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1};
-  cuuint32_t estr[3] = {1, 1, 1};
-  return enc(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(ptr), dims, strides, box, estr,
-             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-}
-
 static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 template <int W_OUT_IN, int MX, int L>
@@ -794,9 +780,9 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
       r = p->w_out_in ? make_map_codes(enc, &map_w, w, p->k, hd, 1, p->k, 0, 64, BN)
                       : make_map_codes(enc, &map_w, w, hd, p->k, 1, hd, 0, 64, 64);
   } else {
-    r = make_map(enc, &map_x, x, p->k, p->t, BM);
+    r = make_map_bf16(enc, &map_x, x, p->k, p->t, 1, BM);
     if (r == CUDA_SUCCESS)
-      r = p->w_out_in ? make_map(enc, &map_w, w, p->k, hd, BN) : make_map(enc, &map_w, w, hd, p->k, BK);
+      r = p->w_out_in ? make_map_bf16(enc, &map_w, w, p->k, hd, 1, BN) : make_map_bf16(enc, &map_w, w, hd, p->k, 1, BK);
   }
   if (r != CUDA_SUCCESS)
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: cannot describe x/w to the TMA unit (CUresult %d)", (int)r);

@@ -7,6 +7,7 @@
  *   set_smem_attr<K>(bytes)               allows kernel K `bytes` of dynamic shared memory,
  *                                         once per kernel (later calls return at once).
  *   make_map_codes(...)                   a TMA map of raw 8-bit / packed 4-bit codes.
+ *   make_map_bf16(...)                    a TMA map of a bf16 matrix (batches of rows).
  */
 #ifndef MXF_SM90_HOST_H
 #define MXF_SM90_HOST_H
@@ -59,6 +60,20 @@ static inline CUresult make_map_codes(encode_tiled_fn enc, CUtensorMap *map, con
   return enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void *>(base), dims, strides, box, estr,
              CU_TENSOR_MAP_INTERLEAVE_NONE, rb == 64 ? CU_TENSOR_MAP_SWIZZLE_64B : CU_TENSOR_MAP_SWIZZLE_32B,
              CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+/* l batches of a (rows, inner) bf16 matrix, packed, as a 3-D map with boxes of
+ * (64, box_rows, 1) and the 128-byte swizzle; out-of-range elements read as zero. */
+static inline CUresult make_map_bf16(encode_tiled_fn enc, CUtensorMap *map, const void *ptr, int64_t inner,
+                                     int64_t rows, int64_t l, int box_rows) {
+  const int64_t row_bytes = inner * 2;
+  cuuint64_t dims[3] = {(cuuint64_t)inner, (cuuint64_t)rows, (cuuint64_t)l};
+  cuuint64_t strides[2] = {(cuuint64_t)row_bytes, (cuuint64_t)(row_bytes * rows)};
+  cuuint32_t box[3] = {64, (cuuint32_t)box_rows, 1};
+  cuuint32_t estr[3] = {1, 1, 1};
+  return enc(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<void *>(ptr), dims, strides, box, estr,
+             CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 } /* namespace mxf_sm90 */
