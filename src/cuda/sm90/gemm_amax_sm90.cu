@@ -290,7 +290,7 @@ __global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
  * j = 2 half + e for fp8, half + 2 e for e2m1 — dequant_word's pairs), so a TMA box of it
  * is the tile the wgmmas read. Values: dequant_word's exact path (code * scale rounded
  * once to bf16, NaN/inf codes exact); k beyond K reads 0; k-blocks beyond the scales' K
- * get scale 1.0. One thread per (batch, row, stage): 64 (32) code bytes in, 128 bytes out.
+ * get scale 1.0. Eight threads per (batch, row, stage): 64 (32) code bytes in, 128 bytes out.
  */
 struct bconv_args {
   const uint8_t *b, *sfb;
@@ -300,30 +300,33 @@ struct bconv_args {
   mxf_sf_layout lb;
 };
 
-template <int FMT>
-__global__ void __launch_bounds__(256) b_convert_kernel(const bconv_args a) {
-  for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < a.items; i += (int64_t)gridDim.x * blockDim.x) {
-    const int ks = (int)(i % a.nks);
-    const int64_t rl = i / a.nks, l = rl / a.n, n = rl - l * a.n;
-    const uint8_t *src = a.b + l * a.b_bat + n * a.b_row;
-    const int64_t k0 = (int64_t)ks * a.rb;
-    uint32_t w[16];
-    if (k0 + a.rb <= a.kbytes) {
+/* 8 lanes per (batch, row, stage) item: lane c writes the item's 16-byte chunk c (k16
+ * step c / 2, its first or second half), so a warp stores 512 contiguous bytes. I: the
+ * index type (32-bit divisions wherever the chunks fit). */
+template <int FMT, typename I>
+__device__ __forceinline__ void b_convert_chunks(const bconv_args &a) {
+  const I total = (I)(a.items * 8), nks = (I)a.nks, nn = (I)a.n;
+  for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
+    const I i = e >> 3;
+    const int c = (int)(e & 7), st = c >> 1, half = c & 1;
+    const int ks = (int)(i % nks);
+    const I rl = i / nks, lq = rl / nn;
+    const int64_t l = (int64_t)lq, n = (int64_t)(rl - lq * nn);
+    const uint8_t *src = a.b + l * a.b_bat + n * a.b_row + (int64_t)ks * a.rb;
+    const int64_t left = a.kbytes - (int64_t)ks * a.rb; /* code bytes of the row from here */
+    /* the word of each thread range qq for step st: fp8 bytes 16 qq + 4 st; e2m1 bytes
+     * 8 qq + 4 (st / 2), its half st % 2 */
+    uint32_t w[4];
 #pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        if (FMT == FMT_E2M1 && c >= 2) break;
-        const uint4 v = *reinterpret_cast<const uint4 *>(src + k0 + 16 * c);
-        w[4 * c] = v.x, w[4 * c + 1] = v.y, w[4 * c + 2] = v.z, w[4 * c + 3] = v.w;
-      }
-    } else {
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
+    for (int qq = 0; qq < 4; ++qq) {
+      const int off = FMT == FMT_E2M1 ? 8 * qq + 4 * (st >> 1) : 16 * qq + 4 * st;
+      if (off + 4 <= left) {
+        w[qq] = __ldg(reinterpret_cast<const uint32_t *>(src + off));
+      } else {
         uint32_t v = 0;
-        for (int e = 0; e < 4; ++e) {
-          const int64_t k = k0 + 4 * j + e;
-          if (4 * j < a.rb && k < a.kbytes) v |= (uint32_t)src[k] << (8 * e);
-        }
-        w[j] = v;
+        for (int b = 0; b < 4; ++b)
+          if (off + b < left) v |= (uint32_t)src[off + b] << (8 * b);
+        w[qq] = v;
       }
     }
     /* the stage's nkb scales are consecutive bytes in both layouts (a stage's k-blocks lie
@@ -333,20 +336,23 @@ __global__ void __launch_bounds__(256) b_convert_kernel(const bconv_args a) {
     uint32_t sc[4];
 #pragma unroll
     for (int j = 0; j < 4; ++j) sc[j] = j < a.nkb && kb0 + j < a.kb ? scale_bf16(sf[j], a.ue4m3) : 0x3F80u;
-    uint32_t o[32];
+    uint32_t o[4];
 #pragma unroll
-    for (int qq = 0; qq < 4; ++qq)
-#pragma unroll
-      for (int st = 0; st < 4; ++st) {
-        const uint32_t word = FMT == FMT_E2M1 ? w[2 * qq + (st >> 1)] : w[4 * qq + st];
-        const uint32_t s2 = dup16(a.nkb == 2 ? sc[qq >> 1] : sc[qq]); /* the word's k-block in the stage */
-        dequant_word<FMT, FMT == FMT_E2M1 ? MODE_TWO : MODE_EXACT>(word, word << 4, FMT == FMT_E2M1 ? (st & 1) : 0,
-                                                                   s2, s2, o[8 * st + qq], o[8 * st + 4 + qq]);
-      }
-    uint4 *dst = a.out + i * 8;
-#pragma unroll
-    for (int c = 0; c < 8; ++c) dst[c] = make_uint4(o[4 * c], o[4 * c + 1], o[4 * c + 2], o[4 * c + 3]);
+    for (int qq = 0; qq < 4; ++qq) {
+      const uint32_t s2 = dup16(a.nkb == 2 ? sc[qq >> 1] : sc[qq]); /* the word's k-block in the stage */
+      uint32_t h0, h1;
+      dequant_word<FMT, FMT == FMT_E2M1 ? MODE_TWO : MODE_EXACT>(w[qq], w[qq] << 4, FMT == FMT_E2M1 ? (st & 1) : 0,
+                                                                 s2, s2, h0, h1);
+      o[qq] = half ? h1 : h0;
+    }
+    a.out[e] = make_uint4(o[0], o[1], o[2], o[3]);
   }
+}
+
+template <int FMT>
+__global__ void __launch_bounds__(256) b_convert_kernel(const bconv_args a) {
+  if (a.items * 8 < (1ll << 31)) b_convert_chunks<FMT, uint32_t>(a);
+  else b_convert_chunks<FMT, int64_t>(a);
 }
 
 /* ------------------------------------------------------------ shared memory map */
@@ -396,17 +402,18 @@ template <int FMT, int MODE, bool WB = true>
 __device__ __forceinline__ void convert_stage(const stage_regs &r, const stage_scales &sc, uint32_t (&fr)[16],
                                               uint32_t bt, int n) {
   convert_a<FMT, MODE>(r, sc, fr);
-  if constexpr (!WB) return;
+  if constexpr (WB) {
 #pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    uint32_t h0[4], h1[4];
+    for (int s = 0; s < 4; ++s) {
+      uint32_t h0[4], h1[4];
 #pragma unroll
-    for (int qq = 0; qq < 4; ++qq) {
-      const uint32_t w = r.b[qq][FMT == FMT_E2M1 ? (s >> 1) : s];
-      dequant_word<FMT, MODE>(w, w << 4, FMT == FMT_E2M1 ? (s & 1) : 0, sc.b[qq], sc.b[qq], h0[qq], h1[qq]);
+      for (int qq = 0; qq < 4; ++qq) {
+        const uint32_t w = r.b[qq][FMT == FMT_E2M1 ? (s >> 1) : s];
+        dequant_word<FMT, MODE>(w, w << 4, FMT == FMT_E2M1 ? (s & 1) : 0, sc.b[qq], sc.b[qq], h0[qq], h1[qq]);
+      }
+      sts_v4(bt + (((2 * s) ^ (n & 7)) << 4), h0[0], h0[1], h0[2], h0[3]);
+      sts_v4(bt + (((2 * s + 1) ^ (n & 7)) << 4), h1[0], h1[1], h1[2], h1[3]);
     }
-    sts_v4(bt + (((2 * s) ^ (n & 7)) << 4), h0[0], h0[1], h0[2], h0[3]);
-    sts_v4(bt + (((2 * s + 1) ^ (n & 7)) << 4), h1[0], h1[1], h1[2], h1[3]);
   }
 }
 
@@ -1165,7 +1172,8 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
     ba.ue4m3 = p->sf == MXF_E4M3;
     ba.lb = p->sfb_layout;
     const int64_t bmax = (int64_t)(num_sms > 0 ? num_sms : 132) * 16;
-    const unsigned bblocks = (unsigned)((ba.items + 255) / 256 < bmax ? (ba.items + 255) / 256 : bmax);
+    const int64_t bneed = (ba.items * 8 + 255) / 256;
+    const unsigned bblocks = (unsigned)(bneed < bmax ? bneed : bmax);
     if (g.fmt == FMT_E4M3) b_convert_kernel<FMT_E4M3><<<bblocks, 256, 0, stream>>>(ba);
     else if (g.fmt == FMT_E5M2) b_convert_kernel<FMT_E5M2><<<bblocks, 256, 0, stream>>>(ba);
     else b_convert_kernel<FMT_E2M1><<<bblocks, 256, 0, stream>>>(ba);
