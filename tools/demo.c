@@ -465,18 +465,51 @@ static void ref_proj_row(const inputs *in, int mx, int64_t t, int64_t h, float *
 }
 
 typedef struct tally {
-  int64_t codes, codes_eq, scales, scales_eq;
+  int64_t codes, codes_eq, scales, scales_eq, excused;
   int max_steps;
 } tally;
 
-static void tally_codes(tally *ty, const uint8_t *got, const uint8_t *want, int64_t n, int64_t gs,
-                        int64_t ws) {
+/* Where the codes of a tally_codes call come from: element i has the scale bytes
+ * gsc[i / sdiv] (ours) and wsc[i / sdiv] (the reference's), is a RoPE output when
+ * i >= rope_from, and its (t, h) row has the largest reference magnitude rmax[i * rmax_s]. */
+typedef struct code_ctx {
+  const uint8_t *gsc, *wsc;
+  int64_t sdiv, rope_from, rmax_s;
+  const float *rmax;
+} code_ctx;
+
+static double deq8(uint8_t code, uint8_t scale) {
+  return (double)mxf_e4m3_to_f32(code) * (double)mxf_e8m0_to_f32(scale);
+}
+
+/*
+ * Codes more than one e4m3 step from the reference count against the check, except two
+ * consequences of the GEMM's bf16 staging (SPEC §2.3), whose rounding another summation
+ * order may flip by one bf16 ulp: a block whose amax crossed a power of two (scale one
+ * apart, values within one step of the coarser scale), and a RoPE output near
+ * cancellation (p c - q s moves by up to 2^-7 (|p| + |q|), many steps of a small result:
+ * excused within 2^-5 of its row's largest value, and counted; the check requires them rare).
+ */
+static void tally_codes(tally *ty, const uint8_t *got, const uint8_t *want, int64_t n, int64_t gs, int64_t ws,
+                        const code_ctx *cx) {
   for (int64_t i = 0; i < n; i++) {
-    int s = code_steps(got[i * gs], want[i * ws], 0x80u, 0x7Fu);
-    /* NaN codes (0x7F/0xFF) are never produced from finite data: count them as far off */
-    if ((got[i * gs] & 0x7F) == 0x7F || (want[i * ws] & 0x7F) == 0x7F)
-      s = (got[i * gs] == want[i * ws]) ? 0 : 99;
+    const uint8_t g = got[i * gs], w = want[i * ws], gsc = cx->gsc[i / cx->sdiv], wsc = cx->wsc[i / cx->sdiv];
+    int s = code_steps(g, w, 0x80u, 0x7Fu);
     ty->codes++;
+    /* NaN codes (0x7F/0xFF) are never produced from finite data: count them as far off */
+    if ((g & 0x7F) == 0x7F || (w & 0x7F) == 0x7F || gsc == 0xFF || wsc == 0xFF) {
+      s = (g == w && gsc == wsc) ? 0 : 99;
+    } else if (s > 1) {
+      const double a = deq8(g, gsc), b = deq8(w, wsc);
+      const int sd = (int)gsc - (int)wsc;
+      if ((sd == 1 || sd == -1) &&
+          fabs(a - b) <= 0.125 * fmax(fabs(a), fabs(b)) + ldexp(1.0, (gsc > wsc ? gsc : wsc) - 127 - 9)) {
+        s = 1;
+      } else if (i >= cx->rope_from && fabs(a - b) <= ldexp((double)cx->rmax[i * cx->rmax_s], -5)) {
+        ty->excused++;
+        continue;
+      }
+    }
     ty->codes_eq += (s == 0);
     if (s > ty->max_steps) ty->max_steps = s;
   }
@@ -492,14 +525,18 @@ static void proj_check(demo *dm, demo_row *row, const inputs *in, int mx, const 
   int64_t hc = (int64_t)mxf_cli_rng_below(&dm->rng, (uint64_t)H);
   int64_t t0 = tb * 32, cnt = (T - t0 < 32) ? T - t0 : 32;
   float *blk = xalloc(sizeof(float) * (size_t)(32 * D));
+  float rmaxv[32];
   for (int64_t i = 0; i < cnt + PROJ_EXTRA_ROWS; i++) {
     int64_t t = i < cnt ? t0 + i : (int64_t)mxf_cli_rng_below(&dm->rng, (uint64_t)T);
     int64_t h = i < cnt ? hc : (int64_t)mxf_cli_rng_below(&dm->rng, (uint64_t)H);
     ref_proj_row(in, mx, t, h, out);
-    if (i < cnt) memcpy(blk + i * D, out, sizeof(float) * (size_t)D);
+    float rmax = 0.0f;
+    for (int64_t d = 0; d < D; d++) rmax = fmaxf(rmax, fabsf(out[d]));
+    if (i < cnt) memcpy(blk + i * D, out, sizeof(float) * (size_t)D), rmaxv[i] = rmax;
     for (int64_t j = 0; j < nblk; j++)
       sc[j] = mxf_mx_quantize_block(out + j * 32, 32, 1, codes + j * 32, 1);
-    tally_codes(&tr, o->row + (t * H + h) * D, codes, D, 1, 1);
+    const code_ctx cx = {o->srow + (t * H + h) * nblk, sc, 32, D - DS_ROPE, 0, &rmax};
+    tally_codes(&tr, o->row + (t * H + h) * D, codes, D, 1, 1, &cx);
     for (int64_t j = 0; j < nblk; j++)
       tr.scales_eq += (o->srow[(t * H + h) * nblk + j] == sc[j]);
     tr.scales += nblk;
@@ -509,19 +546,24 @@ static void proj_check(demo *dm, demo_row *row, const inputs *in, int mx, const 
     uint8_t b = mxf_mx_quantize_block(blk + d, (int)cnt, D, ccodes + d, D);
     tc.scales_eq += (o->scol[(tb * H + hc) * D + d] == b);
     tc.scales++;
-    tally_codes(&tc, o->col + (t0 * H + hc) * D + d, ccodes + d, cnt, H * D, D);
+    const code_ctx cx = {o->scol + (tb * H + hc) * D + d, &b, 32, d >= D - DS_ROPE ? 0 : cnt, 1, rmaxv};
+    tally_codes(&tc, o->col + (t0 * H + hc) * D + d, ccodes + d, cnt, H * D, D, &cx);
   }
   free(blk), free(ccodes);
   double rq = 100.0 * (double)tr.codes_eq / (double)tr.codes,
          cq = 100.0 * (double)tc.codes_eq / (double)tc.codes;
   int64_t s_eq = tr.scales_eq + tc.scales_eq, s_all = tr.scales + tc.scales;
+  /* excused RoPE codes: rare (at most 1 in 1000 of the sampled codes, and 2 at least) */
   int ok = tr.codes_eq * 100 >= tr.codes * 99 && tc.codes_eq * 100 >= tc.codes * 99 && tr.max_steps <= 1 &&
-           tc.max_steps <= 1 && s_eq * 1000 >= s_all * 999;
+           tc.max_steps <= 1 && s_eq * 1000 >= s_all * 999 && tr.excused + tc.excused <= 2 + (tr.codes + tc.codes) / 1000;
   row->state = ok ? ROW_PASSED : ROW_FAILED;
+  char excused[64] = "";
+  if (tr.excused + tc.excused)
+    snprintf(excused, sizeof excused, "; %" PRId64 " RoPE codes near cancellation excused", tr.excused + tc.excused);
   snprintf(row->check, sizeof row->check,
-           "%s (codes equal: rows %.2f%%, cols %.2f%%, max %d step; scales %" PRId64 "/%" PRId64 ")",
+           "%s (codes equal: rows %.2f%%, cols %.2f%%, max %d step; scales %" PRId64 "/%" PRId64 "%s)",
            ok ? "passed" : "FAILED", rq, cq, tr.max_steps > tc.max_steps ? tr.max_steps : tc.max_steps, s_eq,
-           s_all);
+           s_all, excused);
 }
 
 static void demo_proj(demo *dm, const inputs *in, int mx) {
