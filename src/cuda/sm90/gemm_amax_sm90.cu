@@ -966,6 +966,12 @@ struct geometry {
 
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 
+/* A test switch: 1 when the variable is "on", 0 when "off", -1 otherwise. */
+static int env_switch(const char *name) {
+  const char *v = getenv(name);
+  return v && strcmp(v, "on") == 0 ? 1 : v && strcmp(v, "off") == 0 ? 0 : -1;
+}
+
 /* Rows of tiles from which B goes through the pre-pass (make_geometry). */
 static constexpr int64_t BP_TILES_M = 16;
 
@@ -1021,20 +1027,18 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g) {
   g->whole = tiles - g->tail;
   g->ws_part = (size_t)(g->tail * (g->split - 1)) * BM * BN * sizeof(float);
   g->ws_flags = (size_t)round_up(g->tail * 4, 256);
-  /* The f16 path halves the mainloop's instructions but costs a pass over the scales and
-   * a second set of multipliers; with fewer tiles than SMs (small M or N) that pass is not
-   * won back (bench/NOTES.md, v10). MXF_GEMM_F16=on / off overrides (tests). */
   /* The B pre-pass writes B once as bf16 (3 bytes of traffic per value) and lightens
    * every stage of the mainloop; with many rows of tiles that is won back (bench/NOTES.md).
    * MXF_GEMM_BPRE=on / off overrides (tests). */
-  const char *bp_env = getenv("MXF_GEMM_BPRE");
-  const bool bp_on = bp_env && strcmp(bp_env, "on") == 0, bp_off = bp_env && strcmp(bp_env, "off") == 0;
-  g->bp = !bp_off && (bp_on || g->tiles_m >= BP_TILES_M);
+  const int bp_env = env_switch("MXF_GEMM_BPRE");
+  g->bp = bp_env >= 0 ? bp_env : g->tiles_m >= BP_TILES_M;
   g->ws_bp = g->bp ? (size_t)round_up(p->l * p->n * g->nks * BK * 2, 256) : 0;
   if (g->bp) g->ws_b = 0;
-  const char *f16_env = getenv("MXF_GEMM_F16");
-  const bool f16_on = f16_env && strcmp(f16_env, "on") == 0, f16_off = f16_env && strcmp(f16_env, "off") == 0;
-  g->f16 = !g->bp && g->fmt != FMT_E2M1 && !f16_off && (f16_on || tiles >= sms);
+  /* The f16 path halves the mainloop's instructions but costs a pass over the scales and
+   * a second set of multipliers; with fewer tiles than SMs (small M or N) that pass is not
+   * won back (bench/NOTES.md, v10). MXF_GEMM_F16=on / off overrides (tests). */
+  const int f16_env = env_switch("MXF_GEMM_F16");
+  g->f16 = !g->bp && g->fmt != FMT_E2M1 && (f16_env >= 0 ? f16_env : tiles >= sms);
   g->ws_f16 = 0;
   if (g->f16)
     g->ws_f16 = g->ws_a + g->ws_b + (size_t)round_up(p->l * (g->tiles_m * BM + g->tiles_n * BN) * 4, 256) +
