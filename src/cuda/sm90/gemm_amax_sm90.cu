@@ -17,10 +17,13 @@
  *      zero-filled tails contribute exactly 0 even when a padding byte is 0xFF. Its first
  *      thread also prepares *amax (overwrite: +0; accumulate: canonical, as amax.cuh) and
  *      its first block zeroes the split tiles' flags.
- *   1b. (M of at least BP_TILES_M rows of tiles, see make_geometry) b_convert, the B
- *      pre-pass: B dequantized once to bf16 in the workspace, in the layout of the tile
- *      the wgmmas read; the mainloop then converts A alone (see "The B pre-pass").
- *   2. gemm_kernel (persistent, one CTA per SM, 384 threads), over the work units of
+ *   1b. (M of at least BP_TILES_M rows of tiles, see make_geometry) the B pre-pass: B
+ *      dequantized once to bf16 in the workspace, in the layout of the tile the wgmmas
+ *      read; the mainloop then converts A alone (see "The B pre-pass"). One launch
+ *      (prep_bp_kernel) runs it beside step 1, which then prepares A's scales only.
+ *   2. gemm_kernel (persistent, one CTA per SM, 384 threads), a programmatic dependent
+ *      launch: it is scheduled while step 1 ends and waits for its results after setting
+ *      up its barriers. Over the work units of
  *      unit_work: whole tiles, then the last partial wave's tiles split along K;
  *        warpgroup 0   producer: one thread issues TMA loads of raw A (128 x 64 k) and B
  *                      (256 x 64 k) codes and bulk copies of their scales into a 4-stage
@@ -128,7 +131,7 @@ struct prep_args {
   int *oka, *okb;                 /* its tile marks, cleared here for tiles with a row that does not qualify */
   int64_t m, n, l, kb;
   int nks, tiles_m, tiles_n, nkb, sf_vec;
-  int items_a, items_b;           /* (batch, tile, stage, row) items per side */
+  int items_a, items_b;           /* (batch, tile, stage group, row) items per side */
   int ue4m3;
   mxf_sf_layout la, lb;
   float *amax;
@@ -183,14 +186,6 @@ __device__ __forceinline__ work_unit unit_work(int u, int whole, int split, int 
 }
 
 /* ------------------------------------------------------------ scale preparation */
-/* nkb (2 or 4) 16-bit values in one store. */
-__device__ __forceinline__ void store_scales(uint16_t *dst, const uint32_t (&v)[4], int nkb) {
-  if (nkb == 2)
-    *reinterpret_cast<uint32_t *>(dst) = v[0] | v[1] << 16;
-  else
-    *reinterpret_cast<uint2 *>(dst) = make_uint2(v[0] | v[1] << 16, v[2] | v[3] << 16);
-}
-
 struct rows_args {
   const uint8_t *sfa, *sfb;
   float *fa, *fb;
@@ -236,48 +231,123 @@ __global__ void __launch_bounds__(256) sf_rows_kernel(const rows_args a) {
   }
 }
 
-/* One thread per (side, batch, tile, k-stage, row): its nkb prepared scales, one store
- * (two with the f16 path's multipliers). */
-__global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
-  const int na = a.items_a, nb = a.items_b;
-  for (int e = blockIdx.x * blockDim.x + threadIdx.x; e < na + nb; e += gridDim.x * blockDim.x) {
-    const bool is_a = e < na;
-    const int i = is_a ? e : e - na;
-    const int lg = is_a ? 7 : 8; /* log2 of BM, BN */
-    const int r = i & ((1 << lg) - 1), rest = i >> lg;
-    const int ks = rest % a.nks, tl = rest / a.nks;
-    const int tiles = is_a ? a.tiles_m : a.tiles_n;
-    const int tile = tl % tiles, l = tl / tiles;
-    const int64_t mn = is_a ? a.m : a.n, row = ((int64_t)tile << lg) + r;
-    const uint8_t *sf = is_a ? a.sfa : a.sfb;
-    /* the f16 path: factor bits of the row (0: it does not qualify, its tile never takes
-     * the path, the values are left at 1.0) */
-    const uint32_t fbits = a.wa16 ? __float_as_uint((is_a ? a.fa : a.fb)[((int64_t)tl << lg) + r]) : 0u;
-    uint32_t v[4], h[4];
+/*
+ * Scale preparation: one thread per (side, batch, tile, group of SP_STAGES k-stages, row).
+ * It loads the group's scale bytes as quads (k-blocks 4G .. 4G + 3: consecutive bytes in
+ * both layouts, quad G + 1 being 4 bytes on in the compact layout and 512 in the swizzled
+ * one) before converting any, then stores each stage's nkb multipliers in one store (two
+ * with the f16 path's); a warp's stores of a stage are 32 consecutive rows.
+ */
+constexpr int SP_STAGES = 8;
+
+/* A quad of scale bytes as bf16 multipliers, pairs (k-blocks 0, 1) and (2, 3) of the quad;
+ * `on` bit j: k-block j exists (else 1.0, the codes there being TMA zero fill). */
+__device__ __forceinline__ void scale_quad(uint32_t w, uint32_t on, int ue4m3, uint32_t &p01, uint32_t &p23) {
+  if (!ue4m3 && on == 0xFu && (__vcmpeq4(w, 0u) | __vcmpeq4(w, 0xFFFFFFFFu)) == 0u) {
+    p01 = prmt(w, 0u, 0x4140u) << 7; /* e8m0 byte b in bf16's exponent field: 2^(b - 127) */
+    p23 = prmt(w, 0u, 0x4342u) << 7;
+    return;
+  }
+  uint32_t v[4];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t kb = (int64_t)ks * a.nkb + j;
-      v[j] = 0x3F80u; /* 1.0 (bf16, f16): the codes there are TMA zero fill */
-      h[j] = 0x3C00u;
-      if (j < a.nkb && row < mn && kb < a.kb) {
-        const uint32_t b = sf[mxf_gemm_sf_offset(is_a ? a.la : a.lb, mn, a.kb, row, kb, l)];
-        v[j] = scale_bf16((uint8_t)b, a.ue4m3);
-        if (fbits) h[j] = f16_scale(b, fbits);
+  for (int j = 0; j < 4; ++j) v[j] = (on >> j) & 1u ? scale_bf16((uint8_t)(w >> (8 * j)), ue4m3) : 0x3F80u;
+  p01 = v[0] | v[1] << 16;
+  p23 = v[2] | v[3] << 16;
+}
+
+/* The f16 path's multipliers of a quad in a row with factor bits fbits (0: the row does
+ * not qualify, all 1.0): f16_scale per byte, two at a time. */
+__device__ __forceinline__ void f16_quad(uint32_t w, uint32_t on, uint32_t fbits, uint32_t &h01, uint32_t &h23) {
+  if (!fbits) {
+    h01 = h23 = 0x3C003C00u;
+    return;
+  }
+  const uint32_t d = ((fbits >> 23) - 15u) * 0x10001u; /* b - R + 15 per half, in [1, 22] */
+  /* halves of absent k-blocks: 1.0 */
+  const uint32_t m01 = (on & 1u ? 0u : 0xFFFFu) | (on & 2u ? 0u : 0xFFFF0000u);
+  const uint32_t m23 = (on & 4u ? 0u : 0xFFFFu) | (on & 8u ? 0u : 0xFFFF0000u);
+  h01 = ((__vsub2(prmt(w, 0u, 0x4140u), d) << 10) & ~m01) | (0x3C003C00u & m01);
+  h23 = ((__vsub2(prmt(w, 0u, 0x4342u), d) << 10) & ~m23) | (0x3C003C00u & m23);
+}
+
+template <int NKB> __device__ __forceinline__ void sf_prepare_item(const prep_args &a, int e) {
+  constexpr int NQ = SP_STAGES * NKB / 4; /* quads per item */
+  const int ngr = (a.nks + SP_STAGES - 1) / SP_STAGES;
+  const bool is_a = e < a.items_a;
+  const int i = is_a ? e : e - a.items_a;
+  const int lg = is_a ? 7 : 8; /* log2 of BM, BN */
+  const int r = i & ((1 << lg) - 1), rest = i >> lg;
+  const int gr = rest % ngr, tl = rest / ngr;
+  const int tiles = is_a ? a.tiles_m : a.tiles_n;
+  const int tile = tl % tiles, l = tl / tiles;
+  const int64_t mn = is_a ? a.m : a.n, row = ((int64_t)tile << lg) + r;
+  const mxf_sf_layout lay = is_a ? a.la : a.lb;
+  /* the f16 path: factor bits of the row (0: it does not qualify, its tile never takes
+   * the path, the values are left at 1.0) */
+  const uint32_t fbits = a.wa16 ? __float_as_uint((is_a ? a.fa : a.fb)[((int64_t)tl << lg) + r]) : 0u;
+  if (a.wa16 && gr == 0 && fbits == 0) (is_a ? a.oka : a.okb)[tl] = 0; /* a row that does not qualify */
+  const int64_t q0 = (int64_t)gr * NQ; /* the item's first quad */
+  const uint8_t *base = (is_a ? a.sfa : a.sfb) + (row < mn ? mxf_gemm_sf_offset(lay, mn, a.kb, row, 0, l) : 0);
+  const int64_t qstep = lay == MXF_SF_COMPACT ? 4 : 512;
+  uint32_t w[NQ], on[NQ];
+#pragma unroll
+  for (int q = 0; q < NQ; ++q) {
+    const int64_t left = row < mn ? a.kb - 4 * (q0 + q) : 0; /* k-blocks from the quad's first on */
+    on[q] = left >= 4 ? 0xFu : left > 0 ? (1u << left) - 1u : 0u;
+    w[q] = 0;
+    const uint8_t *src = base + (q0 + q) * qstep;
+    if (on[q] == 0xFu && lay != MXF_SF_COMPACT) {
+      w[q] = __ldg(reinterpret_cast<const uint32_t *>(src)); /* 4-byte aligned in the swizzled layout */
+    } else {
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if ((on[q] >> j) & 1u) w[q] |= (uint32_t)__ldg(src + j) << (8 * j);
+    }
+  }
+#pragma unroll
+  for (int q = 0; q < NQ; ++q) {
+    uint32_t p01, p23, h01 = 0, h23 = 0;
+    scale_quad(w[q], on[q], a.ue4m3, p01, p23);
+    if (a.wa16) f16_quad(w[q], on[q], fbits, h01, h23);
+    /* the quad's stages: two (NKB 2: k-blocks 0, 1 and 2, 3) or one */
+#pragma unroll
+    for (int h = 0; h < 4 / NKB; ++h) {
+      const int ks = gr * SP_STAGES + q * (4 / NKB) + h;
+      if (ks >= a.nks) break;
+      const int64_t off = ((((int64_t)tl * a.nks + ks) << lg) + r) * NKB;
+      uint16_t *dst = (is_a ? a.wa : a.wb) + off, *dst16 = a.wa16 ? (is_a ? a.wa16 : a.wb16) + off : nullptr;
+      if (NKB == 2) {
+        *reinterpret_cast<uint32_t *>(dst) = h ? p23 : p01;
+        if (dst16) *reinterpret_cast<uint32_t *>(dst16) = h ? h23 : h01;
+      } else {
+        *reinterpret_cast<uint2 *>(dst) = make_uint2(p01, p23);
+        if (dst16) *reinterpret_cast<uint2 *>(dst16) = make_uint2(h01, h23);
       }
     }
-    if (a.wa16 && ks == 0 && fbits == 0) (is_a ? a.oka : a.okb)[tl] = 0; /* a row that does not qualify */
-    const int64_t off = (int64_t)i * a.nkb;
-    store_scales((is_a ? a.wa : a.wb) + off, v, a.nkb);
-    if (a.wa16) store_scales((is_a ? a.wa16 : a.wb16) + off, h, a.nkb);
   }
-  if (blockIdx.x == 0)
+}
+
+__device__ __forceinline__ void sf_prepare_blocks(const prep_args &a, int bx, int nbx) {
+  for (int e = bx * blockDim.x + threadIdx.x; e < a.items_a + a.items_b; e += nbx * blockDim.x) {
+    if (a.nkb == 2) sf_prepare_item<2>(a, e);
+    else sf_prepare_item<4>(a, e);
+  }
+  if (bx == 0)
     for (int i = threadIdx.x; i < a.nflags; i += blockDim.x) a.flags[i] = 0;
-  if (blockIdx.x == 0 && threadIdx.x == 0) {
+  if (bx == 0 && threadIdx.x == 0) {
     /* the amax contract of amax.cuh: overwrite -> +0; accumulate -> -0/negatives -> +0,
      * NaN -> 0x7FFFFFFF, so one unsigned atomicMax per CTA is exact */
     unsigned int *p = reinterpret_cast<unsigned int *>(a.amax);
     *p = a.accumulate ? mxf_amax_canonical(*p) : 0u;
   }
+}
+
+/* The gemm kernel is launched as a programmatic dependent of the preparation kernel: the
+ * preparation lets it be scheduled at once, and it waits (grid_dependency_wait) for the
+ * preparation's results before reading any. */
+__global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
+  allow_dependent_launch();
+  sf_prepare_blocks(a, blockIdx.x, gridDim.x);
 }
 
 /*
@@ -288,71 +358,131 @@ __global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
  * nks * 64 values, stage by stage, each stage's 64 in the order the consumers' A fragments
  * use (k16 step s, position 2 qq + e of its first and second half: raw k 16 qq + 4 s + j,
  * j = 2 half + e for fp8, half + 2 e for e2m1 — dequant_word's pairs), so a TMA box of it
- * is the tile the wgmmas read. Values: dequant_word's exact path (code * scale rounded
- * once to bf16, NaN/inf codes exact); k beyond K reads 0; k-blocks beyond the scales' K
- * get scale 1.0. Eight threads per (batch, row, stage): 64 (32) code bytes in, 128 bytes out.
+ * is the tile the wgmmas read. Values: code * scale rounded once to bf16 with the
+ * mainloop's modes (one product when scale * 2^c fits bf16, two otherwise, NaN/inf codes
+ * exact); k beyond K reads 0; k-blocks beyond the scales' K get scale 1.0.
+ *
+ * A warp takes 4 rows (8 lanes each) and BC_STAGES consecutive stages of them: lane c of a
+ * row writes the 16-byte chunk c of every stage (k16 step c / 2, its first or second half),
+ * so each store covers 4 whole 128-byte lines. The group's code words are all loaded
+ * before the first is converted; lane c reads and converts the scales of the group's stage
+ * c, which the row's lanes then take by shuffle.
  */
+constexpr int BC_STAGES = 8;
 struct bconv_args {
   const uint8_t *b, *sfb;
   uint4 *out;
-  int64_t b_row, b_bat, kbytes, n, kb, items;
-  int nks, nkb, rb, ue4m3;
+  int64_t b_row, b_bat, kbytes, n, kb;
+  int64_t units;                  /* (4-row group, stage group) pairs */
+  int64_t rows;                   /* l * n */
+  int nks, ngr, nkb, rb, ue4m3;   /* ngr: stage groups per row */
   mxf_sf_layout lb;
 };
 
-/* 8 lanes per (batch, row, stage) item: lane c writes the item's 16-byte chunk c (k16
- * step c / 2, its first or second half), so a warp stores 512 contiguous bytes. I: the
- * index type (32-bit divisions wherever the chunks fit). */
-template <int FMT, typename I>
-__device__ __forceinline__ void b_convert_chunks(const bconv_args &a) {
-  const I total = (I)(a.items * 8), nks = (I)a.nks, nn = (I)a.n;
-  for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < total; e += (I)gridDim.x * blockDim.x) {
-    const I i = e >> 3;
-    const int c = (int)(e & 7), st = c >> 1, half = c & 1;
-    const int ks = (int)(i % nks);
-    const I rl = i / nks, lq = rl / nn;
-    const int64_t l = (int64_t)lq, n = (int64_t)(rl - lq * nn);
-    const uint8_t *src = a.b + l * a.b_bat + n * a.b_row + (int64_t)ks * a.rb;
-    const int64_t left = a.kbytes - (int64_t)ks * a.rb; /* code bytes of the row from here */
-    /* the word of each thread range qq for step st: fp8 bytes 16 qq + 4 st; e2m1 bytes
-     * 8 qq + 4 (st / 2), its half st % 2 */
-    uint32_t w[4];
+template <int FMT> __device__ __forceinline__ void b_convert_blocks(const bconv_args &a, int bx, int nbx) {
+  constexpr uint32_t K = fmt_consts<FMT>::K;
+  const int lane = threadIdx.x & 31, c = lane & 7, half = c & 1, st = c >> 1;
+  const int src0 = lane & ~7; /* the row's first lane */
+  /* the byte offset of word qq in a stage: fp8 16 qq + 4 st; e2m1 8 qq + 4 (st / 2), of
+   * which the 16-bit half st % 2 */
+  const int woff = FMT == FMT_E2M1 ? 4 * (st >> 1) : 4 * st, wstep = FMT == FMT_E2M1 ? 8 : 16;
+  const int e2hi = FMT == FMT_E2M1 ? (st & 1) : 0;
+  for (int64_t u = ((int64_t)bx * blockDim.x + threadIdx.x) >> 5; u < a.units; u += ((int64_t)nbx * blockDim.x) >> 5) {
+    const int64_t rq = u / a.ngr;
+    const int ks0 = (int)(u - rq * a.ngr) * BC_STAGES;
+    const int nst = min(BC_STAGES, a.nks - ks0);
+    const int64_t rr = 4 * rq + (lane >> 3);
+    const bool valid = rr < a.rows;
+    const int64_t l = valid ? rr / a.n : 0, n = valid ? rr - l * a.n : 0;
+    const uint8_t *src = a.b + l * a.b_bat + n * a.b_row + (int64_t)ks0 * a.rb + woff;
+    /* the group's code words; zero beyond K */
+    uint32_t w[BC_STAGES][4];
+    const int64_t left = a.kbytes - (int64_t)ks0 * a.rb - woff; /* code bytes from src on */
+    const bool whole = (int64_t)(ks0 + nst) * a.rb <= a.kbytes; /* a word ends at most 4 bytes before its stage */
+    if (valid && whole && nst == BC_STAGES) { /* all but a row's last group when K % 512 != 0 */
 #pragma unroll
-    for (int qq = 0; qq < 4; ++qq) {
-      const int off = FMT == FMT_E2M1 ? 8 * qq + 4 * (st >> 1) : 16 * qq + 4 * st;
-      if (off + 4 <= left) {
-        w[qq] = __ldg(reinterpret_cast<const uint32_t *>(src + off));
-      } else {
-        uint32_t v = 0;
-        for (int b = 0; b < 4; ++b)
-          if (off + b < left) v |= (uint32_t)src[off + b] << (8 * b);
-        w[qq] = v;
+      for (int s = 0; s < BC_STAGES; ++s)
+#pragma unroll
+        for (int qq = 0; qq < 4; ++qq) w[s][qq] = __ldg(reinterpret_cast<const uint32_t *>(src + s * a.rb + qq * wstep));
+    } else {
+#pragma unroll
+      for (int s = 0; s < BC_STAGES; ++s)
+#pragma unroll
+        for (int qq = 0; qq < 4; ++qq) {
+          const int64_t off = (int64_t)s * a.rb + qq * wstep;
+          uint32_t v = 0;
+          if (valid && s < nst) {
+            if (whole) {
+              v = __ldg(reinterpret_cast<const uint32_t *>(src + off));
+            } else {
+              for (int b = 0; b < 4; ++b)
+                if (off + b < left) v |= (uint32_t)src[off + b] << (8 * b);
+            }
+          }
+          w[s][qq] = v;
+        }
+    }
+    /* lane c: the scales of stage ks0 + c as bf16 pairs (k-blocks 0,1 and 2,3) */
+    uint32_t s01 = 0x3F803F80u, s23 = 0x3F803F80u;
+    if (valid && c < nst) {
+      const int64_t kb0 = (int64_t)(ks0 + c) * a.nkb;
+      const uint8_t *sf = a.sfb + mxf_gemm_sf_offset(a.lb, a.n, a.kb, n, kb0, l);
+      const int64_t left = a.kb - kb0;
+      const uint32_t on = left >= a.nkb ? (1u << a.nkb) - 1u : (1u << left) - 1u; /* left >= 1 */
+      uint32_t sw = a.nkb == 2 ? 0x7F7F0000u : 0u; /* past nkb: unused, 1.0 */
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        if ((on >> j) & 1u) sw |= (uint32_t)__ldg(sf + j) << (8 * j);
+      scale_quad(sw, a.nkb == 2 ? on | 0xCu : on, a.ue4m3, s01, s23);
+    }
+    uint4 *dst = a.out + ((rr * a.nks + ks0) << 3) + c;
+#pragma unroll
+    for (int s = 0; s < BC_STAGES; ++s) {
+      const uint32_t p01 = __shfl_sync(0xFFFFFFFFu, s01, src0 + s), p23 = __shfl_sync(0xFFFFFFFFu, s23, src0 + s);
+      if (!valid || s >= nst) continue;
+      /* word qq's scale pair: k-block qq / 2 of the stage (nkb 2) or qq (nkb 4) */
+      const auto pick = [&](uint32_t x01, uint32_t x23, int qq) {
+        const uint32_t pr = a.nkb == 2 || qq < 2 ? x01 : x23;
+        return prmt(pr, 0u, (a.nkb == 2 ? (qq >> 1) : (qq & 1)) ? 0x3232u : 0x1010u);
+      };
+      uint32_t special = 0;
+      if constexpr (FMT != FMT_E2M1) {
+#pragma unroll
+        for (int qq = 0; qq < 4; ++qq) special |= fp8_special<FMT>(w[s][qq]);
+        special &= 0x80808080u;
       }
-    }
-    /* the stage's nkb scales are consecutive bytes in both layouts (a stage's k-blocks lie
-     * in one group of 4) */
-    const int64_t kb0 = (int64_t)ks * a.nkb;
-    const uint8_t *sf = a.sfb + mxf_gemm_sf_offset(a.lb, a.n, a.kb, n, kb0, l);
-    uint32_t sc[4];
+      const uint32_t over = fold_check<FMT>(p01) | (a.nkb == 2 ? 0u : fold_check<FMT>(p23));
+      uint32_t o[4];
+      if (special) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) sc[j] = j < a.nkb && kb0 + j < a.kb ? scale_bf16(sf[j], a.ue4m3) : 0x3F80u;
-    uint32_t o[4];
+        for (int qq = 0; qq < 4; ++qq) {
+          uint32_t h0, h1;
+          const uint32_t s2 = pick(p01, p23, qq);
+          dequant_word<FMT, FMT == FMT_E2M1 ? MODE_TWO : MODE_EXACT>(w[s][qq], w[s][qq] << 4, e2hi, s2, s2, h0, h1);
+          o[qq] = half ? h1 : h0;
+        }
+      } else if (MXF_FOLD_OVER(over)) {
 #pragma unroll
-    for (int qq = 0; qq < 4; ++qq) {
-      const uint32_t s2 = dup16(a.nkb == 2 ? sc[qq >> 1] : sc[qq]); /* the word's k-block in the stage */
-      uint32_t h0, h1;
-      dequant_word<FMT, FMT == FMT_E2M1 ? MODE_TWO : MODE_EXACT>(w[qq], w[qq] << 4, FMT == FMT_E2M1 ? (st & 1) : 0,
-                                                                 s2, s2, h0, h1);
-      o[qq] = half ? h1 : h0;
+        for (int qq = 0; qq < 4; ++qq)
+          o[qq] = bf16x2_mul(bf16x2_mul(place_pair<FMT>(w[s][qq], w[s][qq] << 4, e2hi, half), K), pick(p01, p23, qq));
+      } else {
+        const uint32_t f01 = fold_scale<FMT>(p01), f23 = a.nkb == 2 ? f01 : fold_scale<FMT>(p23);
+#pragma unroll
+        for (int qq = 0; qq < 4; ++qq)
+          o[qq] = bf16x2_mul(place_pair<FMT>(w[s][qq], w[s][qq] << 4, e2hi, half), pick(f01, f23, qq));
+      }
+      dst[8 * s] = make_uint4(o[0], o[1], o[2], o[3]);
     }
-    a.out[e] = make_uint4(o[0], o[1], o[2], o[3]);
   }
 }
 
+/* With the B pre-pass, A's scale preparation (blocks [0, pblocks)) and B's conversion (the
+ * rest) in one launch. */
 template <int FMT>
-__global__ void __launch_bounds__(256) b_convert_kernel(const bconv_args a) {
-  if (a.items * 8 < (1ll << 31)) b_convert_chunks<FMT, uint32_t>(a);
-  else b_convert_chunks<FMT, int64_t>(a);
+__global__ void __launch_bounds__(256) prep_bp_kernel(const prep_args pa, const bconv_args ba, int pblocks) {
+  allow_dependent_launch();
+  if ((int)blockIdx.x < pblocks) sf_prepare_blocks(pa, blockIdx.x, pblocks);
+  else b_convert_blocks<FMT>(ba, blockIdx.x - pblocks, gridDim.x - pblocks);
 }
 
 /* ------------------------------------------------------------ shared memory map */
@@ -706,9 +836,12 @@ __device__ __forceinline__ void epilogue(float (&acc)[128], const kernel_args &p
   }
   if constexpr (CDT == MXF_BF16 || CDT == MXF_F16 || CDT == MXF_F32) {
     if ((mt + 1) * BM <= p.m && (nt + 1) * BN <= p.n) {
-      float t = 0.0f;
+      float t8[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}; /* 8 chains, not one of 128 */
 #pragma unroll
-      for (int i = 0; i < 128; ++i) t = mxf_amax_fold_f32(t, acc[i]);
+      for (int i = 0; i < 128; ++i) t8[i & 7] = mxf_amax_fold_f32(t8[i & 7], acc[i]);
+      float t = t8[0];
+#pragma unroll
+      for (int i = 1; i < 8; ++i) t = mxf_amax_fold_f32(t, t8[i]);
       if (CDT == MXF_F32) {
         fm = mxf_amax_fold_f32(fm, t);
         store_full32(acc, p, sm.epi(ct >> 5), l, (int64_t)mt * BM + (ar0 & ~15), nt, ct & 31);
@@ -840,6 +973,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     mbar_init_fence();
   }
   __syncthreads();
+  grid_dependency_wait(); /* the preparation's results (see sf_prepare_kernel) */
 
   if (tid < 128) {
     /* ---------------- producer */
@@ -959,7 +1093,7 @@ struct geometry {
   size_t ws_part, ws_flags; /* workspace bytes of the split tiles' partial sums and flags */
   int f16;                  /* fp8 codes: tiles may take the f16 path (see make_geometry) */
   size_t ws_f16;            /* then: its multipliers, row factors, tile flags */
-  int bp;                   /* B converted by the pre-pass (b_convert_kernel) */
+  int bp;                   /* B converted by the pre-pass (prep_bp_kernel) */
   size_t ws_bp;             /* then: B in bf16, nks * 64 values per row */
   size_t total() const { return ws_a + ws_b + ws_part + ws_flags + ws_f16 + ws_bp; }
 };
@@ -1056,8 +1190,8 @@ static cudaError_t launch_gemm(unsigned grid, const CUtensorMap &ma, const CUten
                                cudaStream_t stream) {
   const int smem = BP ? BP_SMEM_BYTES : SMEM_BYTES;
   const cudaError_t e = set_smem_attr<gemm_kernel<FMT, BP>>(smem);
-  if (e == cudaSuccess) gemm_kernel<FMT, BP><<<grid, THREADS, smem, stream>>>(ma, mb, ka);
-  return e;
+  if (e != cudaSuccess) return e;
+  return launch_dependent(gemm_kernel<FMT, BP>, grid, THREADS, smem, stream, ma, mb, ka);
 }
 
 extern "C" int mxf_sm90_gemm_amax_supports(const mxf_gemm_problem *p) {
@@ -1141,8 +1275,9 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   pa.l = p->l;
   pa.kb = p->kb;
   pa.nks = (int)g.nks;
-  pa.items_a = (int)(p->l * g.tiles_m * g.nks * BM);
-  pa.items_b = g.bp ? 0 : (int)(p->l * g.tiles_n * g.nks * BN);
+  const int64_t ngr = (g.nks + SP_STAGES - 1) / SP_STAGES;
+  pa.items_a = (int)(p->l * g.tiles_m * ngr * BM);
+  pa.items_b = g.bp ? 0 : (int)(p->l * g.tiles_n * ngr * BN);
   pa.tiles_m = (int)g.tiles_m;
   pa.tiles_n = (int)g.tiles_n;
   pa.nkb = g.nkb;
@@ -1158,7 +1293,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   const int64_t pmax = (int64_t)(num_sms > 0 ? num_sms : 132) * 8;
   if (pblocks > pmax) pblocks = pmax;
   if (pblocks < 1) pblocks = 1;
-  sf_prepare_kernel<<<(unsigned)pblocks, 256, 0, stream>>>(pa);
+  if (!g.bp) sf_prepare_kernel<<<(unsigned)pblocks, 256, 0, stream>>>(pa);
   if (g.bp) {
     bconv_args ba;
     ba.b = static_cast<const uint8_t *>(args->b);
@@ -1169,18 +1304,21 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
     ba.kbytes = g.kbytes;
     ba.n = p->n;
     ba.kb = p->kb;
-    ba.items = p->l * p->n * g.nks;
+    ba.rows = p->l * p->n;
     ba.nks = (int)g.nks;
+    ba.ngr = (int)((g.nks + BC_STAGES - 1) / BC_STAGES);
+    ba.units = (ba.rows + 3) / 4 * ba.ngr;
     ba.nkb = g.nkb;
     ba.rb = g.rb;
     ba.ue4m3 = p->sf == MXF_E4M3;
     ba.lb = p->sfb_layout;
-    const int64_t bmax = (int64_t)(num_sms > 0 ? num_sms : 132) * 16;
-    const int64_t bneed = (ba.items * 8 + 255) / 256;
+    const int64_t bmax = (int64_t)(num_sms > 0 ? num_sms : 132) * 8;
+    const int64_t bneed = (ba.units * 32 + 255) / 256;
     const unsigned bblocks = (unsigned)(bneed < bmax ? bneed : bmax);
-    if (g.fmt == FMT_E4M3) b_convert_kernel<FMT_E4M3><<<bblocks, 256, 0, stream>>>(ba);
-    else if (g.fmt == FMT_E5M2) b_convert_kernel<FMT_E5M2><<<bblocks, 256, 0, stream>>>(ba);
-    else b_convert_kernel<FMT_E2M1><<<bblocks, 256, 0, stream>>>(ba);
+    const unsigned all = (unsigned)pblocks + bblocks;
+    if (g.fmt == FMT_E4M3) prep_bp_kernel<FMT_E4M3><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
+    else if (g.fmt == FMT_E5M2) prep_bp_kernel<FMT_E5M2><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
+    else prep_bp_kernel<FMT_E2M1><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
   }
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: sm90 scale preparation: %s", cudaGetErrorString(e));

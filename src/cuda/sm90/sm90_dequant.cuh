@@ -76,6 +76,24 @@ __device__ __forceinline__ uint32_t f16_scale(uint32_t b, uint32_t fbits) {
 }
 
 /*
+ * A pair of codes placed into a bf16x2 (value code * 2^-c each; NaN/inf codes not
+ * handled): pair `which` (0: h0's, 1: h1's) of a word, as dequant_word below describes.
+ */
+template <int FMT>
+__device__ __forceinline__ uint32_t place_pair(uint32_t w, uint32_t y, int hi, int which) {
+  if constexpr (FMT == FMT_E2M1) {
+    /* the high nibble of each selected byte is the code: magnitude -> bits 6..8, the
+     * sign (byte bit 7, replicated) -> bit 15; y brings the low nibbles up */
+    const uint32_t src = which ? w : y;
+    return (prmt(src, src, hi ? 0xB3A2u : 0x9180u) << 2) & 0x81C081C0u;
+  } else {
+    const uint32_t x = prmt(w, w, which ? 0xB3A2u : 0x9180u); /* lanes: byte, its sign replicated */
+    if constexpr (FMT == FMT_E4M3) return (x << 4) & 0x87F087F0u;
+    else return (x << 5) & 0x8FE08FE0u;
+  }
+}
+
+/*
  * One "word" = 4 consecutive raw k of one row, all in one scale block. Out: h0, h1, the
  * bf16x2 pairs (f16x2 in MODE_F16) for logical columns (2q, 2q+1) and (2q+8, 2q+9) of a k16 step, h0 times
  * the scale pair s0 and h1 times s1 (folded with 2^c in MODE_FOLD; the same pair twice
@@ -98,24 +116,9 @@ __device__ __forceinline__ void dequant_word(uint32_t w, uint32_t y, int hi, uin
     }
     return;
   }
-  const uint32_t sel = hi ? 0xB3A2u : 0x9180u; /* lanes: byte, its sign replicated */
-  uint32_t p0 = 0, p1 = 0;
-  if constexpr (FMT == FMT_E2M1) {
-    /* the high nibble of each selected byte is the code: magnitude -> bits 6..8, the
-     * sign (byte bit 7, replicated) -> bit 15; y brings the low nibbles up */
-    p0 = (prmt(y, y, sel) << 2) & 0x81C081C0u;
-    p1 = (prmt(w, w, sel) << 2) & 0x81C081C0u;
-  } else if constexpr (MODE == MODE_EXACT) {
+  if constexpr (FMT != FMT_E2M1 && MODE == MODE_EXACT) {
     /* the two-product path, then NaN/inf codes patched in before the scale */
-    const uint32_t x0 = prmt(w, w, 0x9180u), x1 = prmt(w, w, 0xB3A2u);
-    uint32_t v[2];
-    if constexpr (FMT == FMT_E4M3) {
-      v[0] = bf16x2_mul((x0 << 4) & 0x87F087F0u, K);
-      v[1] = bf16x2_mul((x1 << 4) & 0x87F087F0u, K);
-    } else {
-      v[0] = bf16x2_mul((x0 << 5) & 0x8FE08FE0u, K);
-      v[1] = bf16x2_mul((x1 << 5) & 0x8FE08FE0u, K);
-    }
+    uint32_t v[2] = {bf16x2_mul(place_pair<FMT>(w, y, 0, 0), K), bf16x2_mul(place_pair<FMT>(w, y, 0, 1), K)};
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const uint32_t b = (w >> (8 * i)) & 0xFFu, mag = b & 0x7Fu;
@@ -129,16 +132,8 @@ __device__ __forceinline__ void dequant_word(uint32_t w, uint32_t y, int hi, uin
     h0 = bf16x2_mul(v[0], s0);
     h1 = bf16x2_mul(v[1], s1);
     return;
-  } else {
-    const uint32_t x0 = prmt(w, w, 0x9180u), x1 = prmt(w, w, 0xB3A2u);
-    if constexpr (FMT == FMT_E4M3) {
-      p0 = (x0 << 4) & 0x87F087F0u;
-      p1 = (x1 << 4) & 0x87F087F0u;
-    } else {
-      p0 = (x0 << 5) & 0x8FE08FE0u;
-      p1 = (x1 << 5) & 0x8FE08FE0u;
-    }
   }
+  const uint32_t p0 = place_pair<FMT>(w, y, hi, 0), p1 = place_pair<FMT>(w, y, hi, 1);
   if constexpr (MODE == MODE_FOLD) {
     h0 = bf16x2_mul(p0, s0);
     h1 = bf16x2_mul(p1, s1);
