@@ -760,6 +760,16 @@ __device__ __forceinline__ void flush_lines(uint32_t stg, uint8_t *crow, int64_t
   warp_sync_shared();
 }
 
+/* Where lane (rrow = lane / 8, rslot = lane % 8) of flush_lines stores chunk 0 of C
+ * elements of esize bytes (row0 + rrow, 16-byte slot rslot of tile column block nt), and
+ * the bytes of 4 rows. */
+__device__ __forceinline__ uint8_t *c_lane_row(const kernel_args &p, int esize, int l, int64_t row0, int nt, int rrow,
+                                               int rslot, int64_t &rstep) {
+  rstep = 4 * esize * p.c_ms;
+  return static_cast<uint8_t *>(p.c) + esize * ((int64_t)l * p.c_ls + (row0 + rrow) * p.c_ms + (int64_t)nt * BN) +
+         16 * rslot;
+}
+
 /*
  * A whole tile of 16-bit C (bf16 / f16) with 16-byte stores of whole 128-byte lines: per
  * 64-column chunk the warp's 16 x 64 results go through its 2 KB of shared memory
@@ -775,9 +785,8 @@ __device__ __forceinline__ void store_full16(const float (&acc)[128], const kern
   const uint32_t wslot = (uint32_t)(lane >> 4), wsw = (uint32_t)(mrow & 7);
   /* read back: lane takes slot lane % 8 of rows 4i + lane / 8 */
   const int rrow = lane >> 3, rslot = lane & 7;
-  uint8_t *crow = static_cast<uint8_t *>(p.c) +
-                  2 * ((int64_t)l * p.c_ls + (row0 + rrow) * p.c_ms + (int64_t)nt * BN + 8 * rslot);
-  const int64_t rstep = 4 * 2 * p.c_ms; /* bytes of 4 rows */
+  int64_t rstep;
+  uint8_t *crow = c_lane_row(p, 2, l, row0, nt, rrow, rslot, rstep);
 #pragma unroll
   for (int ch = 0; ch < 4; ++ch) {
 #pragma unroll
@@ -802,9 +811,8 @@ __device__ __forceinline__ void store_full32(const float (&acc)[128], const kern
                                              int64_t row0, int nt, int lane) {
   const int q = lane & 3, wrow = lane >> 2; /* accumulator layout: rows wrow, wrow + 8 */
   const int rrow = lane >> 3, rslot = lane & 7;
-  uint8_t *crow = static_cast<uint8_t *>(p.c) +
-                  4 * ((int64_t)l * p.c_ls + (row0 + rrow) * p.c_ms + (int64_t)nt * BN + 4 * rslot);
-  const int64_t rstep = 4 * 4 * p.c_ms; /* bytes of 4 rows */
+  int64_t rstep;
+  uint8_t *crow = c_lane_row(p, 4, l, row0, nt, rrow, rslot, rstep);
 #pragma unroll
   for (int ch = 0; ch < 8; ++ch) {
 #pragma unroll
@@ -1107,7 +1115,7 @@ static int env_switch(const char *name) {
 }
 
 /* Rows of tiles from which B goes through the pre-pass (make_geometry). */
-static constexpr int64_t BP_TILES_M = 16;
+static constexpr int64_t BP_TILES_M = 6;
 
 static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g) {
   if (p->m < 1 || p->n < 1 || p->k < 1 || p->l < 1) return false;
