@@ -195,36 +195,67 @@ struct rows_args {
   mxf_sf_layout la, lb;
 };
 
-/* The f16 path's row factors (sm90_dequant.cuh): one warp per (batch, side, tile, row),
- * lanes along the row's scale bytes; rows beyond M / N get 1.0. The warp of a tile's row 0
- * marks the tile as qualifying; sf_prepare_kernel, launched after, clears the mark when a
- * row of the tile does not. */
+/* A row's scale bytes are read as quads, k-blocks 4G .. 4G + 3: consecutive bytes in both
+ * layouts, quad G + 1 lying sf_quad_step bytes after quad G. `on` bit j: k-block 4G + j
+ * exists (the others read as 0). */
+__device__ __forceinline__ int64_t sf_quad_step(mxf_sf_layout lay) { return lay == MXF_SF_COMPACT ? 4 : 512; }
+__device__ __forceinline__ uint32_t sf_quad_on(int64_t kb_left) {
+  return kb_left >= 4 ? 0xFu : kb_left > 0 ? (1u << kb_left) - 1u : 0u;
+}
+__device__ __forceinline__ uint32_t sf_quad(const uint8_t *src, uint32_t on, mxf_sf_layout lay) {
+  if (on == 0xFu && lay != MXF_SF_COMPACT) return __ldg(reinterpret_cast<const uint32_t *>(src)); /* 4-byte aligned */
+  uint32_t w = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j)
+    if ((on >> j) & 1u) w |= (uint32_t)__ldg(src + j) << (8 * j);
+  return w;
+}
+
+/* The f16 path's row factors (sm90_dequant.cuh): 8 lanes per (batch, side, tile, row),
+ * lane c taking the row's quads c, c + 8, ...; rows beyond M / N get 1.0. The lane 0 of a
+ * tile's row 0 marks the tile as qualifying; sf_prepare_kernel, launched after, clears the
+ * mark when a row of the tile does not. */
 template <int FMT>
 __global__ void __launch_bounds__(256) sf_rows_kernel(const rows_args a) {
-  const int lane = threadIdx.x & 31, rows_l = a.tiles_m * BM + a.tiles_n * BN; /* rows per batch */
-  const int total = a.l * rows_l;
-  for (int wi = (blockIdx.x * blockDim.x + threadIdx.x) >> 5; wi < total; wi += (gridDim.x * blockDim.x) >> 5) {
+  const int rows_l = a.tiles_m * BM + a.tiles_n * BN; /* rows per batch */
+  const int total = a.l * rows_l, c = threadIdx.x & 7;
+  const int nq = (int)((a.kb + 3) / 4);
+  for (int w0 = ((blockIdx.x * blockDim.x + threadIdx.x) >> 5) * 4; w0 < total; w0 += ((gridDim.x * blockDim.x) >> 5) * 4) {
+    const int wi = w0 + ((threadIdx.x & 31) >> 3); /* every lane of the warp runs the shuffles */
     const int l = wi / rows_l, i = wi - l * rows_l;
     const bool is_a = i < a.tiles_m * BM;
     const int j = is_a ? i : i - a.tiles_m * BM, lg = is_a ? 7 : 8;
     const int tile = j >> lg, r = j & ((1 << lg) - 1), tiles = is_a ? a.tiles_m : a.tiles_n;
     const int64_t mn = is_a ? a.m : a.n, row = (int64_t)j;
-    uint32_t bits = 0x3F800000u;
-    if (row < mn) {
-      const uint8_t *sf = is_a ? a.sfa : a.sfb;
+    const bool live = wi < total && row < mn;
+    uint32_t hi = 0u, lo = 0xFFFFFFFFu, nan = 0u; /* per byte lane */
+    if (live) {
       const mxf_sf_layout lay = is_a ? a.la : a.lb;
-      uint32_t hi = 0, lo = 255, nan = 0;
-      for (int64_t kb = lane; kb < a.kb; kb += 32) {
-        const uint32_t b = sf[mxf_gemm_sf_offset(lay, mn, a.kb, row, kb, l)];
-        if (b == 0xFFu) nan = 1;
-        else hi = max(hi, b), lo = min(lo, b);
+      const uint8_t *base = (is_a ? a.sfa : a.sfb) + mxf_gemm_sf_offset(lay, mn, a.kb, row, 0, l);
+      const int64_t step = sf_quad_step(lay);
+#pragma unroll 2
+      for (int q = c; q < nq; q += 8) {
+        const uint32_t on = sf_quad_on(a.kb - 4 * (int64_t)q);
+        const uint32_t w = sf_quad(base + q * step, on, lay);
+        const uint32_t mask = (on & 1u ? 0xFFu : 0u) | (on & 2u ? 0xFF00u : 0u) | (on & 4u ? 0xFF0000u : 0u) |
+                              (on & 8u ? 0xFF000000u : 0u);
+        nan |= __vcmpeq4(w, 0xFFFFFFFFu) & mask;
+        hi = __vmaxu4(hi, w & mask);
+        lo = __vminu4(lo, w | ~mask);
       }
-      hi = __reduce_max_sync(0xFFFFFFFFu, hi);
-      lo = __reduce_min_sync(0xFFFFFFFFu, lo);
-      nan = __reduce_or_sync(0xFFFFFFFFu, nan);
-      bits = f16_row_factor<FMT>(hi, lo, nan != 0);
     }
-    if (lane == 0) {
+#pragma unroll
+    for (int off = 4; off > 0; off >>= 1) {
+      nan |= __shfl_xor_sync(0xFFFFFFFFu, nan, off);
+      hi = __vmaxu4(hi, __shfl_xor_sync(0xFFFFFFFFu, hi, off));
+      lo = __vminu4(lo, __shfl_xor_sync(0xFFFFFFFFu, lo, off));
+    }
+    if (wi < total && c == 0) {
+      uint32_t bits = 0x3F800000u;
+      if (live) {
+        const uint32_t h2 = __vmaxu4(hi, hi >> 16), l2 = __vminu4(lo, lo >> 16 | 0xFFFF0000u);
+        bits = f16_row_factor<FMT>(max(h2 & 0xFFu, (h2 >> 8) & 0xFFu), min(l2 & 0xFFu, (l2 >> 8) & 0xFFu), nan != 0u);
+      }
       (is_a ? a.fa : a.fb)[(((int64_t)l * tiles + tile) << lg) + r] = __uint_as_float(bits);
       if (r == 0) (is_a ? a.oka : a.okb)[l * tiles + tile] = 1;
     }
@@ -233,9 +264,7 @@ __global__ void __launch_bounds__(256) sf_rows_kernel(const rows_args a) {
 
 /*
  * Scale preparation: one thread per (side, batch, tile, group of SP_STAGES k-stages, row).
- * It loads the group's scale bytes as quads (k-blocks 4G .. 4G + 3: consecutive bytes in
- * both layouts, quad G + 1 being 4 bytes on in the compact layout and 512 in the swizzled
- * one) before converting any, then stores each stage's nkb multipliers in one store (two
+ * It loads the group's scale bytes as quads (sf_quad) before converting any, then stores each stage's nkb multipliers in one store (two
  * with the f16 path's); a warp's stores of a stage are 32 consecutive rows.
  */
 constexpr int SP_STAGES = 8;
@@ -288,21 +317,12 @@ template <int NKB> __device__ __forceinline__ void sf_prepare_item(const prep_ar
   if (a.wa16 && gr == 0 && fbits == 0) (is_a ? a.oka : a.okb)[tl] = 0; /* a row that does not qualify */
   const int64_t q0 = (int64_t)gr * NQ; /* the item's first quad */
   const uint8_t *base = (is_a ? a.sfa : a.sfb) + (row < mn ? mxf_gemm_sf_offset(lay, mn, a.kb, row, 0, l) : 0);
-  const int64_t qstep = lay == MXF_SF_COMPACT ? 4 : 512;
+  const int64_t step = sf_quad_step(lay);
   uint32_t w[NQ], on[NQ];
 #pragma unroll
   for (int q = 0; q < NQ; ++q) {
-    const int64_t left = row < mn ? a.kb - 4 * (q0 + q) : 0; /* k-blocks from the quad's first on */
-    on[q] = left >= 4 ? 0xFu : left > 0 ? (1u << left) - 1u : 0u;
-    w[q] = 0;
-    const uint8_t *src = base + (q0 + q) * qstep;
-    if (on[q] == 0xFu && lay != MXF_SF_COMPACT) {
-      w[q] = __ldg(reinterpret_cast<const uint32_t *>(src)); /* 4-byte aligned in the swizzled layout */
-    } else {
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if ((on[q] >> j) & 1u) w[q] |= (uint32_t)__ldg(src + j) << (8 * j);
-    }
+    on[q] = row < mn ? sf_quad_on(a.kb - 4 * (q0 + q)) : 0u;
+    w[q] = sf_quad(base + (q0 + q) * step, on[q], lay);
   }
 #pragma unroll
   for (int q = 0; q < NQ; ++q) {
@@ -1176,11 +1196,17 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g) {
   g->bp = bp_env >= 0 ? bp_env : g->tiles_m >= BP_TILES_M;
   g->ws_bp = g->bp ? (size_t)round_up(p->l * p->n * g->nks * BK * 2, 256) : 0;
   if (g->bp) g->ws_b = 0;
-  /* The f16 path halves the mainloop's instructions but costs a pass over the scales and
-   * a second set of multipliers; with fewer tiles than SMs (small M or N) that pass is not
-   * won back (bench/NOTES.md, v10). MXF_GEMM_F16=on / off overrides (tests). */
+  /* The f16 path halves the mainloop's instructions but costs a launch and a pass over
+   * the scales, and a second set of multipliers: it pays when the stages each CTA runs
+   * are many enough against the scale bytes. Fitted to measurements (bench/NOTES.md,
+   * seventh session): one stage per 32 KiB of scales, plus 16 stages for the launch.
+   * MXF_GEMM_F16=on / off overrides (tests). */
+  const int64_t cta_stages =
+      (g->whole + g->grid - 1) / g->grid * g->nks + (g->tail ? (g->nks + g->split - 1) / g->split : 0);
+  const int64_t sf_bytes = p->l * (g->tiles_m * BM + g->tiles_n * BN) * p->kb;
   const int f16_env = env_switch("MXF_GEMM_F16");
-  g->f16 = !g->bp && g->fmt != FMT_E2M1 && (f16_env >= 0 ? f16_env : tiles >= sms);
+  g->f16 = !g->bp && g->fmt != FMT_E2M1 &&
+           (f16_env >= 0 ? f16_env : cta_stages * 32768 >= sf_bytes + (int64_t)(1 << 19));
   g->ws_f16 = 0;
   if (g->f16)
     g->ws_f16 = g->ws_a + g->ws_b + (size_t)round_up(p->l * (g->tiles_m * BM + g->tiles_n * BN) * 4, 256) +
@@ -1263,7 +1289,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   ra.lb = p->sfb_layout;
   ra.l = (int)p->l;
   const int64_t rmax = (int64_t)(num_sms > 0 ? num_sms : 132) * 16;
-  const unsigned rows_blocks = (unsigned)((rows_a + rows_b + 7) / 8 < rmax ? (rows_a + rows_b + 7) / 8 : rmax);
+  const unsigned rows_blocks = (unsigned)((rows_a + rows_b + 31) / 32 < rmax ? (rows_a + rows_b + 31) / 32 : rmax);
   if (g.f16 && g.fmt == FMT_E4M3) sf_rows_kernel<FMT_E4M3><<<rows_blocks, 256, 0, stream>>>(ra);
   if (g.f16 && g.fmt == FMT_E5M2) sf_rows_kernel<FMT_E5M2><<<rows_blocks, 256, 0, stream>>>(ra);
 
