@@ -264,8 +264,9 @@ __global__ void __launch_bounds__(256) sf_rows_kernel(const rows_args a) {
 
 /*
  * Scale preparation: one thread per (side, batch, tile, group of SP_STAGES k-stages, row).
- * It loads the group's scale bytes as quads (sf_quad) before converting any, then stores each stage's nkb multipliers in one store (two
- * with the f16 path's); a warp's stores of a stage are 32 consecutive rows.
+ * It loads the group's scale bytes as quads (sf_quad) before converting any, then stores
+ * each stage's nkb multipliers in one store (two with the f16 path's); a warp's stores of
+ * a stage are 32 consecutive rows.
  */
 constexpr int SP_STAGES = 8;
 
