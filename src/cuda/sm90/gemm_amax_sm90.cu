@@ -270,36 +270,6 @@ __global__ void __launch_bounds__(256) sf_rows_kernel(const rows_args a) {
  */
 constexpr int SP_STAGES = 8;
 
-/* A quad of scale bytes as bf16 multipliers, pairs (k-blocks 0, 1) and (2, 3) of the quad;
- * `on` bit j: k-block j exists (else 1.0, the codes there being TMA zero fill). */
-__device__ __forceinline__ void scale_quad(uint32_t w, uint32_t on, int ue4m3, uint32_t &p01, uint32_t &p23) {
-  if (!ue4m3 && on == 0xFu && (__vcmpeq4(w, 0u) | __vcmpeq4(w, 0xFFFFFFFFu)) == 0u) {
-    p01 = prmt(w, 0u, 0x4140u) << 7; /* e8m0 byte b in bf16's exponent field: 2^(b - 127) */
-    p23 = prmt(w, 0u, 0x4342u) << 7;
-    return;
-  }
-  uint32_t v[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) v[j] = (on >> j) & 1u ? scale_bf16((uint8_t)(w >> (8 * j)), ue4m3) : 0x3F80u;
-  p01 = v[0] | v[1] << 16;
-  p23 = v[2] | v[3] << 16;
-}
-
-/* The f16 path's multipliers of a quad in a row with factor bits fbits (0: the row does
- * not qualify, all 1.0): f16_scale per byte, two at a time. */
-__device__ __forceinline__ void f16_quad(uint32_t w, uint32_t on, uint32_t fbits, uint32_t &h01, uint32_t &h23) {
-  if (!fbits) {
-    h01 = h23 = 0x3C003C00u;
-    return;
-  }
-  const uint32_t d = ((fbits >> 23) - 15u) * 0x10001u; /* b - R + 15 per half, in [1, 22] */
-  /* halves of absent k-blocks: 1.0 */
-  const uint32_t m01 = (on & 1u ? 0u : 0xFFFFu) | (on & 2u ? 0u : 0xFFFF0000u);
-  const uint32_t m23 = (on & 4u ? 0u : 0xFFFFu) | (on & 8u ? 0u : 0xFFFF0000u);
-  h01 = ((__vsub2(prmt(w, 0u, 0x4140u), d) << 10) & ~m01) | (0x3C003C00u & m01);
-  h23 = ((__vsub2(prmt(w, 0u, 0x4342u), d) << 10) & ~m23) | (0x3C003C00u & m23);
-}
-
 template <int NKB> __device__ __forceinline__ void sf_prepare_item(const prep_args &a, int e) {
   constexpr int NQ = SP_STAGES * NKB / 4; /* quads per item */
   const int ngr = (a.nks + SP_STAGES - 1) / SP_STAGES;

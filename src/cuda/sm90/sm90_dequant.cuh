@@ -28,6 +28,21 @@ __device__ __forceinline__ uint16_t scale_bf16(uint8_t b, int ue4m3) {
   return (uint16_t)(b << 7);                               /* 2^(b-127) */
 }
 
+/* A quad of scale bytes as bf16 multipliers, pairs (k-blocks 0, 1) and (2, 3) of the quad;
+ * `on` bit j: k-block j exists (else 1.0, the codes there being TMA zero fill). */
+__device__ __forceinline__ void scale_quad(uint32_t w, uint32_t on, int ue4m3, uint32_t &p01, uint32_t &p23) {
+  if (!ue4m3 && on == 0xFu && (__vcmpeq4(w, 0u) | __vcmpeq4(w, 0xFFFFFFFFu)) == 0u) {
+    p01 = prmt(w, 0u, 0x4140u) << 7; /* e8m0 byte b in bf16's exponent field: 2^(b - 127) */
+    p23 = prmt(w, 0u, 0x4342u) << 7;
+    return;
+  }
+  uint32_t v[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) v[j] = (on >> j) & 1u ? scale_bf16((uint8_t)(w >> (8 * j)), ue4m3) : 0x3F80u;
+  p01 = v[0] | v[1] << 16;
+  p23 = v[2] | v[3] << 16;
+}
+
 /* A 16-bit value (bf16 or f16 multiplier) in both halves. */
 __device__ __forceinline__ uint32_t dup16(uint32_t s) { return s | (s << 16); }
 
@@ -69,10 +84,21 @@ template <int FMT> __device__ __forceinline__ uint32_t f16_row_factor(uint32_t b
   if (nan || (int)(bmax - bmin) > f16_window<FMT>::SPAN || r < 127 - 64 || r > 127 + 64) return 0u;
   return (uint32_t)r << 23;
 }
-/* The f16 multiplier 2^(b - R) of scale byte b in a qualifying row of factor bits fbits:
- * b - R in [-14, 7], a normal f16. */
-__device__ __forceinline__ uint32_t f16_scale(uint32_t b, uint32_t fbits) {
-  return (b - (fbits >> 23) + 15u) << 10;
+/* The f16 multipliers 2^(b - R) of a quad of scale bytes b (as scale_quad's) in a row
+ * with factor bits fbits: b - R in [-14, 7] in a qualifying row, a normal f16 with the
+ * bits (b - R + 15) << 10, two at a time; 1.0 for absent k-blocks and when fbits is 0
+ * (the row does not qualify). */
+__device__ __forceinline__ void f16_quad(uint32_t w, uint32_t on, uint32_t fbits, uint32_t &h01, uint32_t &h23) {
+  if (!fbits) {
+    h01 = h23 = 0x3C003C00u;
+    return;
+  }
+  const uint32_t d = ((fbits >> 23) - 15u) * 0x10001u; /* b - R + 15 per half, in [1, 22] */
+  /* halves of absent k-blocks: 1.0 */
+  const uint32_t m01 = (on & 1u ? 0u : 0xFFFFu) | (on & 2u ? 0u : 0xFFFF0000u);
+  const uint32_t m23 = (on & 4u ? 0u : 0xFFFFu) | (on & 8u ? 0u : 0xFFFF0000u);
+  h01 = ((__vsub2(prmt(w, 0u, 0x4140u), d) << 10) & ~m01) | (0x3C003C00u & m01);
+  h23 = ((__vsub2(prmt(w, 0u, 0x4342u), d) << 10) & ~m23) | (0x3C003C00u & m23);
 }
 
 /*
