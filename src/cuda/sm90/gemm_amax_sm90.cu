@@ -1243,6 +1243,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   if (r != CUDA_SUCCESS)
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: cannot describe A/B to the TMA unit (CUresult %d)",
                          (int)r);
+  const int64_t sms = num_sms > 0 ? num_sms : 132; /* bounds the preparation grids */
   const int64_t rows_a = p->l * g.tiles_m * BM, rows_b = p->l * g.tiles_n * BN;
   rows_args ra;
   ra.sfa = static_cast<const uint8_t *>(args->sfa);
@@ -1259,7 +1260,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   ra.la = p->sfa_layout;
   ra.lb = p->sfb_layout;
   ra.l = (int)p->l;
-  const int64_t rmax = (int64_t)(num_sms > 0 ? num_sms : 132) * 16;
+  const int64_t rmax = sms * 16;
   const unsigned rows_blocks = (unsigned)((rows_a + rows_b + 31) / 32 < rmax ? (rows_a + rows_b + 31) / 32 : rmax);
   if (g.f16 && g.fmt == FMT_E4M3) sf_rows_kernel<FMT_E4M3><<<rows_blocks, 256, 0, stream>>>(ra);
   if (g.f16 && g.fmt == FMT_E5M2) sf_rows_kernel<FMT_E5M2><<<rows_blocks, 256, 0, stream>>>(ra);
@@ -1295,11 +1296,12 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   pa.flags = wflags;
   pa.nflags = (int)g.tail;
   int64_t pblocks = ((int64_t)pa.items_a + pa.items_b + 255) / 256;
-  const int64_t pmax = (int64_t)(num_sms > 0 ? num_sms : 132) * 8;
+  const int64_t pmax = sms * 8;
   if (pblocks > pmax) pblocks = pmax;
   if (pblocks < 1) pblocks = 1;
-  if (!g.bp) sf_prepare_kernel<<<(unsigned)pblocks, 256, 0, stream>>>(pa);
-  if (g.bp) {
+  if (!g.bp) {
+    sf_prepare_kernel<<<(unsigned)pblocks, 256, 0, stream>>>(pa);
+  } else {
     bconv_args ba;
     ba.b = static_cast<const uint8_t *>(args->b);
     ba.sfb = static_cast<const uint8_t *>(args->sfb);
@@ -1317,7 +1319,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
     ba.rb = g.rb;
     ba.ue4m3 = p->sf == MXF_E4M3;
     ba.lb = p->sfb_layout;
-    const int64_t bmax = (int64_t)(num_sms > 0 ? num_sms : 132) * 8;
+    const int64_t bmax = sms * 8;
     const int64_t bneed = (ba.units * 32 + 255) / 256;
     const unsigned bblocks = (unsigned)(bneed < bmax ? bneed : bmax);
     const unsigned all = (unsigned)pblocks + bblocks;
