@@ -21,9 +21,11 @@
  * -0, NaN, large, small); shapes 300x200x96, 1x4096x1024, L=3, K=33 and random ones
  * that are multiples of nothing; NaN / inf codes and NaN scales; scale ranges that do and
  * do not qualify for the sm_90a kernel's f16 path. On a cc 9.0 device every case runs
- * four times: with the default kernel choice, with the sm_90a kernel's f16 path enabled
- * for any tile count (MXF_GEMM_F16=on), with its B pre-pass enabled for any tile count
- * (MXF_GEMM_BPRE=on) and with the portable kernel forced (MXF_GEMM_KERNEL=portable).
+ * five times: with the default kernel choice (the sm_90a kernel swaps A and B when M <=
+ * 128), with the sm_90a kernel's f16 path enabled for any tile count (MXF_GEMM_F16=on),
+ * with its B pre-pass enabled for any tile count (MXF_GEMM_BPRE=on), these two unswapped
+ * (MXF_GEMM_SWAP=off), with A and B swapped for any M (MXF_GEMM_SWAP=on: C written
+ * transposed) and with the portable kernel forced (MXF_GEMM_KERNEL=portable).
  * MXF_GPU_TEST_SMALL=1 keeps only small cases.
  */
 #include <math.h>
@@ -645,8 +647,8 @@ static void run_all(tu_rng *r, int small) {
     }
   /* 5. tiles wholly inside C next to edge tiles (the sm90 kernel stores those with wide
    * vector stores), padded or not, alpha or not, NaN / inf codes */
-  static const int64_t whole[][4] = {{300, 600, 128, 1}, {256, 512, 64, 2}};
-  for (int si = small; si < 2; ++si)
+  static const int64_t whole[][4] = {{300, 600, 128, 1}, {256, 512, 64, 2}, {128, 384, 160, 2}};
+  for (int si = small; si < 3; ++si)
     for (int fi = 0; fi < 3; fi += 2)
       for (int ci = 0; ci < 3; ++ci)
         for (int v = 0; v < 3; ++v) {
@@ -660,7 +662,9 @@ static void run_all(tu_rng *r, int small) {
         }
   /* 6. more tiles than a wave of 132 SMs (the H200): the sm90 kernel splits the last
    * partial wave's tiles along K (4 parts of 1 stage each with edge tiles, f32 C; 2 parts
-   * of whole tiles, bf16 C, MXFP4) and sums the parts before the epilogue */
+   * of whole tiles, bf16 C, MXFP4) and sums the parts before the epilogue; with M <= 128
+   * (A and B swapped, 128-column tiles) 2 parts of edge tiles (f16 C) and of whole tiles
+   * (bf16 C) */
   if (!small) {
     gcase gc = random_case(r, &k_formats[0], MXF_F32, 129, 300, 200, 34);
     gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
@@ -672,6 +676,12 @@ static void run_all(tu_rng *r, int small) {
     gc = random_case(r, &k_formats[1], MXF_BF16, 200, 260, 192, 34);
     gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
     gc.sf_lo = gc.sfb_lo = 124, gc.sf_hi = gc.sfb_hi = 131; /* e5m2 on the f16 path (see 8.) */
+    run_case(r, &gc);
+    gc = random_case(r, &k_formats[0], MXF_F16, 100, 300, 200, 60);
+    gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
+    run_case(r, &gc);
+    gc = random_case(r, &k_formats[1], MXF_BF16, 128, 512, 128, 40);
+    gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
     run_case(r, &gc);
   }
   /* 8. the sm90 kernel's f16 path (fp8 codes, sm90_dequant.cuh): a tile takes it when
@@ -714,8 +724,10 @@ int main(void) {
   unsetenv("MXF_GEMM_KERNEL");
   unsetenv("MXF_GEMM_F16");
   unsetenv("MXF_GEMM_BPRE");
+  unsetenv("MXF_GEMM_SWAP");
   run_all(&r, small);
   if (cc == 90) {
+    setenv("MXF_GEMM_SWAP", "off", 1); /* the next two modes on the unswapped problem */
     /* the sm_90a kernel's f16 path runs by default only with at least a wave of tiles:
      * force it so that the small cases take it (tiles whose rows qualify) */
     kernel_mode = "sm90-f16";
@@ -727,6 +739,11 @@ int main(void) {
     setenv("MXF_GEMM_BPRE", "on", 1);
     run_all(&r, small);
     unsetenv("MXF_GEMM_BPRE");
+    /* A and B swapped (C written transposed) for any M, with 128- or 256-column tiles */
+    kernel_mode = "sm90-swap";
+    setenv("MXF_GEMM_SWAP", "on", 1);
+    run_all(&r, small);
+    unsetenv("MXF_GEMM_SWAP");
     /* the default choice may have taken the sm_90a kernel: cover the portable one too */
     kernel_mode = "portable";
     setenv("MXF_GEMM_KERNEL", "portable", 1);

@@ -46,6 +46,11 @@
  *            shared staging area as whole 128-byte lines, edge tiles and other dtypes
  *            element by element with formats.h's encoders.
  *
+ * Few rows of A (M <= SWAP_MAX_M, plan_problem): the kernel runs the swapped problem C^T =
+ * B A^T. B's rows become the tiles' rows, dequantized in registers like A's; the caller's
+ * A goes through the B pre-pass (a few rows, once); with at most 128 columns the tiles are
+ * 128 wide (m64n128 wgmmas, 8 stages); the epilogue writes C transposed (kernel_args::tc).
+ *
  * K order inside a stage is permuted (the sum does not care): thread q (= lane % 4) of a
  * wgmma A fragment owns the 16 consecutive raw k of its row starting at 16q, so it reads
  * them with one 16-byte load; the B conversion writes the same permutation.
@@ -97,17 +102,21 @@ static_assert(STAGE % 1024 == 0 && BBUF % 1024 == 0, "1024-byte aligned buffers"
 static_assert(SMEM_BYTES <= 227 * 1024, "fits one SM");
 /* B converted by the pre-pass (see "The B pre-pass"): a stage holds raw A, B's bf16 tile
  * and A's scales; no bf16 ring, no f16 path */
-constexpr int BP_NS = 5;
-constexpr int BP_STAGE = RAW_A + BBUF + SF_A;
-constexpr int BP_SMEM_BYTES = BP_NS * BP_STAGE + 256 + 8 * EPI + 1024;
-static_assert(BP_STAGE % 1024 == 0, "1024-byte aligned stages");
-static_assert(BP_SMEM_BYTES <= 227 * 1024, "fits one SM");
+/* With the B pre-pass a stage is raw A, B's bf16 tile and A's scales. The narrow tile
+ * (NB = 128 columns, operands swapped for few rows: see make_geometry) fits 8 of them. */
+constexpr int BN_NARROW = 128;
+constexpr int bp_ns(int nb) { return nb == BN ? 5 : 8; }
+constexpr int bp_stage(int nb) { return RAW_A + nb * BK * 2 + SF_A; }
+constexpr int bp_smem_bytes(int nb) { return bp_ns(nb) * bp_stage(nb) + 256 + 8 * EPI + 1024; }
+static_assert(bp_stage(BN) % 1024 == 0 && bp_stage(BN_NARROW) % 1024 == 0, "1024-byte aligned stages");
+static_assert(bp_smem_bytes(BN) <= 227 * 1024 && bp_smem_bytes(BN_NARROW) <= 227 * 1024, "fits one SM");
 
 struct kernel_args {
   int m, n, l;
   int tiles_m, tiles_n, nks, nkb; /* k-stages, k-blocks per stage (2 or 4) */
   int rb;                         /* raw bytes per row per stage: 64 (fp8) or 32 (e2m1) */
   int cdt;                        /* mxf_dtype of C */
+  int tc;                         /* C transposed: tile element (i, j) is C's (j, i) (operands swapped; with BP only) */
   int64_t c_ms, c_ls;
   void *c;
   const uint16_t *sfa, *sfb;      /* prepared scales in the workspace (bf16 multipliers) */
@@ -479,13 +488,15 @@ __global__ void __launch_bounds__(256) prep_bp_kernel(const prep_args pa, const 
 /* ------------------------------------------------------------ shared memory map */
 /* BP = 0: stages of raw A, raw B and both scales, then the bf16 B ring; BP = 1 (B from the
  * pre-pass): stages of raw A, B's bf16 tile (raw_b) and A's scales. */
-template <int BP> struct smem_map_t {
-  static constexpr int ns = BP ? BP_NS : NS, stage = BP ? BP_STAGE : STAGE;
+template <int BP, int NB = BN> struct smem_map_t {
+  static_assert(NB == BN || BP, "the narrow tile runs with the B pre-pass only");
+  static constexpr int ns = BP ? bp_ns(NB) : NS, stage = BP ? bp_stage(NB) : STAGE;
+  static constexpr int bp_tile = NB * BK * 2; /* bytes of a stage's bf16 B tile (pre-pass) */
   static constexpr int ring = ns * stage + (BP ? 0 : NBB * BBUF); /* bytes before the barriers */
   uint32_t base; /* shared-window address, 1024-aligned */
   __device__ __forceinline__ uint32_t raw_a(int s) const { return base + s * stage; }
   __device__ __forceinline__ uint32_t raw_b(int s) const { return base + s * stage + RAW_A; }
-  __device__ __forceinline__ uint32_t sf_a(int s) const { return base + s * stage + RAW_A + (BP ? BBUF : RAW_B); }
+  __device__ __forceinline__ uint32_t sf_a(int s) const { return base + s * stage + RAW_A + (BP ? bp_tile : RAW_B); }
   __device__ __forceinline__ uint32_t sf_b(int s) const { return sf_a(s) + SF_A; }
   __device__ __forceinline__ uint32_t bbuf(int i) const { return base + NS * STAGE + i * BBUF; }
   __device__ __forceinline__ uint32_t full(int i) const { return base + ring + 8 * i; }
@@ -711,9 +722,10 @@ __device__ __forceinline__ void store_pair(uint8_t *c, int64_t off, float v0, fl
 }
 
 /* Any tile, any C dtype: element by element with bounds checks; folds the amax of the
- * elements inside C into fm. */
-template <int CDT>
-__device__ __forceinline__ void store_checked(const float (&acc)[128], const kernel_args &p, int l, int mt, int nt,
+ * elements inside C into fm. Transposed C (p.tc; never e2m1, see make_geometry) takes
+ * the two values of a pair one by one: they lie in two rows of C. */
+template <int CDT, int NB, bool TC>
+__device__ __forceinline__ void store_checked(const float (&acc)[NB / 2], const kernel_args &p, int l, int mt, int nt,
                                               int ar0, int q, float &fm) {
   uint8_t *c = static_cast<uint8_t *>(p.c);
   const int64_t cbase = (int64_t)l * p.c_ls;
@@ -721,16 +733,21 @@ __device__ __forceinline__ void store_checked(const float (&acc)[128], const ker
   for (int h = 0; h < 2; ++h) {
     const int row = mt * BM + ar0 + 8 * h;
     if (row >= p.m) continue;
-    const int64_t rbase = cbase + (int64_t)row * p.c_ms;
 #pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int col = nt * BN + 8 * j + 2 * q;
+    for (int j = 0; j < NB / 8; ++j) {
+      const int col = nt * NB + 8 * j + 2 * q;
       if (col >= p.n) continue;
       const float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
       const bool two = col + 1 < p.n;
       fm = mxf_amax_fold_f32(fm, v0);
       if (two) fm = mxf_amax_fold_f32(fm, v1);
-      store_pair<CDT>(c, rbase + col, v0, v1, two);
+      if (CDT != MXF_E2M1 && TC && p.tc) {
+        const int64_t off = cbase + (int64_t)col * p.c_ms + row;
+        store_pair<CDT>(c, off, v0, 0.0f, false);
+        if (two) store_pair<CDT>(c, off + p.c_ms, v1, 0.0f, false);
+      } else {
+        store_pair<CDT>(c, cbase + (int64_t)row * p.c_ms + col, v0, v1, two);
+      }
     }
   }
 }
@@ -752,13 +769,12 @@ __device__ __forceinline__ void flush_lines(uint32_t stg, uint8_t *crow, int64_t
 }
 
 /* Where lane (rrow = lane / 8, rslot = lane % 8) of flush_lines stores chunk 0 of C
- * elements of esize bytes (row0 + rrow, 16-byte slot rslot of tile column block nt), and
- * the bytes of 4 rows. */
-__device__ __forceinline__ uint8_t *c_lane_row(const kernel_args &p, int esize, int l, int64_t row0, int nt, int rrow,
-                                               int rslot, int64_t &rstep) {
+ * elements of esize bytes (row0 + rrow, 16-byte slot rslot from column col0), and the
+ * bytes of 4 rows. */
+__device__ __forceinline__ uint8_t *c_lane_row(const kernel_args &p, int esize, int l, int64_t row0, int64_t col0,
+                                               int rrow, int rslot, int64_t &rstep) {
   rstep = 4 * esize * p.c_ms;
-  return static_cast<uint8_t *>(p.c) + esize * ((int64_t)l * p.c_ls + (row0 + rrow) * p.c_ms + (int64_t)nt * BN) +
-         16 * rslot;
+  return static_cast<uint8_t *>(p.c) + esize * ((int64_t)l * p.c_ls + (row0 + rrow) * p.c_ms + col0) + 16 * rslot;
 }
 
 /*
@@ -767,8 +783,8 @@ __device__ __forceinline__ uint8_t *c_lane_row(const kernel_args &p, int esize, 
  * (stmatrix from the accumulator layout; 16-byte slot s of row r at s ^ (r % 8), so
  * neither side has bank conflicts) and come back as 8 lanes per row.
  */
-template <int CDT>
-__device__ __forceinline__ void store_full16(const float (&acc)[128], const kernel_args &p, uint32_t stg, int l,
+template <int CDT, int NB>
+__device__ __forceinline__ void store_full16(const float (&acc)[NB / 2], const kernel_args &p, uint32_t stg, int l,
                                              int64_t row0, int nt, int lane) {
   /* stmatrix: lane gives row 8 (m % 2) + lane % 8 of matrix m = lane / 8, slot + m / 2 */
   const int mrow = 8 * ((lane >> 3) & 1) + (lane & 7);
@@ -777,9 +793,9 @@ __device__ __forceinline__ void store_full16(const float (&acc)[128], const kern
   /* read back: lane takes slot lane % 8 of rows 4i + lane / 8 */
   const int rrow = lane >> 3, rslot = lane & 7;
   int64_t rstep;
-  uint8_t *crow = c_lane_row(p, 2, l, row0, nt, rrow, rslot, rstep);
+  uint8_t *crow = c_lane_row(p, 2, l, row0, (int64_t)nt * NB, rrow, rslot, rstep);
 #pragma unroll
-  for (int ch = 0; ch < 4; ++ch) {
+  for (int ch = 0; ch < NB / 64; ++ch) {
 #pragma unroll
     for (int jj = 0; jj < 4; ++jj) {
       const int j = 8 * ch + 2 * jj;
@@ -798,14 +814,15 @@ __device__ __forceinline__ void store_full16(const float (&acc)[128], const kern
 /* A whole tile of f32 C, like store_full16: per 32-column chunk the warp's 16 x 32 results
  * go through its 2 KB of shared memory (8-byte pairs; 16-byte slot s of row r at
  * s ^ (r % 8)) and come back as 8 lanes per 128-byte row. */
-__device__ __forceinline__ void store_full32(const float (&acc)[128], const kernel_args &p, uint32_t stg, int l,
+template <int NB>
+__device__ __forceinline__ void store_full32(const float (&acc)[NB / 2], const kernel_args &p, uint32_t stg, int l,
                                              int64_t row0, int nt, int lane) {
   const int q = lane & 3, wrow = lane >> 2; /* accumulator layout: rows wrow, wrow + 8 */
   const int rrow = lane >> 3, rslot = lane & 7;
   int64_t rstep;
-  uint8_t *crow = c_lane_row(p, 4, l, row0, nt, rrow, rslot, rstep);
+  uint8_t *crow = c_lane_row(p, 4, l, row0, (int64_t)nt * NB, rrow, rslot, rstep);
 #pragma unroll
-  for (int ch = 0; ch < 8; ++ch) {
+  for (int ch = 0; ch < NB / 32; ++ch) {
 #pragma unroll
     for (int jj = 0; jj < 4; ++jj)
 #pragma unroll
@@ -819,6 +836,78 @@ __device__ __forceinline__ void store_full32(const float (&acc)[128], const kern
 }
 
 /*
+ * A whole tile of 16-bit C, transposed (p.tc): the warp's 16 tile rows are 16 consecutive
+ * columns of C, its NB tile columns NB rows of C. Per 64-column chunk, stmatrix .trans
+ * writes each 8 x 8 block transposed into the warp's 2 KB as 64 rows of C of 32 bytes
+ * (16-byte half s of row r at s ^ ((r >> 2) & 1): no bank conflicts), which come back
+ * as 2 lanes per row, 16 rows per store.
+ */
+template <int CDT, int NB>
+__device__ __forceinline__ void store_full16_t(const float (&acc)[NB / 2], const kernel_args &p, uint32_t stg, int l,
+                                               int64_t row0, int nt, int lane) {
+  /* stmatrix: lane gives stored row 8 (m / 2) + lane % 8 (+ 16 jj) of matrix m = lane / 8, half m % 2 */
+  const int wrow = 8 * (lane >> 4) + (lane & 7), whalf = (lane >> 3) & 1;
+  /* read back: lane takes half lane % 2 of rows 16 i + lane / 2 */
+  const int rrow = lane >> 1, rhalf = lane & 1;
+  uint8_t *crow = static_cast<uint8_t *>(p.c) + 2 * ((int64_t)l * p.c_ls + ((int64_t)nt * NB + rrow) * p.c_ms + row0) +
+                  16 * rhalf;
+#pragma unroll
+  for (int ch = 0; ch < NB / 64; ++ch) {
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+      uint32_t r[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int j = 8 * ch + 2 * jj + (m >> 1), h = m & 1;
+        const float lo = acc[4 * j + 2 * h], hi = acc[4 * j + 2 * h + 1];
+        r[m] = CDT == MXF_BF16 ? mxf_f32x2_to_bf16x2(lo, hi) : pack_f16x2(lo, hi);
+      }
+      const int row = 16 * jj + wrow;
+      stmatrix_x4_trans(stg + row * 32 + ((whalf ^ ((row >> 2) & 1)) << 4), r[0], r[1], r[2], r[3]);
+    }
+    warp_sync_shared();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = 16 * i + rrow;
+      const uint4 v = lds_v4(stg + row * 32 + ((rhalf ^ ((row >> 2) & 1)) << 4));
+      *reinterpret_cast<uint4 *>(crow + 2 * (64 * ch + 16 * i) * p.c_ms) = v;
+    }
+    warp_sync_shared();
+  }
+}
+
+/* A whole tile of f32 C, transposed (p.tc): per 32-column chunk, the warp's values go
+ * into its 2 KB as 32 rows of C of 64 bytes (16-byte slot s of row r at s ^ ((r >> 1) & 3),
+ * two-way bank conflicts at most) and come back as 4 lanes per row, 8 rows per store. */
+template <int NB>
+__device__ __forceinline__ void store_full32_t(const float (&acc)[NB / 2], const kernel_args &p, uint32_t stg, int l,
+                                               int64_t row0, int nt, int lane) {
+  const int q = lane & 3, wcol = lane >> 2; /* accumulator layout: tile rows wcol, wcol + 8 */
+  const int rrow = lane >> 2, rslot = lane & 3;
+  uint8_t *crow = static_cast<uint8_t *>(p.c) + 4 * ((int64_t)l * p.c_ls + ((int64_t)nt * NB + rrow) * p.c_ms + row0) +
+                  16 * rslot;
+#pragma unroll
+  for (int ch = 0; ch < NB / 32; ++ch) {
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int h = e >> 1, row = 8 * jj + 2 * q + (e & 1), col = 8 * h + wcol;
+        sts_f32(stg + row * 64 + (((col >> 2) ^ ((row >> 1) & 3)) << 4) + 4 * (col & 3),
+                acc[4 * (4 * ch + jj) + e]);
+      }
+    warp_sync_shared();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = 8 * i + rrow;
+      const uint4 v = lds_v4(stg + row * 64 + ((rslot ^ ((row >> 1) & 3)) << 4));
+      *reinterpret_cast<uint4 *>(crow + 4 * (32 * ch + 8 * i) * p.c_ms) = v;
+    }
+    warp_sync_shared();
+  }
+}
+
+/*
  * C = alpha * acc in C's dtype, amax folded into fm. A tile wholly inside C takes the fast
  * path for bf16 / f16 / f32: amax over all 128 values, hardware conversion (16-bit C),
  * whole 128-byte lines
@@ -826,34 +915,39 @@ __device__ __forceinline__ void store_full32(const float (&acc)[128], const kern
  * the canonical NaN rather than SPEC §0's payload-keeping rule, so a warp holding a NaN
  * takes the element-wise path. Other dtypes and edge tiles take that path always.
  */
-template <int CDT, class SM>
-__device__ __forceinline__ void epilogue(float (&acc)[128], const kernel_args &p, const SM &sm, int l, int mt,
+template <int CDT, int NB, bool TC, class SM>
+__device__ __forceinline__ void epilogue(float (&acc)[NB / 2], const kernel_args &p, const SM &sm, int l, int mt,
                                          int nt, int ct, int ar0, int q, float &fm) {
+  constexpr int NV = NB / 2;
   if (p.alpha != 1.0f) {
 #pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] *= p.alpha;
+    for (int i = 0; i < NV; ++i) acc[i] *= p.alpha;
   }
   if constexpr (CDT == MXF_BF16 || CDT == MXF_F16 || CDT == MXF_F32) {
-    if ((mt + 1) * BM <= p.m && (nt + 1) * BN <= p.n) {
-      float t8[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}; /* 8 chains, not one of 128 */
+    if ((mt + 1) * BM <= p.m && (nt + 1) * NB <= p.n) {
+      float t8[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}; /* 8 chains, not one of NV */
 #pragma unroll
-      for (int i = 0; i < 128; ++i) t8[i & 7] = mxf_amax_fold_f32(t8[i & 7], acc[i]);
+      for (int i = 0; i < NV; ++i) t8[i & 7] = mxf_amax_fold_f32(t8[i & 7], acc[i]);
       float t = t8[0];
 #pragma unroll
       for (int i = 1; i < 8; ++i) t = mxf_amax_fold_f32(t, t8[i]);
+      const uint32_t stg = sm.epi(ct >> 5);
+      const int64_t row0 = (int64_t)mt * BM + (ar0 & ~15);
       if (CDT == MXF_F32) {
         fm = mxf_amax_fold_f32(fm, t);
-        store_full32(acc, p, sm.epi(ct >> 5), l, (int64_t)mt * BM + (ar0 & ~15), nt, ct & 31);
+        if (TC && p.tc) store_full32_t<NB>(acc, p, stg, l, row0, nt, ct & 31);
+        else store_full32<NB>(acc, p, stg, l, row0, nt, ct & 31);
         return;
       }
       if (!__any_sync(0xFFFFFFFFu, t != t)) {
         fm = mxf_amax_fold_f32(fm, t);
-        store_full16<CDT>(acc, p, sm.epi(ct >> 5), l, (int64_t)mt * BM + (ar0 & ~15), nt, ct & 31);
+        if (TC && p.tc) store_full16_t<CDT, NB>(acc, p, stg, l, row0, nt, ct & 31);
+        else store_full16<CDT, NB>(acc, p, stg, l, row0, nt, ct & 31);
         return;
       }
     }
   }
-  store_checked<CDT>(acc, p, l, mt, nt, ar0, q, fm);
+  store_checked<CDT, NB, TC>(acc, p, l, mt, nt, ar0, q, fm);
 }
 
 /* ------------------------------------------------------------ the f16 path */
@@ -917,11 +1011,12 @@ __device__ __forceinline__ void mainloop(float (&acc)[128], uint32_t (&fa)[16], 
  * and goes on; no barrier between the warpgroups. The slot is released once the wgmmas
  * that read it are done: stage g - 1's here, after the wait; a unit's last stage at its end.
  */
-template <int FMT>
-__device__ __forceinline__ void consume_stage_bp(float (&acc)[128], uint32_t (&fr)[16], const smem_map_t<1> &sm,
+template <int FMT, int NB>
+__device__ __forceinline__ void consume_stage_bp(float (&acc)[NB / 2], uint32_t (&fr)[16], const smem_map_t<1, NB> &sm,
                                                  uint32_t g, int ks, int nkb, int ar0, int q, int lane) {
-  const int slot = (int)(g % BP_NS);
-  mbar_wait(sm.full(slot), (g / BP_NS) & 1u);
+  constexpr int ns = smem_map_t<1, NB>::ns;
+  const int slot = (int)(g % ns);
+  mbar_wait(sm.full(slot), (g / ns) & 1u);
   stage_regs r;
   stage_scales sc;
   load_a<FMT>(r, sc, sm.raw_a(slot), sm.sf_a(slot), nkb, ar0, q);
@@ -929,35 +1024,43 @@ __device__ __forceinline__ void consume_stage_bp(float (&acc)[128], uint32_t (&f
   wgmma_fence();
   const uint64_t desc = wgmma_desc_sw128(sm.raw_b(slot));
 #pragma unroll
-  for (int s = 0; s < 4; ++s)
-    wgmma_m64n256k16_rs<0>(acc, fr[4 * s + 0], fr[4 * s + 1], fr[4 * s + 2], fr[4 * s + 3], desc + 2 * s,
-                           (ks > 0 || s > 0) ? 1u : 0u);
+  for (int s = 0; s < 4; ++s) {
+    const uint32_t acc_on = (ks > 0 || s > 0) ? 1u : 0u;
+    if constexpr (NB == BN)
+      wgmma_m64n256k16_rs<0>(acc, fr[4 * s + 0], fr[4 * s + 1], fr[4 * s + 2], fr[4 * s + 3], desc + 2 * s, acc_on);
+    else
+      wgmma_m64n128k16_rs(acc, fr[4 * s + 0], fr[4 * s + 1], fr[4 * s + 2], fr[4 * s + 3], desc + 2 * s, acc_on);
+  }
   wgmma_commit();
   wgmma_wait<1>();
-  if (ks > 0 && lane == 0) mbar_arrive(sm.empty((int)((g - 1) % BP_NS)));
+  if (ks > 0 && lane == 0) mbar_arrive(sm.empty((int)((g - 1) % ns)));
 }
 
-template <int FMT>
-__device__ __forceinline__ void mainloop_bp(float (&acc)[128], uint32_t (&fa)[16], uint32_t (&fb)[16],
-                                            const smem_map_t<1> &sm, uint32_t &g, int nk, int nkb, int ar0, int q,
+/* The stages [0, nk) of a unit, nk >= 1 (unit_work). The loop leaves only after waiting
+ * for all wgmmas: with a last odd stage after the loop instead, ptxas serialized the
+ * narrow tile's wgmmas (C7514 / C7515, copies of the accumulators while in flight). */
+template <int FMT, int NB>
+__device__ __forceinline__ void mainloop_bp(float (&acc)[NB / 2], uint32_t (&fa)[16], uint32_t (&fb)[16],
+                                            const smem_map_t<1, NB> &sm, uint32_t &g, int nk, int nkb, int ar0, int q,
                                             int lane) {
-  int ks = 0;
-  for (; ks + 1 < nk; ks += 2) {
-    consume_stage_bp<FMT>(acc, fa, sm, g++, ks, nkb, ar0, q, lane);
-    consume_stage_bp<FMT>(acc, fb, sm, g++, ks + 1, nkb, ar0, q, lane);
+  for (int ks = 0;; ks += 2) {
+    consume_stage_bp<FMT, NB>(acc, fa, sm, g++, ks, nkb, ar0, q, lane);
+    if (ks + 1 >= nk) break;
+    consume_stage_bp<FMT, NB>(acc, fb, sm, g++, ks + 1, nkb, ar0, q, lane);
+    if (ks + 2 >= nk) break;
   }
-  if (ks < nk) consume_stage_bp<FMT>(acc, fa, sm, g++, ks, nkb, ar0, q, lane);
   wgmma_wait<0>();
-  if (lane == 0) mbar_arrive(sm.empty((int)((g - 1) % BP_NS)));
+  if (lane == 0) mbar_arrive(sm.empty((int)((g - 1) % smem_map_t<1, NB>::ns)));
 }
 
 /* ------------------------------------------------------------ the kernel */
-template <int FMT, int BP>
+template <int FMT, int BP, int NB>
 __global__ void __launch_bounds__(THREADS, 1)
     gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
                 const kernel_args p) {
   extern __shared__ uint8_t smem_raw[];
-  using SM = smem_map_t<BP>;
+  using SM = smem_map_t<BP, NB>;
+  constexpr int NV = NB / 2; /* accumulators per consumer thread */
   constexpr int ns = SM::ns;
   SM sm;
   sm.base = (smem_addr(smem_raw) + 1023u) & ~1023u;
@@ -981,7 +1084,7 @@ __global__ void __launch_bounds__(THREADS, 1)
       tma_prefetch_desc(&tma_a);
       tma_prefetch_desc(&tma_b);
       const uint32_t sfa_bytes = BM * p.nkb * 2, sfb_bytes = BP ? 0 : BN * p.nkb * 2;
-      const uint32_t tx = (uint32_t)BM * p.rb + (BP ? BBUF : BN * p.rb) + sfa_bytes + sfb_bytes;
+      const uint32_t tx = (uint32_t)BM * p.rb + (BP ? SM::bp_tile : BN * p.rb) + sfa_bytes + sfb_bytes;
       int slot = 0;
       uint32_t phase = 0;
       for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
@@ -997,7 +1100,7 @@ __global__ void __launch_bounds__(THREADS, 1)
           const uint32_t fb = sm.full(slot);
           mbar_arrive_expect_tx(fb, tx);
           tma_load_3d(sm.raw_a(slot), &tma_a, ks * p.rb, mt * BM, l, fb);
-          tma_load_3d(sm.raw_b(slot), &tma_b, ks * (BP ? BK : p.rb), nt * BN, l, fb); /* BP: bf16 elements */
+          tma_load_3d(sm.raw_b(slot), &tma_b, ks * (BP ? BK : p.rb), nt * NB, l, fb); /* BP: bf16 elements */
           bulk_load(sm.sf_a(slot), sfa + (int64_t)ks * BM * p.nkb, sfa_bytes, fb);
           if (!BP) bulk_load(sm.sf_b(slot), sfb + (int64_t)ks * BN * p.nkb, sfb_bytes, fb);
           if (++slot == ns) {
@@ -1016,9 +1119,9 @@ __global__ void __launch_bounds__(THREADS, 1)
   const int lane = tid & 31;
   const int q = lane & 3;
   const int ar0 = (ct >> 7) * 64 + ((ct >> 5) & 3) * 16 + (lane >> 2); /* A row in the tile */
-  float acc[128];
+  float acc[NV];
 #pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+  for (int i = 0; i < NV; ++i) acc[i] = 0.f;
   uint32_t fa[16], fb[16];
   float fm = 0.0f; /* amax of this thread's values: >= +0 or NaN */
   uint32_t g = 0;
@@ -1034,7 +1137,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     h_next = BP ? false : prefetch_unit_f16<FMT>(p, u + gridDim.x, ct, sm.factors(area == 2 ? 0 : area + 1));
     const int nk = w.ks1 - w.ks0;
     if constexpr (BP) {
-      mainloop_bp<FMT>(acc, fa, fb, sm, g, nk, p.nkb, ar0, q, lane);
+      mainloop_bp<FMT, NB>(acc, fa, fb, sm, g, nk, p.nkb, ar0, q, lane);
     } else if (FMT != FMT_E2M1 && h) {
       mainloop<FMT, FMT != FMT_E2M1>(acc, fa, fb, sm, g, nk, p.nkb, ct, ar0, q, lane); /* e2m1: never here */
     } else {
@@ -1042,12 +1145,12 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     wgmma_wait<0>();
     if (w.role != ROLE_WHOLE) {
-      /* thread ct's 128 sums sit at float4 index 256 i + ct (coalesced) of a 128 KB slot */
-      constexpr int SLOT = BM * BN;
+      /* thread ct's NV sums sit at float4 index 256 i + ct (coalesced) of a BM x NB slot */
+      constexpr int SLOT = BM * NB;
       if (w.role == ROLE_WRITER) {
         float4 *dst = reinterpret_cast<float4 *>(p.partial + (int64_t)(w.idx * (p.split - 1) + w.part) * SLOT) + ct;
 #pragma unroll
-        for (int i = 0; i < 32; ++i)
+        for (int i = 0; i < NV / 4; ++i)
           __stcg(dst + 256 * i, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
         named_bar_sync(1, 256);
         if (ct == 0) red_release_add(p.flags + w.idx, 1u);
@@ -1059,20 +1162,22 @@ __global__ void __launch_bounds__(THREADS, 1)
       for (int part = 0; part + 1 < p.split; ++part) {
         const float4 *src = reinterpret_cast<const float4 *>(p.partial + (int64_t)(w.idx * (p.split - 1) + part) * SLOT) + ct;
 #pragma unroll
-        for (int i = 0; i < 32; ++i) {
+        for (int i = 0; i < NV / 4; ++i) {
           const float4 v = __ldcg(src + 256 * i);
           acc[4 * i] += v.x, acc[4 * i + 1] += v.y, acc[4 * i + 2] += v.z, acc[4 * i + 3] += v.w;
         }
       }
     }
-    if (FMT != FMT_E2M1 && h) apply_factors(acc, fac, ar0, q);
+    if constexpr (!BP) {
+      if (FMT != FMT_E2M1 && h) apply_factors(acc, fac, ar0, q);
+    }
     switch (p.cdt) {
-    case MXF_F32: epilogue<MXF_F32>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
-    case MXF_BF16: epilogue<MXF_BF16>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
-    case MXF_F16: epilogue<MXF_F16>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
-    case MXF_E4M3: epilogue<MXF_E4M3>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
-    case MXF_E5M2: epilogue<MXF_E5M2>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
-    default: epilogue<MXF_E2M1>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
+    case MXF_F32: epilogue<MXF_F32, NB, BP>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
+    case MXF_BF16: epilogue<MXF_BF16, NB, BP>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
+    case MXF_F16: epilogue<MXF_F16, NB, BP>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
+    case MXF_E4M3: epilogue<MXF_E4M3, NB, BP>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
+    case MXF_E5M2: epilogue<MXF_E5M2, NB, BP>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
+    default: epilogue<MXF_E2M1, NB, BP>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
     }
   }
   /* amax: warp -> CTA (shared atomic) -> one global atomicMax */
@@ -1094,6 +1199,8 @@ struct geometry {
   size_t ws_f16;            /* then: its multipliers, row factors, tile flags */
   int bp;                   /* B converted by the pre-pass (prep_bp_kernel) */
   size_t ws_bp;             /* then: B in bf16, nks * 64 values per row */
+  int tc;                   /* the problem is the caller's with A and B swapped: C transposed */
+  int nb;                   /* tile columns: BN, or BN_NARROW (swapped, N <= 128) */
   size_t total() const { return ws_a + ws_b + ws_part + ws_flags + ws_f16 + ws_bp; }
 };
 
@@ -1108,8 +1215,14 @@ static int env_switch(const char *name) {
 /* Rows of tiles from which B goes through the pre-pass (make_geometry). */
 static constexpr int64_t BP_TILES_M = 6;
 
-static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g) {
+/* The geometry of problem p on num_sms SMs (0: a default count, for the workspace bound);
+ * tc: p is the caller's problem with A and B swapped (swapped_problem), C written
+ * transposed; it then runs with the B pre-pass of the (small) caller's A. */
+static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, int tc) {
   if (p->m < 1 || p->n < 1 || p->k < 1 || p->l < 1) return false;
+  if (tc && p->c == MXF_E2M1) return false; /* a pair of e2m1 values shares a byte: one thread per pair */
+  g->tc = tc;
+  g->nb = tc && p->n <= BN_NARROW ? BN_NARROW : BN;
   if (p->a_ks != 1 || p->b_ks != 1 || p->c_ns != 1) return false;
   if (p->ab == MXF_E4M3 || p->ab == MXF_E5M2) {
     if (p->sf != MXF_E8M0 || p->sf_vec != 32) return false;
@@ -1133,7 +1246,7 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g) {
   if (p->c == MXF_E2M1 && (p->c_ms % 2 || p->c_ls % 2)) return false;
   g->nkb = BK / p->sf_vec;
   g->tiles_m = (p->m + BM - 1) / BM;
-  g->tiles_n = (p->n + BN - 1) / BN;
+  g->tiles_n = (p->n + g->nb - 1) / g->nb;
   g->nks = (p->k + BK - 1) / BK;
   if (g->tiles_m * g->tiles_n * p->l > (1ll << 30) || g->nks > (1ll << 24) || p->kb != (p->k + p->sf_vec - 1) / p->sf_vec)
     return false;
@@ -1158,13 +1271,13 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g) {
   if (g->split > g->nks) g->split = g->nks;
   if (g->split < 2) g->split = 1, g->tail = 0;
   g->whole = tiles - g->tail;
-  g->ws_part = (size_t)(g->tail * (g->split - 1)) * BM * BN * sizeof(float);
+  g->ws_part = (size_t)(g->tail * (g->split - 1)) * BM * g->nb * sizeof(float);
   g->ws_flags = (size_t)round_up(g->tail * 4, 256);
   /* The B pre-pass writes B once as bf16 (3 bytes of traffic per value) and lightens
    * every stage of the mainloop; with many rows of tiles that is won back (bench/NOTES.md).
    * MXF_GEMM_BPRE=on / off overrides (tests). */
   const int bp_env = env_switch("MXF_GEMM_BPRE");
-  g->bp = bp_env >= 0 ? bp_env : g->tiles_m >= BP_TILES_M;
+  g->bp = tc ? 1 : bp_env >= 0 ? bp_env : g->tiles_m >= BP_TILES_M;
   g->ws_bp = g->bp ? (size_t)round_up(p->l * p->n * g->nks * BK * 2, 256) : 0;
   if (g->bp) g->ws_b = 0;
   /* The f16 path halves the mainloop's instructions but costs a launch and a pass over
@@ -1185,36 +1298,77 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g) {
   return true;
 }
 
+/* p with A and B swapped (C^T = B A^T): the caller's B becomes A, its A becomes B; C
+ * keeps the caller's strides (the kernel writes it transposed, kernel_args::tc). */
+static mxf_gemm_problem swapped_problem(const mxf_gemm_problem *p) {
+  mxf_gemm_problem s = *p;
+  s.m = p->n, s.n = p->m;
+  s.a_ms = p->b_ns, s.a_ks = p->b_ks, s.a_ls = p->b_ls;
+  s.b_ns = p->a_ms, s.b_ks = p->a_ks, s.b_ls = p->a_ls;
+  s.sfa_layout = p->sfb_layout, s.sfb_layout = p->sfa_layout;
+  return s;
+}
+
+/* Rows of A up to which the operands are swapped (plan_problem). */
+static constexpr int64_t SWAP_MAX_M = 128;
+
+/*
+ * Which problem the kernel runs: with few rows of A (M <= SWAP_MAX_M), a tile row of the
+ * plain problem would convert all of B in the mainloop on tiles_n CTAs (too few for the
+ * SMs, see bench/NOTES.md). Swapped, B's rows are the tiles' rows, converted in registers
+ * like A's, and the few rows of A go through the pre-pass once, on 128-column tiles.
+ * MXF_GEMM_SWAP=on / off overrides (tests). Fills *run (the problem run) and *g.
+ */
+static bool plan_problem(const mxf_gemm_problem *p, int num_sms, mxf_gemm_problem *run, geometry *g) {
+  const int sw_env = env_switch("MXF_GEMM_SWAP");
+  if (sw_env != 0 && (sw_env == 1 || p->m <= SWAP_MAX_M)) {
+    *run = swapped_problem(p);
+    if (make_geometry(run, num_sms, g, 1)) return true;
+  }
+  *run = *p;
+  return make_geometry(p, num_sms, g, 0);
+}
+
 } /* namespace mxf_sm90 */
 
 using namespace mxf_sm90;
 
-/* gemm_kernel<FMT, BP> on the stream with its shared memory. */
-template <int FMT, int BP>
+/* gemm_kernel<FMT, BP, NB> on the stream with its shared memory. */
+template <int FMT, int BP, int NB = BN>
 static cudaError_t launch_gemm(unsigned grid, const CUtensorMap &ma, const CUtensorMap &mb, const kernel_args &ka,
                                cudaStream_t stream) {
-  const int smem = BP ? BP_SMEM_BYTES : SMEM_BYTES;
-  const cudaError_t e = set_smem_attr<gemm_kernel<FMT, BP>>(smem);
+  const int smem = BP ? bp_smem_bytes(NB) : SMEM_BYTES;
+  const cudaError_t e = set_smem_attr<gemm_kernel<FMT, BP, NB>>(smem);
   if (e != cudaSuccess) return e;
-  return launch_dependent(gemm_kernel<FMT, BP>, grid, THREADS, smem, stream, ma, mb, ka);
+  return launch_dependent(gemm_kernel<FMT, BP, NB>, grid, THREADS, smem, stream, ma, mb, ka);
 }
 
 extern "C" int mxf_sm90_gemm_amax_supports(const mxf_gemm_problem *p) {
+  mxf_gemm_problem run;
   geometry g;
-  return make_geometry(p, 0, &g) ? 1 : 0;
+  return plan_problem(p, 0, &run, &g) ? 1 : 0;
 }
 
 extern "C" size_t mxf_sm90_gemm_amax_workspace(const mxf_gemm_problem *p, int num_sms) {
+  mxf_gemm_problem run;
   geometry g;
-  if (!make_geometry(p, num_sms, &g)) return 0;
+  if (!plan_problem(p, num_sms, &run, &g)) return 0;
   return g.total();
 }
 
-extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_gemm_amax_args *args,
+extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, const mxf_gemm_amax_args *cargs,
                                                 void *ws, size_t ws_size, cudaStream_t stream, int num_sms) {
+  mxf_gemm_problem run;
   geometry g;
-  if (!make_geometry(p, num_sms, &g))
+  if (!plan_problem(caller, num_sms, &run, &g))
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: the sm_90a gemm_amax kernel does not run this problem");
+  const mxf_gemm_problem *p = &run;
+  mxf_gemm_amax_args swapped_args = *cargs; /* the operands of the problem run */
+  if (g.tc) {
+    swapped_args.a = cargs->b, swapped_args.b = cargs->a;
+    swapped_args.sfa = cargs->sfb, swapped_args.sfb = cargs->sfa;
+  }
+  const mxf_gemm_amax_args *args = &swapped_args;
   const size_t need = g.total();
   if (ws_size < need || (need && !ws))
     return mxf_set_error(MXF_ERR_INVALID_VALUE, "gemm_amax: workspace of %zu bytes; the sm90 kernel needs %zu", ws_size,
@@ -1238,7 +1392,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   CUtensorMap map_a, map_b;
   CUresult r = make_map_codes(enc, &map_a, args->a, g.kbytes, p->m, p->l, a_row, a_bat, g.rb, BM);
   if (r == CUDA_SUCCESS)
-    r = g.bp ? make_map_bf16(enc, &map_b, wbp, g.nks * BK, p->n, p->l, BN)
+    r = g.bp ? make_map_bf16(enc, &map_b, wbp, g.nks * BK, p->n, p->l, g.nb)
              : make_map_codes(enc, &map_b, args->b, g.kbytes, p->n, p->l, b_row, b_bat, g.rb, BN);
   if (r != CUDA_SUCCESS)
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: cannot describe A/B to the TMA unit (CUresult %d)",
@@ -1340,6 +1494,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   ka.nkb = g.nkb;
   ka.rb = g.rb;
   ka.cdt = (int)p->c;
+  ka.tc = g.tc;
   ka.c_ms = p->c_ms;
   ka.c_ls = p->c_ls;
   ka.c = args->c;
@@ -1360,13 +1515,17 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const
   ka.partial = wpart;
   ka.flags = wflags;
   const unsigned grid = (unsigned)g.grid;
-  switch (g.fmt * 2 + g.bp) {
-  case FMT_E4M3 * 2: e = launch_gemm<FMT_E4M3, 0>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E4M3 * 2 + 1: e = launch_gemm<FMT_E4M3, 1>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E5M2 * 2: e = launch_gemm<FMT_E5M2, 0>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E5M2 * 2 + 1: e = launch_gemm<FMT_E5M2, 1>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E2M1 * 2: e = launch_gemm<FMT_E2M1, 0>(grid, map_a, map_b, ka, stream); break;
-  default: e = launch_gemm<FMT_E2M1, 1>(grid, map_a, map_b, ka, stream); break;
+  const int narrow = g.nb == BN_NARROW; /* always with the pre-pass */
+  switch (g.fmt * 3 + g.bp + narrow) {
+  case FMT_E4M3 * 3: e = launch_gemm<FMT_E4M3, 0>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E4M3 * 3 + 1: e = launch_gemm<FMT_E4M3, 1>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E4M3 * 3 + 2: e = launch_gemm<FMT_E4M3, 1, BN_NARROW>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E5M2 * 3: e = launch_gemm<FMT_E5M2, 0>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E5M2 * 3 + 1: e = launch_gemm<FMT_E5M2, 1>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E5M2 * 3 + 2: e = launch_gemm<FMT_E5M2, 1, BN_NARROW>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E2M1 * 3: e = launch_gemm<FMT_E2M1, 0>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E2M1 * 3 + 1: e = launch_gemm<FMT_E2M1, 1>(grid, map_a, map_b, ka, stream); break;
+  default: e = launch_gemm<FMT_E2M1, 1, BN_NARROW>(grid, map_a, map_b, ka, stream); break;
   }
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: sm90 gemm_amax launch: %s", cudaGetErrorString(e));

@@ -1,7 +1,7 @@
 /*
  * sm90_ptx.cuh — thin PTX wrappers for the Hopper (sm_90a) kernels: mbarriers, bulk and
  * tensor copies (TMA), async-proxy fences, named barriers, setmaxnreg, wgmma (register-A
- * m64n256k16 for gemm_amax, shared-A m64n192k16 for proj_rope).
+ * m64n256k16 and m64n128k16 for gemm_amax, shared-A m64n192k16 for proj_rope).
  *
  * Only what the sm90 kernels use; each wrapper is one instruction (or a try_wait loop).
  * Compiled for sm_90a only (wgmma and setmaxnreg need the "a" target).
@@ -177,6 +177,28 @@ __device__ __forceinline__ void wgmma_m64n256k16_rs(float (&d)[128], uint32_t a0
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
 }
 
+/* D(64x128, f32) += A(64x16, registers) * B(16x128, shared, K-major), both bf16: the
+ * narrow tile of gemm_amax (64 accumulator registers, the first 64 of m64n256's layout). */
+__device__ __forceinline__ void wgmma_m64n128k16_rs(float (&d)[64], uint32_t a0, uint32_t a1, uint32_t a2,
+                                                    uint32_t a3, uint64_t desc, uint32_t scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+               "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+               "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+               "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+               "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+               "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+                 "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+                 "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+                 "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                 "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(desc), "r"(scale_d));
+}
+
 /* D(64x192, f32) += A(64x16, bf16, shared) * B(16x192, bf16, shared), both operands
  * through descriptors; TB = 1 reads B as MN-major (transposed). scale_d = 0 overwrites D. */
 template <int TB>
@@ -258,6 +280,14 @@ __device__ __forceinline__ void warp_sync_shared() { asm volatile("bar.warp.sync
  * 8i .. 8i + 7 give the addresses of matrix i's rows 0..7 (16 bytes each). */
 __device__ __forceinline__ void stmatrix_x4(uint32_t a, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
   asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
+/* stmatrix .trans: each lane's fragment of 8x8 matrix m lands transposed, row i of the
+ * stored matrix (at the address of lane 8m + i) being column i of the fragment matrix. */
+__device__ __forceinline__ void stmatrix_x4_trans(uint32_t a, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(a), "r"(r0), "r"(r1),
                "r"(r2), "r"(r3)
                : "memory");
 }
