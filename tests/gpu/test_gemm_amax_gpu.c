@@ -21,8 +21,8 @@
  * -0, NaN, large, small); shapes 300x200x96, 1x4096x1024, L=3, K=33 and random ones
  * that are multiples of nothing; NaN / inf codes and NaN scales; scale ranges that do and
  * do not qualify for the sm_90a kernel's f16 path. On a cc 9.0 device every case runs
- * five times: with the default kernel choice (the sm_90a kernel swaps A and B when M <=
- * 128), with the sm_90a kernel's f16 path enabled for any tile count (MXF_GEMM_F16=on),
+ * five times: with the default kernel choice (the sm_90a kernel swaps A and B for few
+ * rows of A), with the sm_90a kernel's f16 path enabled for any tile count (MXF_GEMM_F16=on),
  * with its B pre-pass enabled for any tile count (MXF_GEMM_BPRE=on), these two unswapped
  * (MXF_GEMM_SWAP=off), with A and B swapped for any M (MXF_GEMM_SWAP=on: C written
  * transposed) and with the portable kernel forced (MXF_GEMM_KERNEL=portable).

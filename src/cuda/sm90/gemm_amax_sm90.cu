@@ -46,10 +46,11 @@
  *            shared staging area as whole 128-byte lines, edge tiles and other dtypes
  *            element by element with formats.h's encoders.
  *
- * Few rows of A (M <= SWAP_MAX_M, plan_problem): the kernel runs the swapped problem C^T =
- * B A^T. B's rows become the tiles' rows, dequantized in registers like A's; the caller's
- * A goes through the B pre-pass (a few rows, once); with at most 128 columns the tiles are
- * 128 wide (m64n128 wgmmas, 8 stages); the epilogue writes C transposed (kernel_args::tc).
+ * Few rows of A, or A much smaller than B (plan_problem's rule): the kernel runs the
+ * swapped problem C^T = B A^T. B's rows become the tiles' rows, dequantized
+ * in registers like A's; the caller's A goes through the B pre-pass (the smaller operand,
+ * once); with at most 128 columns the tiles are 128 wide (m64n128 wgmmas, 8 stages); the
+ * epilogue writes C transposed (kernel_args::tc).
  *
  * K order inside a stage is permuted (the sum does not care): thread q (= lane % 4) of a
  * wgmma A fragment owns the 16 consecutive raw k of its row starting at 16q, so it reads
@@ -753,17 +754,17 @@ __device__ __forceinline__ void store_checked(const float (&acc)[NB / 2], const 
 }
 
 /* Chunk ch of the warp's 16 staged rows of 128 bytes (16-byte slot s of row r at
- * s ^ (r % 8)) to C: lane takes slot rslot = lane % 8 of rows 4i + rrow, rrow = lane / 8,
- * at crow + i * rstep + 128 ch, crow being its address in row rrow of chunk 0. Orders the
- * staging writes before it and the next chunk's after it. */
-__device__ __forceinline__ void flush_lines(uint32_t stg, uint8_t *crow, int64_t rstep, int ch, int rrow,
-                                            int rslot) {
+ * s ^ (r % 8)) to C: lane takes slot rslot = lane % 8 of rows 4i + rrow (those below
+ * nrows), rrow = lane / 8, at crow + i * rstep + 128 ch, crow being its address in row
+ * rrow of chunk 0. Orders the staging writes before it and the next chunk's after it. */
+__device__ __forceinline__ void flush_lines(uint32_t stg, uint8_t *crow, int64_t rstep, int ch, int rrow, int rslot,
+                                            int nrows) {
   warp_sync_shared();
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const int row = 4 * i + rrow;
     const uint4 v = lds_v4(stg + row * 128 + ((rslot ^ (row & 7)) << 4));
-    *reinterpret_cast<uint4 *>(crow + i * rstep + 128 * ch) = v;
+    if (row < nrows) *reinterpret_cast<uint4 *>(crow + i * rstep + 128 * ch) = v;
   }
   warp_sync_shared();
 }
@@ -778,14 +779,15 @@ __device__ __forceinline__ uint8_t *c_lane_row(const kernel_args &p, int esize, 
 }
 
 /*
- * A whole tile of 16-bit C (bf16 / f16) with 16-byte stores of whole 128-byte lines: per
+ * A tile of 16-bit C (bf16 / f16) with 16-byte stores of whole 128-byte lines: per
  * 64-column chunk the warp's 16 x 64 results go through its 2 KB of shared memory
  * (stmatrix from the accumulator layout; 16-byte slot s of row r at s ^ (r % 8), so
- * neither side has bank conflicts) and come back as 8 lanes per row.
+ * neither side has bank conflicts) and come back as 8 lanes per row; rows from nrows on
+ * (beyond M) are skipped.
  */
 template <int CDT, int NB>
 __device__ __forceinline__ void store_full16(const float (&acc)[NB / 2], const kernel_args &p, uint32_t stg, int l,
-                                             int64_t row0, int nt, int lane) {
+                                             int64_t row0, int nt, int lane, int nrows) {
   /* stmatrix: lane gives row 8 (m % 2) + lane % 8 of matrix m = lane / 8, slot + m / 2 */
   const int mrow = 8 * ((lane >> 3) & 1) + (lane & 7);
   const uint32_t waddr = stg + mrow * 128;
@@ -807,16 +809,16 @@ __device__ __forceinline__ void store_full16(const float (&acc)[NB / 2], const k
       }
       stmatrix_x4(waddr + (((2 * jj + wslot) ^ wsw) << 4), r[0], r[1], r[2], r[3]);
     }
-    flush_lines(stg, crow, rstep, ch, rrow, rslot);
+    flush_lines(stg, crow, rstep, ch, rrow, rslot, nrows);
   }
 }
 
-/* A whole tile of f32 C, like store_full16: per 32-column chunk the warp's 16 x 32 results
+/* A tile of f32 C, like store_full16: per 32-column chunk the warp's 16 x 32 results
  * go through its 2 KB of shared memory (8-byte pairs; 16-byte slot s of row r at
  * s ^ (r % 8)) and come back as 8 lanes per 128-byte row. */
 template <int NB>
 __device__ __forceinline__ void store_full32(const float (&acc)[NB / 2], const kernel_args &p, uint32_t stg, int l,
-                                             int64_t row0, int nt, int lane) {
+                                             int64_t row0, int nt, int lane, int nrows) {
   const int q = lane & 3, wrow = lane >> 2; /* accumulator layout: rows wrow, wrow + 8 */
   const int rrow = lane >> 3, rslot = lane & 7;
   int64_t rstep;
@@ -831,20 +833,20 @@ __device__ __forceinline__ void store_full32(const float (&acc)[NB / 2], const k
         sts_f32x2(stg + row * 128 + ((slot ^ (row & 7)) << 4) + 8 * (q & 1), acc[4 * j + 2 * h],
                   acc[4 * j + 2 * h + 1]);
       }
-    flush_lines(stg, crow, rstep, ch, rrow, rslot);
+    flush_lines(stg, crow, rstep, ch, rrow, rslot, nrows);
   }
 }
 
 /*
- * A whole tile of 16-bit C, transposed (p.tc): the warp's 16 tile rows are 16 consecutive
+ * A tile of 16-bit C, transposed (p.tc): the warp's 16 tile rows are 16 consecutive
  * columns of C, its NB tile columns NB rows of C. Per 64-column chunk, stmatrix .trans
  * writes each 8 x 8 block transposed into the warp's 2 KB as 64 rows of C of 32 bytes
  * (16-byte half s of row r at s ^ ((r >> 2) & 1): no bank conflicts), which come back
- * as 2 lanes per row, 16 rows per store.
+ * as 2 lanes per row, 16 rows per store; rows of C from ncols on (beyond N) are skipped.
  */
 template <int CDT, int NB>
 __device__ __forceinline__ void store_full16_t(const float (&acc)[NB / 2], const kernel_args &p, uint32_t stg, int l,
-                                               int64_t row0, int nt, int lane) {
+                                               int64_t row0, int nt, int lane, int ncols) {
   /* stmatrix: lane gives stored row 8 (m / 2) + lane % 8 (+ 16 jj) of matrix m = lane / 8, half m % 2 */
   const int wrow = 8 * (lane >> 4) + (lane & 7), whalf = (lane >> 3) & 1;
   /* read back: lane takes half lane % 2 of rows 16 i + lane / 2 */
@@ -870,18 +872,19 @@ __device__ __forceinline__ void store_full16_t(const float (&acc)[NB / 2], const
     for (int i = 0; i < 4; ++i) {
       const int row = 16 * i + rrow;
       const uint4 v = lds_v4(stg + row * 32 + ((rhalf ^ ((row >> 2) & 1)) << 4));
-      *reinterpret_cast<uint4 *>(crow + 2 * (64 * ch + 16 * i) * p.c_ms) = v;
+      if (64 * ch + row < ncols) *reinterpret_cast<uint4 *>(crow + 2 * (64 * ch + 16 * i) * p.c_ms) = v;
     }
     warp_sync_shared();
   }
 }
 
-/* A whole tile of f32 C, transposed (p.tc): per 32-column chunk, the warp's values go
- * into its 2 KB as 32 rows of C of 64 bytes (16-byte slot s of row r at s ^ ((r >> 1) & 3),
- * two-way bank conflicts at most) and come back as 4 lanes per row, 8 rows per store. */
+/* A tile of f32 C, transposed (p.tc): per 32-column chunk, the warp's values go into its
+ * 2 KB as 32 rows of C of 64 bytes (16-byte slot s of row r at s ^ ((r >> 1) & 3), two-way
+ * bank conflicts at most) and come back as 4 lanes per row, 8 rows per store; rows of C
+ * from ncols on are skipped. */
 template <int NB>
 __device__ __forceinline__ void store_full32_t(const float (&acc)[NB / 2], const kernel_args &p, uint32_t stg, int l,
-                                               int64_t row0, int nt, int lane) {
+                                               int64_t row0, int nt, int lane, int ncols) {
   const int q = lane & 3, wcol = lane >> 2; /* accumulator layout: tile rows wcol, wcol + 8 */
   const int rrow = lane >> 2, rslot = lane & 3;
   uint8_t *crow = static_cast<uint8_t *>(p.c) + 4 * ((int64_t)l * p.c_ls + ((int64_t)nt * NB + rrow) * p.c_ms + row0) +
@@ -901,19 +904,23 @@ __device__ __forceinline__ void store_full32_t(const float (&acc)[NB / 2], const
     for (int i = 0; i < 4; ++i) {
       const int row = 8 * i + rrow;
       const uint4 v = lds_v4(stg + row * 64 + ((rslot ^ ((row >> 1) & 3)) << 4));
-      *reinterpret_cast<uint4 *>(crow + 4 * (32 * ch + 8 * i) * p.c_ms) = v;
+      if (32 * ch + row < ncols) *reinterpret_cast<uint4 *>(crow + 4 * (32 * ch + 8 * i) * p.c_ms) = v;
     }
     warp_sync_shared();
   }
 }
 
 /*
- * C = alpha * acc in C's dtype, amax folded into fm. A tile wholly inside C takes the fast
- * path for bf16 / f16 / f32: amax over all 128 values, hardware conversion (16-bit C),
- * whole 128-byte lines
- * (the core admits only C whose row starts are 16-byte aligned, SPEC §1). The hardware conversion quiets NaN into
- * the canonical NaN rather than SPEC §0's payload-keeping rule, so a warp holding a NaN
- * takes the element-wise path. Other dtypes and edge tiles take that path always.
+ * C = alpha * acc in C's dtype, amax folded into fm. For bf16 / f16 / f32, a tile wholly
+ * inside C takes the fast path: amax over all values, hardware conversion (16-bit C),
+ * whole 16-byte pieces of lines through the staging area (the core admits only C whose
+ * row starts are 16-byte aligned, SPEC §1). With the narrow tile, so does a tile whose
+ * lines of C are whole (its columns inside C; transposed, its rows): amax over the values
+ * inside C, lines beyond C's edge skipped (M < 128 runs swapped on such tiles). (In the
+ * wide kernels that made ptxas serialize the wgmmas, C7515.) The hardware conversion
+ * quiets NaN into the canonical NaN rather than SPEC §0's payload-keeping rule, so a warp
+ * holding a NaN takes the element-wise path. Other dtypes and other edge tiles take that
+ * path always.
  */
 template <int CDT, int NB, bool TC, class SM>
 __device__ __forceinline__ void epilogue(float (&acc)[NB / 2], const kernel_args &p, const SM &sm, int l, int mt,
@@ -924,25 +931,36 @@ __device__ __forceinline__ void epilogue(float (&acc)[NB / 2], const kernel_args
     for (int i = 0; i < NV; ++i) acc[i] *= p.alpha;
   }
   if constexpr (CDT == MXF_BF16 || CDT == MXF_F16 || CDT == MXF_F32) {
-    if ((mt + 1) * BM <= p.m && (nt + 1) * NB <= p.n) {
+    const int rlim = p.m - mt * BM, clim = p.n - nt * NB; /* tile rows / columns inside C */
+    const bool tc = TC && p.tc;
+    constexpr bool EDGE = NB != BN; /* edge tiles on the fast path */
+    if (EDGE ? (tc ? rlim >= BM : clim >= NB) : (rlim >= BM && clim >= NB)) {
       float t8[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}; /* 8 chains, not one of NV */
+      if (!EDGE || (rlim >= BM && clim >= NB)) {
 #pragma unroll
-      for (int i = 0; i < NV; ++i) t8[i & 7] = mxf_amax_fold_f32(t8[i & 7], acc[i]);
+        for (int i = 0; i < NV; ++i) t8[i & 7] = mxf_amax_fold_f32(t8[i & 7], acc[i]);
+      } else { /* acc[i]: row ar0 + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2q + (i & 1) */
+#pragma unroll
+        for (int i = 0; i < NV; ++i)
+          if (ar0 + 8 * ((i >> 1) & 1) < rlim && 8 * (i >> 2) + 2 * q + (i & 1) < clim)
+            t8[i & 7] = mxf_amax_fold_f32(t8[i & 7], acc[i]);
+      }
       float t = t8[0];
 #pragma unroll
       for (int i = 1; i < 8; ++i) t = mxf_amax_fold_f32(t, t8[i]);
       const uint32_t stg = sm.epi(ct >> 5);
       const int64_t row0 = (int64_t)mt * BM + (ar0 & ~15);
+      const int nrows = EDGE ? rlim - (ar0 & ~15) : 16; /* the warp's rows inside C (not transposed) */
       if (CDT == MXF_F32) {
         fm = mxf_amax_fold_f32(fm, t);
-        if (TC && p.tc) store_full32_t<NB>(acc, p, stg, l, row0, nt, ct & 31);
-        else store_full32<NB>(acc, p, stg, l, row0, nt, ct & 31);
+        if (tc) store_full32_t<NB>(acc, p, stg, l, row0, nt, ct & 31, EDGE ? clim : NB);
+        else store_full32<NB>(acc, p, stg, l, row0, nt, ct & 31, nrows);
         return;
       }
       if (!__any_sync(0xFFFFFFFFu, t != t)) {
         fm = mxf_amax_fold_f32(fm, t);
-        if (TC && p.tc) store_full16_t<CDT, NB>(acc, p, stg, l, row0, nt, ct & 31);
-        else store_full16<CDT, NB>(acc, p, stg, l, row0, nt, ct & 31);
+        if (tc) store_full16_t<CDT, NB>(acc, p, stg, l, row0, nt, ct & 31, EDGE ? clim : NB);
+        else store_full16<CDT, NB>(acc, p, stg, l, row0, nt, ct & 31, nrows);
         return;
       }
     }
@@ -1036,18 +1054,29 @@ __device__ __forceinline__ void consume_stage_bp(float (&acc)[NB / 2], uint32_t 
   if (ks > 0 && lane == 0) mbar_arrive(sm.empty((int)((g - 1) % ns)));
 }
 
-/* The stages [0, nk) of a unit, nk >= 1 (unit_work). The loop leaves only after waiting
- * for all wgmmas: with a last odd stage after the loop instead, ptxas serialized the
- * narrow tile's wgmmas (C7514 / C7515, copies of the accumulators while in flight). */
+/* The stages [0, nk) of a unit, nk >= 1 (unit_work), two per trip (fragments fa, fb).
+ * Two loop shapes, each what ptxas compiles well: with a last odd stage after the loop it
+ * serialized the narrow tile's wgmmas (C7514 / C7515: copies of the accumulators while
+ * in flight), so the narrow loop leaves from either stage; that shape took ptxas minutes
+ * on the wide e5m2 kernel, which keeps the stage after the loop. */
 template <int FMT, int NB>
 __device__ __forceinline__ void mainloop_bp(float (&acc)[NB / 2], uint32_t (&fa)[16], uint32_t (&fb)[16],
                                             const smem_map_t<1, NB> &sm, uint32_t &g, int nk, int nkb, int ar0, int q,
                                             int lane) {
-  for (int ks = 0;; ks += 2) {
-    consume_stage_bp<FMT, NB>(acc, fa, sm, g++, ks, nkb, ar0, q, lane);
-    if (ks + 1 >= nk) break;
-    consume_stage_bp<FMT, NB>(acc, fb, sm, g++, ks + 1, nkb, ar0, q, lane);
-    if (ks + 2 >= nk) break;
+  if constexpr (NB != BN) {
+    for (int ks = 0;; ks += 2) {
+      consume_stage_bp<FMT, NB>(acc, fa, sm, g++, ks, nkb, ar0, q, lane);
+      if (ks + 1 >= nk) break;
+      consume_stage_bp<FMT, NB>(acc, fb, sm, g++, ks + 1, nkb, ar0, q, lane);
+      if (ks + 2 >= nk) break;
+    }
+  } else {
+    int ks = 0;
+    for (; ks + 1 < nk; ks += 2) {
+      consume_stage_bp<FMT, NB>(acc, fa, sm, g++, ks, nkb, ar0, q, lane);
+      consume_stage_bp<FMT, NB>(acc, fb, sm, g++, ks + 1, nkb, ar0, q, lane);
+    }
+    if (ks < nk) consume_stage_bp<FMT, NB>(acc, fa, sm, g++, ks, nkb, ar0, q, lane);
   }
   wgmma_wait<0>();
   if (lane == 0) mbar_arrive(sm.empty((int)((g - 1) % smem_map_t<1, NB>::ns)));
@@ -1309,19 +1338,23 @@ static mxf_gemm_problem swapped_problem(const mxf_gemm_problem *p) {
   return s;
 }
 
-/* Rows of A up to which the operands are swapped (plan_problem). */
-static constexpr int64_t SWAP_MAX_M = 128;
-
 /*
- * Which problem the kernel runs: with few rows of A (M <= SWAP_MAX_M), a tile row of the
- * plain problem would convert all of B in the mainloop on tiles_n CTAs (too few for the
- * SMs, see bench/NOTES.md). Swapped, B's rows are the tiles' rows, converted in registers
- * like A's, and the few rows of A go through the pre-pass once, on 128-column tiles.
+ * Which problem the kernel runs, a rule fitted to measurements (bench/NOTES.md, eighth
+ * session). Swapped, B's rows are the tiles' rows, converted in registers like A's, and A
+ * goes through the pre-pass once. That pays
+ * - with M <= 128 (128-column tiles): a tile row of the plain problem converts all of B
+ *   in the mainloop on tiles_n CTAs, too few for the SMs;
+ * - below the pre-pass's threshold (BP_TILES_M rows of tiles), with M a multiple of 256:
+ *   whole wide tiles (edge tiles of the wide kernel store element by element);
+ * - above it, with N >= 2M: the pre-pass then converts the operand of half the size or
+ *   less (at 16384 x 24576 x 1536 the swapped run was 8 % slower).
  * MXF_GEMM_SWAP=on / off overrides (tests). Fills *run (the problem run) and *g.
  */
 static bool plan_problem(const mxf_gemm_problem *p, int num_sms, mxf_gemm_problem *run, geometry *g) {
   const int sw_env = env_switch("MXF_GEMM_SWAP");
-  if (sw_env != 0 && (sw_env == 1 || p->m <= SWAP_MAX_M)) {
+  const bool pays = p->m <= BN_NARROW ||
+                    ((p->m + BM - 1) / BM < BP_TILES_M ? p->m % BN == 0 : p->n >= 2 * p->m);
+  if (sw_env == 1 || (sw_env < 0 && pays)) {
     *run = swapped_problem(p);
     if (make_geometry(run, num_sms, g, 1)) return true;
   }
