@@ -837,22 +837,45 @@ __device__ __forceinline__ void store_full32(const float (&acc)[NB / 2], const k
   }
 }
 
+/* The transposed stores' staging: rows of C of RB bytes (32 or 64), 16-byte slot s of row
+ * r at s ^ ((r / (128 / RB)) % (RB / 16)), so that 8 consecutive rows fill the banks. */
+template <int RB> __device__ __forceinline__ uint32_t t_slot(int row, int s) {
+  return (uint32_t)(s ^ ((row / (128 / RB)) & (RB / 16 - 1))) << 4;
+}
+
+/* Chunk ch of the warp's NR = 2048 / RB staged rows of C (elements of RB / 16 bytes; C
+ * rows row0c + NR ch + r, from column col0) to C: lane takes slot lane % S (S = RB / 16) of
+ * rows (32 / S) i + lane / S, those below ncols. Orders the staging writes before it and
+ * the next chunk's after it. */
+template <int RB>
+__device__ __forceinline__ void flush_rows_t(uint32_t stg, const kernel_args &p, int l, int64_t row0c, int64_t col0,
+                                             int ch, int lane, int ncols) {
+  constexpr int S = RB / 16, NR = 2048 / RB, PER = 32 / S;
+  const int rrow = lane / S, rslot = lane % S;
+  uint8_t *crow = static_cast<uint8_t *>(p.c) + (RB / 16) * ((int64_t)l * p.c_ls + (row0c + NR * ch + rrow) * p.c_ms + col0) +
+                  16 * rslot;
+  warp_sync_shared();
+#pragma unroll
+  for (int i = 0; i < NR / PER; ++i) {
+    const int row = PER * i + rrow;
+    const uint4 v = lds_v4(stg + row * RB + t_slot<RB>(row, rslot));
+    if (NR * ch + row < ncols) *reinterpret_cast<uint4 *>(crow + (RB / 16) * (int64_t)(PER * i) * p.c_ms) = v;
+  }
+  warp_sync_shared();
+}
+
 /*
  * A tile of 16-bit C, transposed (p.tc): the warp's 16 tile rows are 16 consecutive
  * columns of C, its NB tile columns NB rows of C. Per 64-column chunk, stmatrix .trans
  * writes each 8 x 8 block transposed into the warp's 2 KB as 64 rows of C of 32 bytes
- * (16-byte half s of row r at s ^ ((r >> 2) & 1): no bank conflicts), which come back
- * as 2 lanes per row, 16 rows per store; rows of C from ncols on (beyond N) are skipped.
+ * (t_slot: no bank conflicts), which come back as 2 lanes per row, 16 rows per store
+ * (flush_rows_t); rows of C from ncols on (beyond N) are skipped.
  */
 template <int CDT, int NB>
 __device__ __forceinline__ void store_full16_t(const float (&acc)[NB / 2], const kernel_args &p, uint32_t stg, int l,
                                                int64_t row0, int nt, int lane, int ncols) {
   /* stmatrix: lane gives stored row 8 (m / 2) + lane % 8 (+ 16 jj) of matrix m = lane / 8, half m % 2 */
   const int wrow = 8 * (lane >> 4) + (lane & 7), whalf = (lane >> 3) & 1;
-  /* read back: lane takes half lane % 2 of rows 16 i + lane / 2 */
-  const int rrow = lane >> 1, rhalf = lane & 1;
-  uint8_t *crow = static_cast<uint8_t *>(p.c) + 2 * ((int64_t)l * p.c_ls + ((int64_t)nt * NB + rrow) * p.c_ms + row0) +
-                  16 * rhalf;
 #pragma unroll
   for (int ch = 0; ch < NB / 64; ++ch) {
 #pragma unroll
@@ -865,30 +888,19 @@ __device__ __forceinline__ void store_full16_t(const float (&acc)[NB / 2], const
         r[m] = CDT == MXF_BF16 ? mxf_f32x2_to_bf16x2(lo, hi) : pack_f16x2(lo, hi);
       }
       const int row = 16 * jj + wrow;
-      stmatrix_x4_trans(stg + row * 32 + ((whalf ^ ((row >> 2) & 1)) << 4), r[0], r[1], r[2], r[3]);
+      stmatrix_x4_trans(stg + row * 32 + t_slot<32>(row, whalf), r[0], r[1], r[2], r[3]);
     }
-    warp_sync_shared();
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = 16 * i + rrow;
-      const uint4 v = lds_v4(stg + row * 32 + ((rhalf ^ ((row >> 2) & 1)) << 4));
-      if (64 * ch + row < ncols) *reinterpret_cast<uint4 *>(crow + 2 * (64 * ch + 16 * i) * p.c_ms) = v;
-    }
-    warp_sync_shared();
+    flush_rows_t<32>(stg, p, l, (int64_t)nt * NB, row0, ch, lane, ncols);
   }
 }
 
 /* A tile of f32 C, transposed (p.tc): per 32-column chunk, the warp's values go into its
- * 2 KB as 32 rows of C of 64 bytes (16-byte slot s of row r at s ^ ((r >> 1) & 3), two-way
- * bank conflicts at most) and come back as 4 lanes per row, 8 rows per store; rows of C
- * from ncols on are skipped. */
+ * 2 KB as 32 rows of C of 64 bytes (t_slot; two-way bank conflicts at most) and come back
+ * as 4 lanes per row, 8 rows per store (flush_rows_t); rows of C from ncols on are skipped. */
 template <int NB>
 __device__ __forceinline__ void store_full32_t(const float (&acc)[NB / 2], const kernel_args &p, uint32_t stg, int l,
                                                int64_t row0, int nt, int lane, int ncols) {
   const int q = lane & 3, wcol = lane >> 2; /* accumulator layout: tile rows wcol, wcol + 8 */
-  const int rrow = lane >> 2, rslot = lane & 3;
-  uint8_t *crow = static_cast<uint8_t *>(p.c) + 4 * ((int64_t)l * p.c_ls + ((int64_t)nt * NB + rrow) * p.c_ms + row0) +
-                  16 * rslot;
 #pragma unroll
   for (int ch = 0; ch < NB / 32; ++ch) {
 #pragma unroll
@@ -896,17 +908,9 @@ __device__ __forceinline__ void store_full32_t(const float (&acc)[NB / 2], const
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int h = e >> 1, row = 8 * jj + 2 * q + (e & 1), col = 8 * h + wcol;
-        sts_f32(stg + row * 64 + (((col >> 2) ^ ((row >> 1) & 3)) << 4) + 4 * (col & 3),
-                acc[4 * (4 * ch + jj) + e]);
+        sts_f32(stg + row * 64 + t_slot<64>(row, col >> 2) + 4 * (col & 3), acc[4 * (4 * ch + jj) + e]);
       }
-    warp_sync_shared();
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = 8 * i + rrow;
-      const uint4 v = lds_v4(stg + row * 64 + ((rslot ^ ((row >> 1) & 3)) << 4));
-      if (32 * ch + row < ncols) *reinterpret_cast<uint4 *>(crow + 4 * (32 * ch + 8 * i) * p.c_ms) = v;
-    }
-    warp_sync_shared();
+    flush_rows_t<64>(stg, p, l, (int64_t)nt * NB, row0, ch, lane, ncols);
   }
 }
 
