@@ -101,9 +101,8 @@ constexpr int SMEM_BYTES = NS * STAGE + NBB * BBUF + 256 + 8 * EPI + 3 * FAC + 1
 constexpr int GROUP_M = 8;         /* tile raster: groups of 8 m-tiles, n inside */
 static_assert(STAGE % 1024 == 0 && BBUF % 1024 == 0, "1024-byte aligned buffers");
 static_assert(SMEM_BYTES <= 227 * 1024, "fits one SM");
-/* B converted by the pre-pass (see "The B pre-pass"): a stage holds raw A, B's bf16 tile
- * and A's scales; no bf16 ring, no f16 path */
-/* With the B pre-pass a stage is raw A, B's bf16 tile and A's scales. The narrow tile
+/* With the B pre-pass (see "The B pre-pass") a stage is raw A, B's bf16 tile and A's
+ * scales; no bf16 ring, no f16 path. The narrow tile
  * (NB = 128 columns, operands swapped for few rows: see make_geometry) fits 8 of them. */
 constexpr int BN_NARROW = 128;
 constexpr int bp_ns(int nb) { return nb == BN ? 5 : 8; }
@@ -428,12 +427,8 @@ template <int FMT> __device__ __forceinline__ void b_convert_blocks(const bconv_
     if (valid && c < nst) {
       const int64_t kb0 = (int64_t)(ks0 + c) * a.nkb;
       const uint8_t *sf = a.sfb + mxf_gemm_sf_offset(a.lb, a.n, a.kb, n, kb0, l);
-      const int64_t left = a.kb - kb0;
-      const uint32_t on = left >= a.nkb ? (1u << a.nkb) - 1u : (1u << left) - 1u; /* left >= 1 */
-      uint32_t sw = a.nkb == 2 ? 0x7F7F0000u : 0u; /* past nkb: unused, 1.0 */
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if ((on >> j) & 1u) sw |= (uint32_t)__ldg(sf + j) << (8 * j);
+      const uint32_t on = sf_quad_on(a.kb - kb0) & ((1u << a.nkb) - 1u); /* the stage's k-blocks */
+      const uint32_t sw = sf_quad(sf, on, a.lb) | (a.nkb == 2 ? 0x7F7F0000u : 0u); /* past nkb: unused, 1.0 */
       scale_quad(sw, a.nkb == 2 ? on | 0xCu : on, a.ue4m3, s01, s23);
     }
     uint4 *dst = a.out + ((rr * a.nks + ks0) << 3) + c;
@@ -769,9 +764,9 @@ __device__ __forceinline__ void flush_lines(uint32_t stg, uint8_t *crow, int64_t
   warp_sync_shared();
 }
 
-/* Where lane (rrow = lane / 8, rslot = lane % 8) of flush_lines stores chunk 0 of C
- * elements of esize bytes (row0 + rrow, 16-byte slot rslot from column col0), and the
- * bytes of 4 rows. */
+/* The address of 16-byte slot rslot from column col0 in row row0 + rrow of C, elements
+ * of esize bytes (where a lane of flush_lines or flush_rows_t stores its first piece), and
+ * in rstep the bytes of 4 rows (flush_lines' step). */
 __device__ __forceinline__ uint8_t *c_lane_row(const kernel_args &p, int esize, int l, int64_t row0, int64_t col0,
                                                int rrow, int rslot, int64_t &rstep) {
   rstep = 4 * esize * p.c_ms;
@@ -852,8 +847,8 @@ __device__ __forceinline__ void flush_rows_t(uint32_t stg, const kernel_args &p,
                                              int ch, int lane, int ncols) {
   constexpr int S = RB / 16, NR = 2048 / RB, PER = 32 / S;
   const int rrow = lane / S, rslot = lane % S;
-  uint8_t *crow = static_cast<uint8_t *>(p.c) + (RB / 16) * ((int64_t)l * p.c_ls + (row0c + NR * ch + rrow) * p.c_ms + col0) +
-                  16 * rslot;
+  int64_t rstep4; /* flush_lines' step, unused here */
+  uint8_t *crow = c_lane_row(p, RB / 16, l, row0c + NR * ch, col0, rrow, rslot, rstep4);
   warp_sync_shared();
 #pragma unroll
   for (int i = 0; i < NR / PER; ++i) {
