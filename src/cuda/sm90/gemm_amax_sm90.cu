@@ -20,10 +20,13 @@
  *   1b. (M of at least BP_TILES_M rows of tiles, see make_geometry) the B pre-pass: B
  *      dequantized once to bf16 in the workspace, in the layout of the tile the wgmmas
  *      read; the mainloop then converts A alone (see "The B pre-pass"). One launch
- *      (prep_bp_kernel) runs it beside step 1, which then prepares A's scales only.
+ *      (prep_bp_kernel) runs it beside step 1, which then prepares A's scales only, and
+ *      not even those when they are e8m0 in the swizzled layout: the kernel then reads
+ *      the bytes as they are (kernel_args::sfr, one 512-byte block per stage).
  *   2. gemm_kernel (persistent, one CTA per SM, 384 threads), a programmatic dependent
  *      launch: it is scheduled while step 1 ends and waits for its results after setting
- *      up its barriers. Over the work units of
+ *      up its barriers (reading A's scale bytes as they are, the producer first loads the
+ *      first unit's first stages of A, which do not depend on step 1). Over the work units of
  *      unit_work: whole tiles, then the last partial wave's tiles split along K;
  *        warpgroup 0   producer: one thread issues TMA loads of raw A (128 x 64 k) and B
  *                      (256 x 64 k) codes and bulk copies of their scales into a 4-stage
@@ -120,6 +123,11 @@ struct kernel_args {
   int64_t c_ms, c_ls;
   void *c;
   const uint16_t *sfa, *sfb;      /* prepared scales in the workspace (bf16 multipliers) */
+  /* With the B pre-pass and A's scales e8m0 in the swizzled layout (16-byte aligned): the
+   * kernel reads them as they are (sfa unused): each stage's 512-byte block of its tile */
+  const uint8_t *sfr;             /* A's scale bytes, or null */
+  int64_t sfr_ls;                 /* bytes per batch: R K' 512 */
+  int sfr_kq, kb;                 /* K' = ceil(kb / 4); k-blocks of a row */
   int64_t d16;                    /* the f16 path's multipliers: sfa + d16, sfb + d16 */
   const float *fa, *fb;           /* per (batch, tile, row): the f16 path's 2^(R - 127) */
   const int *oka, *okb;           /* per (batch, tile): every row of the tile qualifies */
@@ -545,16 +553,24 @@ __device__ __forceinline__ void convert_stage(const stage_regs &r, const stage_s
   }
 }
 
+/* fp8_special over the A words of a stage (0 for e2m1), before the mask */
+template <int FMT> __device__ __forceinline__ uint32_t a_special(const stage_regs &r) {
+  uint32_t special = 0;
+  if constexpr (FMT != FMT_E2M1) {
+#pragma unroll
+    for (int s = 0; s < 4; ++s) special |= fp8_special<FMT>(r.a0[s]) | fp8_special<FMT>(r.a1[s]);
+  }
+  return special;
+}
+
 /* The bf16 path of a stage (WB: A and B; else A alone): NaN/inf codes anywhere in this
  * thread's words -> exact; a scale too large to fold 2^c into -> two products; else one
  * product per pair. */
 template <int FMT, bool WB = true>
 __device__ __forceinline__ void convert_stage_bf16(const stage_regs &r, const stage_scales &sc, uint32_t (&fr)[16],
                                                    uint32_t bt, int n) {
-  uint32_t special = 0;
+  uint32_t special = a_special<FMT>(r);
   if constexpr (FMT != FMT_E2M1) {
-#pragma unroll
-    for (int s = 0; s < 4; ++s) special |= fp8_special<FMT>(r.a0[s]) | fp8_special<FMT>(r.a1[s]);
     if constexpr (WB) {
 #pragma unroll
       for (int c = 0; c < 4; ++c)
@@ -589,14 +605,9 @@ __device__ __forceinline__ void convert_stage_bf16(const stage_regs &r, const st
   }
 }
 
-/* A stage's raw A rows ar0 and ar0 + 8 (raw k 16q .. 16q + 15) and their scales, from
- * the stage's raw A and A-scale areas. */
+/* A stage's raw A rows ar0 and ar0 + 8: raw k 16q .. 16q + 15. */
 template <int FMT>
-__device__ __forceinline__ void load_a(stage_regs &r, stage_scales &sc, uint32_t raw_a, uint32_t sf_a, int nkb,
-                                       int ar0, int q) {
-  const int kq = nkb == 2 ? (q >> 1) : q;
-  sc.a0 = dup16(lds_u16(sf_a + 2 * (ar0 * nkb + kq)));
-  sc.a1 = dup16(lds_u16(sf_a + 2 * ((ar0 + 8) * nkb + kq)));
+__device__ __forceinline__ void load_a_codes(stage_regs &r, uint32_t raw_a, int ar0, int q) {
   if constexpr (FMT == FMT_E2M1) {
     /* 32-byte rows, 32B swizzle: 16-byte chunk c of row r sits at chunk c ^ ((r >> 2) & 1) */
     const uint32_t off = ((((q >> 1) ^ ((ar0 >> 2) & 1))) << 4) + 8 * (q & 1);
@@ -612,6 +623,53 @@ __device__ __forceinline__ void load_a(stage_regs &r, stage_scales &sc, uint32_t
     r.a0[0] = w0.x; r.a0[1] = w0.y; r.a0[2] = w0.z; r.a0[3] = w0.w;
     r.a1[0] = w1.x; r.a1[1] = w1.y; r.a1[2] = w1.z; r.a1[3] = w1.w;
   }
+}
+
+/* load_a_codes and the rows' scales from the stage's prepared A-scale area. */
+template <int FMT>
+__device__ __forceinline__ void load_a(stage_regs &r, stage_scales &sc, uint32_t raw_a, uint32_t sf_a, int nkb,
+                                       int ar0, int q) {
+  const int kq = nkb == 2 ? (q >> 1) : q;
+  sc.a0 = dup16(lds_u16(sf_a + 2 * (ar0 * nkb + kq)));
+  sc.a1 = dup16(lds_u16(sf_a + 2 * ((ar0 + 8) * nkb + kq)));
+  load_a_codes<FMT>(r, raw_a, ar0, q);
+}
+
+/* A's scale bytes read as they are (kernel_args::sfr): a stage's area holds its tile's
+ * 512-byte block of the swizzled layout (SPEC §1.1), 128 rows x 4 k-blocks; row ar0 + 8's
+ * byte lies 128 bytes after row ar0's. A k-block beyond the scales' K (padding, maybe
+ * 0xFF) reads as byte 127, 1.0. */
+struct raw_scales {
+  bool on;     /* kernel_args::sfr is set */
+  int off;     /* the byte of row ar0 and this thread's k-block of a stage, less the stage's */
+  int ks_live; /* stages ks < ks_live hold this thread's k-block */
+};
+__device__ __forceinline__ raw_scales make_raw_scales(const kernel_args &p, int ar0, int q) {
+  const int kq = p.nkb == 2 ? (q >> 1) : q;
+  raw_scales rs;
+  rs.on = p.sfr != nullptr;
+  rs.off = (ar0 & 31) * 16 + ((ar0 >> 5) & 3) * 4 + kq;
+  rs.ks_live = (p.kb - kq + p.nkb - 1) / p.nkb;
+  return rs;
+}
+
+/* convert_stage_bf16 without B, from the rows' scale bytes b0, b1: MODE_FOLD's multipliers
+ * come from the bytes (e8m0_fold_pair), the other modes' from scale_bf16. */
+template <int FMT>
+__device__ __forceinline__ void convert_a_raw(const stage_regs &r, uint32_t b0, uint32_t b1, uint32_t (&fr)[16]) {
+  const bool w_special = FMT != FMT_E2M1 && __any_sync(0xFFFFFFFFu, (a_special<FMT>(r) & 0x80808080u) != 0);
+  const bool w_over = __any_sync(0xFFFFFFFFu, max(b0, b1) > e8m0_fold_max<FMT>());
+  stage_scales sc;
+  if (!w_special && !w_over) {
+    sc.a0 = e8m0_fold_pair<FMT>(b0);
+    sc.a1 = e8m0_fold_pair<FMT>(b1);
+    convert_a<FMT, MODE_FOLD>(r, sc, fr);
+    return;
+  }
+  sc.a0 = dup16(scale_bf16((uint8_t)b0, 0));
+  sc.a1 = dup16(scale_bf16((uint8_t)b1, 0));
+  if (!w_special) convert_a<FMT, MODE_TWO>(r, sc, fr);
+  else convert_a<FMT, FMT == FMT_E2M1 ? MODE_TWO : MODE_EXACT>(r, sc, fr);
 }
 
 /*
@@ -1030,14 +1088,23 @@ __device__ __forceinline__ void mainloop(float (&acc)[128], uint32_t (&fa)[16], 
  */
 template <int FMT, int NB>
 __device__ __forceinline__ void consume_stage_bp(float (&acc)[NB / 2], uint32_t (&fr)[16], const smem_map_t<1, NB> &sm,
-                                                 uint32_t g, int ks, int nkb, int ar0, int q, int lane) {
+                                                 uint32_t g, int ks, int ks0, int nkb, int ar0, int q, int lane,
+                                                 const raw_scales &rs) {
   constexpr int ns = smem_map_t<1, NB>::ns;
   const int slot = (int)(g % ns);
   mbar_wait(sm.full(slot), (g / ns) & 1u);
   stage_regs r;
-  stage_scales sc;
-  load_a<FMT>(r, sc, sm.raw_a(slot), sm.sf_a(slot), nkb, ar0, q);
-  convert_stage_bf16<FMT, false>(r, sc, fr, 0u, 0);
+  if (rs.on) {
+    load_a_codes<FMT>(r, sm.raw_a(slot), ar0, q);
+    const uint32_t a = sm.sf_a(slot) + rs.off + (nkb == 2 ? ((ks0 + ks) & 1) << 1 : 0);
+    const bool live = ks0 + ks < rs.ks_live;
+    const uint32_t b0 = lds_u8(a), b1 = lds_u8(a + 128);
+    convert_a_raw<FMT>(r, live ? b0 : 127u, live ? b1 : 127u, fr);
+  } else {
+    stage_scales sc;
+    load_a<FMT>(r, sc, sm.raw_a(slot), sm.sf_a(slot), nkb, ar0, q);
+    convert_stage_bf16<FMT, false>(r, sc, fr, 0u, 0);
+  }
   wgmma_fence();
   const uint64_t desc = wgmma_desc_sw128(sm.raw_b(slot));
 #pragma unroll
@@ -1060,22 +1127,22 @@ __device__ __forceinline__ void consume_stage_bp(float (&acc)[NB / 2], uint32_t 
  * on the wide e5m2 kernel, which keeps the stage after the loop. */
 template <int FMT, int NB>
 __device__ __forceinline__ void mainloop_bp(float (&acc)[NB / 2], uint32_t (&fa)[16], uint32_t (&fb)[16],
-                                            const smem_map_t<1, NB> &sm, uint32_t &g, int nk, int nkb, int ar0, int q,
-                                            int lane) {
+                                            const smem_map_t<1, NB> &sm, uint32_t &g, int ks0, int nk, int nkb, int ar0,
+                                            int q, int lane, const raw_scales &rs) {
   if constexpr (NB != BN) {
     for (int ks = 0;; ks += 2) {
-      consume_stage_bp<FMT, NB>(acc, fa, sm, g++, ks, nkb, ar0, q, lane);
+      consume_stage_bp<FMT, NB>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs);
       if (ks + 1 >= nk) break;
-      consume_stage_bp<FMT, NB>(acc, fb, sm, g++, ks + 1, nkb, ar0, q, lane);
+      consume_stage_bp<FMT, NB>(acc, fb, sm, g++, ks + 1, ks0, nkb, ar0, q, lane, rs);
       if (ks + 2 >= nk) break;
     }
   } else {
     int ks = 0;
     for (; ks + 1 < nk; ks += 2) {
-      consume_stage_bp<FMT, NB>(acc, fa, sm, g++, ks, nkb, ar0, q, lane);
-      consume_stage_bp<FMT, NB>(acc, fb, sm, g++, ks + 1, nkb, ar0, q, lane);
+      consume_stage_bp<FMT, NB>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs);
+      consume_stage_bp<FMT, NB>(acc, fb, sm, g++, ks + 1, ks0, nkb, ar0, q, lane, rs);
     }
-    if (ks < nk) consume_stage_bp<FMT, NB>(acc, fa, sm, g++, ks, nkb, ar0, q, lane);
+    if (ks < nk) consume_stage_bp<FMT, NB>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs);
   }
   wgmma_wait<0>();
   if (lane == 0) mbar_arrive(sm.empty((int)((g - 1) % smem_map_t<1, NB>::ns)));
@@ -1103,7 +1170,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     mbar_init_fence();
   }
   __syncthreads();
-  grid_dependency_wait(); /* the preparation's results (see sf_prepare_kernel) */
+  /* the preparation's results (see sf_prepare_kernel): the producer waits below */
+  if (tid >= 128) grid_dependency_wait();
 
   if (tid < 128) {
     /* ---------------- producer */
@@ -1111,8 +1179,26 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (tid == 0) {
       tma_prefetch_desc(&tma_a);
       tma_prefetch_desc(&tma_b);
-      const uint32_t sfa_bytes = BM * p.nkb * 2, sfb_bytes = BP ? 0 : BN * p.nkb * 2;
+      const bool raw = BP && p.sfr; /* A's scales as they are: a 512-byte block per stage */
+      const uint32_t sfa_bytes = raw ? 512u : BM * p.nkb * 2, sfb_bytes = BP ? 0 : BN * p.nkb * 2;
       const uint32_t tx = (uint32_t)BM * p.rb + (BP ? SM::bp_tile : BN * p.rb) + sfa_bytes + sfb_bytes;
+      /* With raw scales, A's codes and scales do not come from the preparation: the first
+       * unit's first stages load them while the preparation still runs, B after it. */
+      int early = 0;
+      if (raw && (int)blockIdx.x < p.units) {
+        const work_unit w = unit_work(blockIdx.x, p.whole, p.split, p.nks);
+        int l, mt, nt;
+        tile_coords(w.tile, p.tiles_m, p.tiles_n, l, mt, nt);
+        early = min(ns, w.ks1 - w.ks0);
+        for (int i = 0; i < early; ++i) {
+          const int ks = w.ks0 + i;
+          mbar_arrive_expect_tx(sm.full(i), tx);
+          tma_load_3d(sm.raw_a(i), &tma_a, ks * p.rb, mt * BM, l, sm.full(i));
+          bulk_load(sm.sf_a(i), p.sfr + l * p.sfr_ls + ((int64_t)mt * p.sfr_kq + ((ks * p.nkb) >> 2)) * 512, 512u,
+                    sm.full(i));
+        }
+      }
+      grid_dependency_wait();
       int slot = 0;
       uint32_t phase = 0;
       for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
@@ -1124,12 +1210,20 @@ __global__ void __launch_bounds__(THREADS, 1)
         const uint16_t *sfa = p.sfa + d + ((int64_t)(l * p.tiles_m + mt) * p.nks) * (BM * p.nkb);
         const uint16_t *sfb = p.sfb + d + ((int64_t)(l * p.tiles_n + nt) * p.nks) * (BN * p.nkb);
         for (int ks = w.ks0; ks < w.ks1; ++ks) {
-          mbar_wait(sm.empty(slot), phase ^ 1u);
           const uint32_t fb = sm.full(slot);
-          mbar_arrive_expect_tx(fb, tx);
-          tma_load_3d(sm.raw_a(slot), &tma_a, ks * p.rb, mt * BM, l, fb);
+          if (early > 0) {
+            --early; /* A is on its way (slot = the stage, first pass) */
+          } else {
+            mbar_wait(sm.empty(slot), phase ^ 1u);
+            mbar_arrive_expect_tx(fb, tx);
+            tma_load_3d(sm.raw_a(slot), &tma_a, ks * p.rb, mt * BM, l, fb);
+            if (raw)
+              bulk_load(sm.sf_a(slot), p.sfr + l * p.sfr_ls + ((int64_t)mt * p.sfr_kq + ((ks * p.nkb) >> 2)) * 512,
+                        512u, fb);
+            else
+              bulk_load(sm.sf_a(slot), sfa + (int64_t)ks * BM * p.nkb, sfa_bytes, fb);
+          }
           tma_load_3d(sm.raw_b(slot), &tma_b, ks * (BP ? BK : p.rb), nt * NB, l, fb); /* BP: bf16 elements */
-          bulk_load(sm.sf_a(slot), sfa + (int64_t)ks * BM * p.nkb, sfa_bytes, fb);
           if (!BP) bulk_load(sm.sf_b(slot), sfb + (int64_t)ks * BN * p.nkb, sfb_bytes, fb);
           if (++slot == ns) {
             slot = 0;
@@ -1151,6 +1245,7 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
   for (int i = 0; i < NV; ++i) acc[i] = 0.f;
   uint32_t fa[16], fb[16];
+  const raw_scales rs = make_raw_scales(p, ar0, q);
   float fm = 0.0f; /* amax of this thread's values: >= +0 or NaN */
   uint32_t g = 0;
   bool h_next = BP ? false : prefetch_unit_f16<FMT>(p, blockIdx.x, ct, sm.factors(0));
@@ -1165,7 +1260,7 @@ __global__ void __launch_bounds__(THREADS, 1)
     h_next = BP ? false : prefetch_unit_f16<FMT>(p, u + gridDim.x, ct, sm.factors(area == 2 ? 0 : area + 1));
     const int nk = w.ks1 - w.ks0;
     if constexpr (BP) {
-      mainloop_bp<FMT, NB>(acc, fa, fb, sm, g, nk, p.nkb, ar0, q, lane);
+      mainloop_bp<FMT, NB>(acc, fa, fb, sm, g, w.ks0, nk, p.nkb, ar0, q, lane, rs);
     } else if (FMT != FMT_E2M1 && h) {
       mainloop<FMT, FMT != FMT_E2M1>(acc, fa, fb, sm, g, nk, p.nkb, ct, ar0, q, lane); /* e2m1: never here */
     } else {
@@ -1468,7 +1563,11 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   pa.kb = p->kb;
   pa.nks = (int)g.nks;
   const int64_t ngr = (g.nks + SP_STAGES - 1) / SP_STAGES;
-  pa.items_a = (int)(p->l * g.tiles_m * ngr * BM);
+  /* With the pre-pass, e8m0 scales of A in the swizzled layout are read by the kernel as
+   * they are (kernel_args::sfr): nothing to prepare for A. MXF_GEMM_SFRAW=off: prepared. */
+  const bool sfraw = g.bp && p->sf == MXF_E8M0 && p->sfa_layout == MXF_SF_SWIZZLED &&
+                     ((uintptr_t)args->sfa & 15u) == 0 && env_switch("MXF_GEMM_SFRAW") != 0;
+  pa.items_a = sfraw ? 0 : (int)(p->l * g.tiles_m * ngr * BM);
   pa.items_b = g.bp ? 0 : (int)(p->l * g.tiles_n * ngr * BN);
   pa.tiles_m = (int)g.tiles_m;
   pa.tiles_n = (int)g.tiles_n;
@@ -1532,6 +1631,10 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   ka.c = args->c;
   ka.sfa = wa;
   ka.sfb = wb;
+  ka.sfr = sfraw ? static_cast<const uint8_t *>(args->sfa) : nullptr;
+  ka.sfr_kq = (int)((p->kb + 3) / 4);
+  ka.sfr_ls = ((p->m + 127) / 128) * ka.sfr_kq * 512;
+  ka.kb = (int)p->kb;
   ka.d16 = (int64_t)(g.ws_a + g.ws_b) / 2;
   ka.fa = ra.fa;
   ka.fb = ra.fb;

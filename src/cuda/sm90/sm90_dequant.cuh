@@ -177,6 +177,18 @@ template <int FMT> __device__ __forceinline__ uint32_t fp8_special(uint32_t w) {
   return (w & MASK) + ADD;
 }
 
+/* e8m0 bytes straight to MODE_FOLD's multiplier (kernels that read scale bytes as they
+ * are): 2^(b - 127) * 2^c is the bf16 of exponent field b + c, a normal number for every
+ * byte that folds, b <= e8m0_fold_max (fold_check's bound; byte 0 gives 2^(c - 127)).
+ * The pair in both halves; b + c < 256 keeps the halves apart. */
+template <int FMT> __device__ __forceinline__ constexpr uint32_t e8m0_fold_max() {
+  return FMT == FMT_E4M3 ? 134u : FMT == FMT_E5M2 ? 142u : 128u;
+}
+template <int FMT> __device__ __forceinline__ uint32_t e8m0_fold_pair(uint32_t b) {
+  constexpr uint32_t C = FMT == FMT_E4M3 ? 120u : FMT == FMT_E5M2 ? 112u : 126u; /* fmt_consts<FMT>::K's 2^c */
+  return (b + C) * 0x00800080u;
+}
+
 /* MODE_FOLD's multiplier: the scale pair s2 times 2^c. */
 template <int FMT> __device__ __forceinline__ uint32_t fold_scale(uint32_t s2) {
   return bf16x2_mul(s2, fmt_consts<FMT>::K);

@@ -212,6 +212,11 @@ __device__ __forceinline__ void wgmma_m64n192k16_ss(float (&d)[96], uint64_t da,
 /* ------------------------------------------------------------ shared memory by address */
 /* Explicit ld/st.shared: the compiler keeps them LDS/STS whatever it can prove about a
  * pointer (a generic access to shared memory is slower). */
+__device__ __forceinline__ uint32_t lds_u8(uint32_t a) {
+  uint32_t v;
+  asm volatile("ld.shared.u8 %0, [%1];" : "=r"(v) : "r"(a));
+  return v;
+}
 __device__ __forceinline__ uint32_t lds_u16(uint32_t a) {
   uint16_t v;
   asm volatile("ld.shared.u16 %0, [%1];" : "=h"(v) : "r"(a));
