@@ -25,7 +25,8 @@
  * rows of A), with the sm_90a kernel's f16 path enabled for any tile count (MXF_GEMM_F16=on),
  * with its B pre-pass enabled for any tile count (MXF_GEMM_BPRE=on), these two unswapped
  * (MXF_GEMM_SWAP=off), with A and B swapped for any M (MXF_GEMM_SWAP=on: C written
- * transposed) and with the portable kernel forced (MXF_GEMM_KERNEL=portable).
+ * transposed; MXF_GEMM_WG3=on: 128-column tiles on three consumer warpgroups wherever
+ * allowed) and with the portable kernel forced (MXF_GEMM_KERNEL=portable).
  * MXF_GPU_TEST_SMALL=1 keeps only small cases.
  */
 #include <math.h>
@@ -725,6 +726,7 @@ int main(void) {
   unsetenv("MXF_GEMM_F16");
   unsetenv("MXF_GEMM_BPRE");
   unsetenv("MXF_GEMM_SWAP");
+  unsetenv("MXF_GEMM_WG3");
   run_all(&r, small);
   if (cc == 90) {
     setenv("MXF_GEMM_SWAP", "off", 1); /* the next two modes on the unswapped problem */
@@ -739,11 +741,15 @@ int main(void) {
     setenv("MXF_GEMM_BPRE", "on", 1);
     run_all(&r, small);
     unsetenv("MXF_GEMM_BPRE");
-    /* A and B swapped (C written transposed) for any M, with 128- or 256-column tiles */
+    /* A and B swapped (C written transposed) for any M, with 128- or 256-column tiles;
+     * the narrow tiles on three consumer warpgroups wherever A's scales allow it (by
+     * default only with more than a wave of 128-row tiles) */
     kernel_mode = "sm90-swap";
     setenv("MXF_GEMM_SWAP", "on", 1);
+    setenv("MXF_GEMM_WG3", "on", 1);
     run_all(&r, small);
     unsetenv("MXF_GEMM_SWAP");
+    unsetenv("MXF_GEMM_WG3");
     /* the default choice may have taken the sm_90a kernel: cover the portable one too */
     kernel_mode = "portable";
     setenv("MXF_GEMM_KERNEL", "portable", 1);

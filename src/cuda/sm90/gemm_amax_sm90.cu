@@ -91,7 +91,6 @@ constexpr int BN = 256;            /* tile columns (B side), one wgmma N */
 constexpr int BK = 64;             /* k values per stage */
 constexpr int NS = 4;              /* raw stages in the ring */
 constexpr int NBB = 3;             /* bf16 B buffers (see the consumer loop) */
-constexpr int THREADS = 384;
 constexpr int RAW_A = BM * 64;     /* bytes of raw A per stage (fp8; e2m1 uses half) */
 constexpr int RAW_B = BN * 64;
 constexpr int SF_A = BM * 4 * 2;   /* up to 4 k-blocks per stage, bf16 each */
@@ -108,11 +107,16 @@ static_assert(SMEM_BYTES <= 227 * 1024, "fits one SM");
  * scales; no bf16 ring, no f16 path. The narrow tile
  * (NB = 128 columns, operands swapped for few rows: see make_geometry) fits 8 of them. */
 constexpr int BN_NARROW = 128;
-constexpr int bp_ns(int nb) { return nb == BN ? 5 : 8; }
-constexpr int bp_stage(int nb) { return RAW_A + nb * BK * 2 + SF_A; }
-constexpr int bp_smem_bytes(int nb) { return bp_ns(nb) * bp_stage(nb) + 256 + 8 * EPI + 1024; }
-static_assert(bp_stage(BN) % 1024 == 0 && bp_stage(BN_NARROW) % 1024 == 0, "1024-byte aligned stages");
-static_assert(bp_smem_bytes(BN) <= 227 * 1024 && bp_smem_bytes(BN_NARROW) <= 227 * 1024, "fits one SM");
+/* The narrow tile may have three consumer warpgroups (WG = 3: 192-row tiles, 512 threads;
+ * with A's scale bytes read as they are only, see make_geometry). */
+constexpr int bp_ns(int nb, int wg) { return nb == BN ? 5 : wg == 2 ? 8 : 6; }
+constexpr int bp_stage(int nb, int wg) { return 64 * 64 * wg + nb * BK * 2 + SF_A; }
+constexpr int bp_smem_bytes(int nb, int wg) { return bp_ns(nb, wg) * bp_stage(nb, wg) + 256 + 4 * wg * EPI + 1024; }
+static_assert(bp_stage(BN, 2) % 1024 == 0 && bp_stage(BN_NARROW, 2) % 1024 == 0 && bp_stage(BN_NARROW, 3) % 1024 == 0,
+              "1024-byte aligned stages");
+static_assert(bp_smem_bytes(BN, 2) <= 227 * 1024 && bp_smem_bytes(BN_NARROW, 2) <= 227 * 1024 &&
+                  bp_smem_bytes(BN_NARROW, 3) <= 227 * 1024,
+              "fits one SM");
 
 struct kernel_args {
   int m, n, l;
@@ -127,7 +131,7 @@ struct kernel_args {
    * kernel reads them as they are (sfa unused): each stage's 512-byte block of its tile */
   const uint8_t *sfr;             /* A's scale bytes, or null */
   int64_t sfr_ls;                 /* bytes per batch: R K' 512 */
-  int sfr_kq, kb;                 /* K' = ceil(kb / 4); k-blocks of a row */
+  int sfr_kq, sfr_r, kb;          /* K' = ceil(kb / 4), R = ceil(m / 128); k-blocks of a row */
   int64_t d16;                    /* the f16 path's multipliers: sfa + d16, sfb + d16 */
   const float *fa, *fb;           /* per (batch, tile, row): the f16 path's 2^(R - 127) */
   const int *oka, *okb;           /* per (batch, tile): every row of the tile qualifies */
@@ -175,7 +179,8 @@ __device__ __forceinline__ void tile_coords(int t, int tiles_m, int tiles_n, int
  * tiles in raster order. When the tiles do not fill the last wave (r = tiles % grid > 0),
  * the last r tiles are split along K into `split` parts (split * r <= grid, so the parts
  * run side by side in the last round instead of r CTAs running whole tiles while the rest
- * idle). Part p < split - 1 of a split tile is a writer: it stores its f32 partial sums
+ * idle); with at most half as many tiles as SMs, every tile is split (whole = 0, one unit
+ * per CTA, grid = tiles * split). Part p < split - 1 of a split tile is a writer: it stores its f32 partial sums
  * and counts itself in the tile's flag; the last part, the finisher, runs on the highest
  * CTA index of the tile's parts (dispatched last, so its writers are already resident),
  * waits for split - 1 counts, adds the partial sums in part order and runs the epilogue.
@@ -492,22 +497,27 @@ __global__ void __launch_bounds__(256) prep_bp_kernel(const prep_args pa, const 
 /* ------------------------------------------------------------ shared memory map */
 /* BP = 0: stages of raw A, raw B and both scales, then the bf16 B ring; BP = 1 (B from the
  * pre-pass): stages of raw A, B's bf16 tile (raw_b) and A's scales. */
-template <int BP, int NB = BN> struct smem_map_t {
+template <int BP, int NB = BN, int WG = 2> struct smem_map_t {
   static_assert(NB == BN || BP, "the narrow tile runs with the B pre-pass only");
-  static constexpr int ns = BP ? bp_ns(NB) : NS, stage = BP ? bp_stage(NB) : STAGE;
+  static_assert(WG == 2 || (BP && NB == BN_NARROW), "three consumer warpgroups: narrow tile only");
+  static constexpr int tm = 64 * WG;          /* tile rows */
+  static constexpr int raw_a_bytes = tm * 64; /* a stage's raw A (fp8; e2m1 uses half) */
+  static constexpr int ns = BP ? bp_ns(NB, WG) : NS, stage = BP ? bp_stage(NB, WG) : STAGE;
   static constexpr int bp_tile = NB * BK * 2; /* bytes of a stage's bf16 B tile (pre-pass) */
   static constexpr int ring = ns * stage + (BP ? 0 : NBB * BBUF); /* bytes before the barriers */
   uint32_t base; /* shared-window address, 1024-aligned */
   __device__ __forceinline__ uint32_t raw_a(int s) const { return base + s * stage; }
-  __device__ __forceinline__ uint32_t raw_b(int s) const { return base + s * stage + RAW_A; }
-  __device__ __forceinline__ uint32_t sf_a(int s) const { return base + s * stage + RAW_A + (BP ? bp_tile : RAW_B); }
+  __device__ __forceinline__ uint32_t raw_b(int s) const { return base + s * stage + raw_a_bytes; }
+  __device__ __forceinline__ uint32_t sf_a(int s) const {
+    return base + s * stage + raw_a_bytes + (BP ? bp_tile : RAW_B);
+  }
   __device__ __forceinline__ uint32_t sf_b(int s) const { return sf_a(s) + SF_A; }
   __device__ __forceinline__ uint32_t bbuf(int i) const { return base + NS * STAGE + i * BBUF; }
   __device__ __forceinline__ uint32_t full(int i) const { return base + ring + 8 * i; }
   __device__ __forceinline__ uint32_t empty(int i) const { return full(ns) + 8 * i; }
   __device__ __forceinline__ uint32_t amax() const { return full(2 * ns); }
   __device__ __forceinline__ uint32_t epi(int w) const { return base + ring + 256 + w * EPI; }
-  __device__ __forceinline__ uint32_t factors(int i) const { return epi(8) + i * FAC; }
+  __device__ __forceinline__ uint32_t factors(int i) const { return epi(4 * WG) + i * FAC; }
 };
 using smem_map = smem_map_t<0>;
 
@@ -635,22 +645,35 @@ __device__ __forceinline__ void load_a(stage_regs &r, stage_scales &sc, uint32_t
   load_a_codes<FMT>(r, raw_a, ar0, q);
 }
 
-/* A's scale bytes read as they are (kernel_args::sfr): a stage's area holds its tile's
- * 512-byte block of the swizzled layout (SPEC §1.1), 128 rows x 4 k-blocks; row ar0 + 8's
- * byte lies 128 bytes after row ar0's. A k-block beyond the scales' K (padding, maybe
- * 0xFF) reads as byte 127, 1.0. */
+/* A's scale bytes read as they are (kernel_args::sfr): a stage's area holds the 512-byte
+ * blocks of the swizzled layout (SPEC §1.1: 128 rows x 4 k-blocks) that hold the tile's
+ * rows, one for 128-row tiles, two (blocks r0 / 128 and the next) for 192-row tiles,
+ * which start at row r0 % 128 = 0 or 64 of the first; row ar0 + 8's byte lies 128 bytes
+ * after row ar0's. A k-block beyond the scales' K (padding, maybe 0xFF) reads as byte
+ * 127, 1.0. */
 struct raw_scales {
   bool on;     /* kernel_args::sfr is set */
   int off;     /* the byte of row ar0 and this thread's k-block of a stage, less the stage's */
   int ks_live; /* stages ks < ks_live hold this thread's k-block */
 };
-__device__ __forceinline__ raw_scales make_raw_scales(const kernel_args &p, int ar0, int q) {
-  const int kq = p.nkb == 2 ? (q >> 1) : q;
+/* r0: the tile's first row, modulo 128 */
+__device__ __forceinline__ raw_scales make_raw_scales(const kernel_args &p, int ar0, int q, int r0) {
+  const int kq = p.nkb == 2 ? (q >> 1) : q, rr = r0 + ar0;
   raw_scales rs;
   rs.on = p.sfr != nullptr;
-  rs.off = (ar0 & 31) * 16 + ((ar0 >> 5) & 3) * 4 + kq;
+  rs.off = (rr >> 7) * 512 + (rr & 31) * 16 + ((rr >> 5) & 3) * 4 + kq;
   rs.ks_live = (p.kb - kq + p.nkb - 1) / p.nkb;
   return rs;
+}
+/* The producer's bulk copies of a stage's scale blocks (raw_scales) for tile mt, k-stage ks,
+ * batch l: `blocks` of 512 bytes from the tile's first row's block (the second clamped to
+ * the last block: its rows are then beyond M). */
+__device__ __forceinline__ void load_raw_scales(const kernel_args &p, uint32_t dst, int tm, int blocks, int l, int mt,
+                                                int ks, uint32_t bar) {
+  const int b0 = (mt * tm) >> 7, kt = (ks * p.nkb) >> 2;
+  const uint8_t *src = p.sfr + l * p.sfr_ls + ((int64_t)b0 * p.sfr_kq + kt) * 512;
+  bulk_load(dst, src, 512u, bar);
+  if (blocks == 2) bulk_load(dst + 512, b0 + 1 < p.sfr_r ? src + (int64_t)p.sfr_kq * 512 : src, 512u, bar);
 }
 
 /* convert_stage_bf16 without B, from the rows' scale bytes b0, b1: MODE_FOLD's multipliers
@@ -778,14 +801,14 @@ __device__ __forceinline__ void store_pair(uint8_t *c, int64_t off, float v0, fl
 /* Any tile, any C dtype: element by element with bounds checks; folds the amax of the
  * elements inside C into fm. Transposed C (p.tc; never e2m1, see make_geometry) takes
  * the two values of a pair one by one: they lie in two rows of C. */
-template <int CDT, int NB, bool TC>
+template <int CDT, int NB, bool TC, int TM>
 __device__ __forceinline__ void store_checked(const float (&acc)[NB / 2], const kernel_args &p, int l, int mt, int nt,
                                               int ar0, int q, float &fm) {
   uint8_t *c = static_cast<uint8_t *>(p.c);
   const int64_t cbase = (int64_t)l * p.c_ls;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    const int row = mt * BM + ar0 + 8 * h;
+    const int row = mt * TM + ar0 + 8 * h;
     if (row >= p.m) continue;
 #pragma unroll
     for (int j = 0; j < NB / 8; ++j) {
@@ -982,18 +1005,18 @@ __device__ __forceinline__ void store_full32_t(const float (&acc)[NB / 2], const
 template <int CDT, int NB, bool TC, class SM>
 __device__ __forceinline__ void epilogue(float (&acc)[NB / 2], const kernel_args &p, const SM &sm, int l, int mt,
                                          int nt, int ct, int ar0, int q, float &fm) {
-  constexpr int NV = NB / 2;
+  constexpr int NV = NB / 2, TM = SM::tm;
   if (p.alpha != 1.0f) {
 #pragma unroll
     for (int i = 0; i < NV; ++i) acc[i] *= p.alpha;
   }
   if constexpr (CDT == MXF_BF16 || CDT == MXF_F16 || CDT == MXF_F32) {
-    const int rlim = p.m - mt * BM, clim = p.n - nt * NB; /* tile rows / columns inside C */
+    const int rlim = p.m - mt * TM, clim = p.n - nt * NB; /* tile rows / columns inside C */
     const bool tc = TC && p.tc;
     constexpr bool EDGE = NB != BN; /* edge tiles on the fast path */
-    if (EDGE ? (tc ? rlim >= BM : clim >= NB) : (rlim >= BM && clim >= NB)) {
+    if (EDGE ? (tc ? rlim >= TM : clim >= NB) : (rlim >= TM && clim >= NB)) {
       float t8[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}; /* 8 chains, not one of NV */
-      if (!EDGE || (rlim >= BM && clim >= NB)) {
+      if (!EDGE || (rlim >= TM && clim >= NB)) {
 #pragma unroll
         for (int i = 0; i < NV; ++i) t8[i & 7] = mxf_amax_fold_f32(t8[i & 7], acc[i]);
       } else { /* acc[i]: row ar0 + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2q + (i & 1) */
@@ -1006,7 +1029,7 @@ __device__ __forceinline__ void epilogue(float (&acc)[NB / 2], const kernel_args
 #pragma unroll
       for (int i = 1; i < 8; ++i) t = mxf_amax_fold_f32(t, t8[i]);
       const uint32_t stg = sm.epi(ct >> 5);
-      const int64_t row0 = (int64_t)mt * BM + (ar0 & ~15);
+      const int64_t row0 = (int64_t)mt * TM + (ar0 & ~15);
       const int nrows = EDGE ? rlim - (ar0 & ~15) : 16; /* the warp's rows inside C (not transposed) */
       if (CDT == MXF_F32) {
         fm = mxf_amax_fold_f32(fm, t);
@@ -1022,7 +1045,7 @@ __device__ __forceinline__ void epilogue(float (&acc)[NB / 2], const kernel_args
       }
     }
   }
-  store_checked<CDT, NB, TC>(acc, p, l, mt, nt, ar0, q, fm);
+  store_checked<CDT, NB, TC, TM>(acc, p, l, mt, nt, ar0, q, fm);
 }
 
 /* ------------------------------------------------------------ the f16 path */
@@ -1086,11 +1109,11 @@ __device__ __forceinline__ void mainloop(float (&acc)[128], uint32_t (&fa)[16], 
  * and goes on; no barrier between the warpgroups. The slot is released once the wgmmas
  * that read it are done: stage g - 1's here, after the wait; a unit's last stage at its end.
  */
-template <int FMT, int NB>
-__device__ __forceinline__ void consume_stage_bp(float (&acc)[NB / 2], uint32_t (&fr)[16], const smem_map_t<1, NB> &sm,
-                                                 uint32_t g, int ks, int ks0, int nkb, int ar0, int q, int lane,
+template <int FMT, int NB, class SM>
+__device__ __forceinline__ void consume_stage_bp(float (&acc)[NB / 2], uint32_t (&fr)[16], const SM &sm, uint32_t g,
+                                                 int ks, int ks0, int nkb, int ar0, int q, int lane,
                                                  const raw_scales &rs) {
-  constexpr int ns = smem_map_t<1, NB>::ns;
+  constexpr int ns = SM::ns;
   const int slot = (int)(g % ns);
   mbar_wait(sm.full(slot), (g / ns) & 1u);
   stage_regs r;
@@ -1125,38 +1148,40 @@ __device__ __forceinline__ void consume_stage_bp(float (&acc)[NB / 2], uint32_t 
  * serialized the narrow tile's wgmmas (C7514 / C7515: copies of the accumulators while
  * in flight), so the narrow loop leaves from either stage; that shape took ptxas minutes
  * on the wide e5m2 kernel, which keeps the stage after the loop. */
-template <int FMT, int NB>
-__device__ __forceinline__ void mainloop_bp(float (&acc)[NB / 2], uint32_t (&fa)[16], uint32_t (&fb)[16],
-                                            const smem_map_t<1, NB> &sm, uint32_t &g, int ks0, int nk, int nkb, int ar0,
-                                            int q, int lane, const raw_scales &rs) {
+template <int FMT, int NB, class SM>
+__device__ __forceinline__ void mainloop_bp(float (&acc)[NB / 2], uint32_t (&fa)[16], uint32_t (&fb)[16], const SM &sm,
+                                            uint32_t &g, int ks0, int nk, int nkb, int ar0, int q, int lane,
+                                            const raw_scales &rs) {
   if constexpr (NB != BN) {
     for (int ks = 0;; ks += 2) {
-      consume_stage_bp<FMT, NB>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs);
+      consume_stage_bp<FMT, NB, SM>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs);
       if (ks + 1 >= nk) break;
-      consume_stage_bp<FMT, NB>(acc, fb, sm, g++, ks + 1, ks0, nkb, ar0, q, lane, rs);
+      consume_stage_bp<FMT, NB, SM>(acc, fb, sm, g++, ks + 1, ks0, nkb, ar0, q, lane, rs);
       if (ks + 2 >= nk) break;
     }
   } else {
     int ks = 0;
     for (; ks + 1 < nk; ks += 2) {
-      consume_stage_bp<FMT, NB>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs);
-      consume_stage_bp<FMT, NB>(acc, fb, sm, g++, ks + 1, ks0, nkb, ar0, q, lane, rs);
+      consume_stage_bp<FMT, NB, SM>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs);
+      consume_stage_bp<FMT, NB, SM>(acc, fb, sm, g++, ks + 1, ks0, nkb, ar0, q, lane, rs);
     }
-    if (ks < nk) consume_stage_bp<FMT, NB>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs);
+    if (ks < nk) consume_stage_bp<FMT, NB, SM>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs);
   }
   wgmma_wait<0>();
-  if (lane == 0) mbar_arrive(sm.empty((int)((g - 1) % smem_map_t<1, NB>::ns)));
+  if (lane == 0) mbar_arrive(sm.empty((int)((g - 1) % SM::ns)));
 }
 
 /* ------------------------------------------------------------ the kernel */
-template <int FMT, int BP, int NB>
-__global__ void __launch_bounds__(THREADS, 1)
+template <int FMT, int BP, int NB, int WG>
+__global__ void __launch_bounds__(128 * (WG + 1), 1)
     gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
                 const kernel_args p) {
   extern __shared__ uint8_t smem_raw[];
-  using SM = smem_map_t<BP, NB>;
-  constexpr int NV = NB / 2; /* accumulators per consumer thread */
+  using SM = smem_map_t<BP, NB, WG>;
+  constexpr int NV = NB / 2;   /* accumulators per consumer thread */
   constexpr int ns = SM::ns;
+  constexpr int TM = SM::tm;   /* tile rows */
+  constexpr int CT = 128 * WG; /* consumer threads */
   SM sm;
   sm.base = (smem_addr(smem_raw) + 1023u) & ~1023u;
   uint32_t *s_amax = reinterpret_cast<uint32_t *>(smem_raw + (sm.amax() - smem_addr(smem_raw)));
@@ -1164,7 +1189,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   if (tid == 0) {
     for (int i = 0; i < ns; ++i) {
       mbar_init(sm.full(i), 1);
-      mbar_init(sm.empty(i), 8); /* one arrival per consumer warp */
+      mbar_init(sm.empty(i), 4 * WG); /* one arrival per consumer warp */
     }
     *s_amax = 0;
     mbar_init_fence();
@@ -1179,9 +1204,10 @@ __global__ void __launch_bounds__(THREADS, 1)
     if (tid == 0) {
       tma_prefetch_desc(&tma_a);
       tma_prefetch_desc(&tma_b);
-      const bool raw = BP && p.sfr; /* A's scales as they are: a 512-byte block per stage */
-      const uint32_t sfa_bytes = raw ? 512u : BM * p.nkb * 2, sfb_bytes = BP ? 0 : BN * p.nkb * 2;
-      const uint32_t tx = (uint32_t)BM * p.rb + (BP ? SM::bp_tile : BN * p.rb) + sfa_bytes + sfb_bytes;
+      const bool raw = BP && p.sfr; /* A's scales as they are (raw_scales) */
+      constexpr int blocks = WG == 2 ? 1 : 2;
+      const uint32_t sfa_bytes = raw ? 512u * blocks : BM * p.nkb * 2, sfb_bytes = BP ? 0 : BN * p.nkb * 2;
+      const uint32_t tx = (uint32_t)TM * p.rb + (BP ? SM::bp_tile : BN * p.rb) + sfa_bytes + sfb_bytes;
       /* With raw scales, A's codes and scales do not come from the preparation: the first
        * unit's first stages load them while the preparation still runs, B after it. */
       int early = 0;
@@ -1193,9 +1219,8 @@ __global__ void __launch_bounds__(THREADS, 1)
         for (int i = 0; i < early; ++i) {
           const int ks = w.ks0 + i;
           mbar_arrive_expect_tx(sm.full(i), tx);
-          tma_load_3d(sm.raw_a(i), &tma_a, ks * p.rb, mt * BM, l, sm.full(i));
-          bulk_load(sm.sf_a(i), p.sfr + l * p.sfr_ls + ((int64_t)mt * p.sfr_kq + ((ks * p.nkb) >> 2)) * 512, 512u,
-                    sm.full(i));
+          tma_load_3d(sm.raw_a(i), &tma_a, ks * p.rb, mt * TM, l, sm.full(i));
+          load_raw_scales(p, sm.sf_a(i), TM, blocks, l, mt, ks, sm.full(i));
         }
       }
       grid_dependency_wait();
@@ -1216,10 +1241,9 @@ __global__ void __launch_bounds__(THREADS, 1)
           } else {
             mbar_wait(sm.empty(slot), phase ^ 1u);
             mbar_arrive_expect_tx(fb, tx);
-            tma_load_3d(sm.raw_a(slot), &tma_a, ks * p.rb, mt * BM, l, fb);
+            tma_load_3d(sm.raw_a(slot), &tma_a, ks * p.rb, mt * TM, l, fb);
             if (raw)
-              bulk_load(sm.sf_a(slot), p.sfr + l * p.sfr_ls + ((int64_t)mt * p.sfr_kq + ((ks * p.nkb) >> 2)) * 512,
-                        512u, fb);
+              load_raw_scales(p, sm.sf_a(slot), TM, blocks, l, mt, ks, fb);
             else
               bulk_load(sm.sf_a(slot), sfa + (int64_t)ks * BM * p.nkb, sfa_bytes, fb);
           }
@@ -1236,8 +1260,8 @@ __global__ void __launch_bounds__(THREADS, 1)
   }
 
   /* ---------------- consumers */
-  setmaxnreg_inc<240>();
-  const int ct = tid - 128;                 /* 0..255 */
+  setmaxnreg_inc<WG == 2 ? 240 : 160>(); /* 128 x 24 + CT x this <= 64 K registers */
+  const int ct = tid - 128;                 /* 0 .. CT - 1 */
   const int lane = tid & 31;
   const int q = lane & 3;
   const int ar0 = (ct >> 7) * 64 + ((ct >> 5) & 3) * 16 + (lane >> 2); /* A row in the tile */
@@ -1245,7 +1269,6 @@ __global__ void __launch_bounds__(THREADS, 1)
 #pragma unroll
   for (int i = 0; i < NV; ++i) acc[i] = 0.f;
   uint32_t fa[16], fb[16];
-  const raw_scales rs = make_raw_scales(p, ar0, q);
   float fm = 0.0f; /* amax of this thread's values: >= +0 or NaN */
   uint32_t g = 0;
   bool h_next = BP ? false : prefetch_unit_f16<FMT>(p, blockIdx.x, ct, sm.factors(0));
@@ -1260,7 +1283,8 @@ __global__ void __launch_bounds__(THREADS, 1)
     h_next = BP ? false : prefetch_unit_f16<FMT>(p, u + gridDim.x, ct, sm.factors(area == 2 ? 0 : area + 1));
     const int nk = w.ks1 - w.ks0;
     if constexpr (BP) {
-      mainloop_bp<FMT, NB>(acc, fa, fb, sm, g, w.ks0, nk, p.nkb, ar0, q, lane, rs);
+      const raw_scales rs = make_raw_scales(p, ar0, q, (mt * TM) & 127);
+      mainloop_bp<FMT, NB, SM>(acc, fa, fb, sm, g, w.ks0, nk, p.nkb, ar0, q, lane, rs);
     } else if (FMT != FMT_E2M1 && h) {
       mainloop<FMT, FMT != FMT_E2M1>(acc, fa, fb, sm, g, nk, p.nkb, ct, ar0, q, lane); /* e2m1: never here */
     } else {
@@ -1268,25 +1292,25 @@ __global__ void __launch_bounds__(THREADS, 1)
     }
     wgmma_wait<0>();
     if (w.role != ROLE_WHOLE) {
-      /* thread ct's NV sums sit at float4 index 256 i + ct (coalesced) of a BM x NB slot */
-      constexpr int SLOT = BM * NB;
+      /* thread ct's NV sums sit at float4 index CT i + ct (coalesced) of a TM x NB slot */
+      constexpr int SLOT = TM * NB;
       if (w.role == ROLE_WRITER) {
         float4 *dst = reinterpret_cast<float4 *>(p.partial + (int64_t)(w.idx * (p.split - 1) + w.part) * SLOT) + ct;
 #pragma unroll
         for (int i = 0; i < NV / 4; ++i)
-          __stcg(dst + 256 * i, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
-        named_bar_sync(1, 256);
+          __stcg(dst + CT * i, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
+        named_bar_sync(1, CT);
         if (ct == 0) red_release_add(p.flags + w.idx, 1u);
         continue;
       }
       if (ct == 0)
         while (ld_acquire(p.flags + w.idx) < (unsigned)(p.split - 1)) __nanosleep(64);
-      named_bar_sync(1, 256);
+      named_bar_sync(1, CT);
       for (int part = 0; part + 1 < p.split; ++part) {
         const float4 *src = reinterpret_cast<const float4 *>(p.partial + (int64_t)(w.idx * (p.split - 1) + part) * SLOT) + ct;
 #pragma unroll
         for (int i = 0; i < NV / 4; ++i) {
-          const float4 v = __ldcg(src + 256 * i);
+          const float4 v = __ldcg(src + CT * i);
           acc[4 * i] += v.x, acc[4 * i + 1] += v.y, acc[4 * i + 2] += v.z, acc[4 * i + 3] += v.w;
         }
       }
@@ -1306,7 +1330,7 @@ __global__ void __launch_bounds__(THREADS, 1)
   /* amax: warp -> CTA (shared atomic) -> one global atomicMax */
   const uint32_t amax = mxf_amax_warp_reduce(mxf_amax_f32_bits(fm));
   if (lane == 0 && amax != 0) atomicMax(s_amax, amax);
-  named_bar_sync(1, 256);
+  named_bar_sync(1, CT);
   if (ct == 0 && *s_amax != 0) atomicMax(reinterpret_cast<unsigned int *>(p.amax), *s_amax);
 }
 
@@ -1324,7 +1348,10 @@ struct geometry {
   size_t ws_bp;             /* then: B in bf16, nks * 64 values per row */
   int tc;                   /* the problem is the caller's with A and B swapped: C transposed */
   int nb;                   /* tile columns: BN, or BN_NARROW (swapped, N <= 128) */
-  size_t total() const { return ws_a + ws_b + ws_part + ws_flags + ws_f16 + ws_bp; }
+  int wg;                   /* consumer warpgroups: 2 (128-row tiles) or 3 (192-row narrow tiles) */
+  size_t ws_alt;            /* wg 3: the workspace of the same problem on 2 (the launch's fallback) */
+  size_t sum() const { return ws_a + ws_b + ws_part + ws_flags + ws_f16 + ws_bp; }
+  size_t total() const { return sum() > ws_alt ? sum() : ws_alt; }
 };
 
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
@@ -1338,10 +1365,19 @@ static int env_switch(const char *name) {
 /* Rows of tiles from which B goes through the pre-pass (make_geometry). */
 static constexpr int64_t BP_TILES_M = 6;
 
+/* Whether A's scales can be read by the kernel as they are (kernel_args::sfr): e8m0 in the
+ * swizzled layout, with the B pre-pass (the pointer's alignment is the launch's test). */
+static bool sf_raw_layout(const mxf_gemm_problem *p, int bp) {
+  return bp && p->sf == MXF_E8M0 && p->sfa_layout == MXF_SF_SWIZZLED && env_switch("MXF_GEMM_SFRAW") != 0;
+}
+
 /* The geometry of problem p on num_sms SMs (0: a default count, for the workspace bound);
  * tc: p is the caller's problem with A and B swapped (swapped_problem), C written
- * transposed; it then runs with the B pre-pass of the (small) caller's A. */
-static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, int tc) {
+ * transposed; it then runs with the B pre-pass of the (small) caller's A. wg3: the narrow
+ * tile may take three consumer warpgroups (192-row tiles, more warps to hide the latency
+ * of each one's conversion; bench/NOTES.md, ninth session) when A's scales are read as
+ * they are. */
+static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, int tc, bool wg3 = true) {
   if (p->m < 1 || p->n < 1 || p->k < 1 || p->l < 1) return false;
   if (tc && p->c == MXF_E2M1) return false; /* a pair of e2m1 values shares a byte: one thread per pair */
   g->tc = tc;
@@ -1368,7 +1404,15 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, i
   }
   if (p->c == MXF_E2M1 && (p->c_ms % 2 || p->c_ls % 2)) return false;
   g->nkb = BK / p->sf_vec;
-  g->tiles_m = (p->m + BM - 1) / BM;
+  /* Three warpgroups on 192-row tiles: ~1.3x the time of a 128-row tile's stage for 1.5x
+   * the rows (bench/NOTES.md, ninth session), so they pay from ~1.3 waves of 128-row tiles.
+   * MXF_GEMM_WG3=on / off overrides (tests). */
+  const int64_t sms = num_sms > 0 ? num_sms : 132;
+  const int wg_env = env_switch("MXF_GEMM_WG3");
+  const bool wg_pays = wg_env >= 0 ? wg_env == 1 : (p->m + BM - 1) / BM * p->l * 10 >= 13 * sms;
+  g->wg = wg3 && g->nb == BN_NARROW && sf_raw_layout(p, 1) && wg_pays ? 3 : 2;
+  const int64_t tm = 64 * g->wg; /* tile rows */
+  g->tiles_m = (p->m + tm - 1) / tm;
   g->tiles_n = (p->n + g->nb - 1) / g->nb;
   g->nks = (p->k + BK - 1) / BK;
   if (g->tiles_m * g->tiles_n * p->l > (1ll << 30) || g->nks > (1ll << 24) || p->kb != (p->k + p->sf_vec - 1) / p->sf_vec)
@@ -1383,18 +1427,20 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, i
   if (g->kbytes >= (1ll << 32) || p->m >= (1ll << 31) || p->n >= (1ll << 31) || a_row >= (1ll << 39) ||
       b_row >= (1ll << 39) || a_bat >= (1ll << 39) || b_bat >= (1ll << 39))
     return false;
-  g->ws_a = (size_t)round_up(p->l * g->tiles_m * g->nks * BM * g->nkb * 2, 256);
+  g->ws_a = g->wg == 3 ? 0 : (size_t)round_up(p->l * g->tiles_m * g->nks * BM * g->nkb * 2, 256);
   g->ws_b = (size_t)round_up(p->l * g->tiles_n * g->nks * BN * g->nkb * 2, 256);
   /* persistent grid and the split of the last partial wave (unit_work) */
-  const int64_t tiles = g->tiles_m * g->tiles_n * p->l, sms = num_sms > 0 ? num_sms : 132;
+  const int64_t tiles = g->tiles_m * g->tiles_n * p->l;
   g->grid = tiles < sms ? tiles : sms;
   g->tail = tiles % g->grid;
   g->split = g->tail ? g->grid / g->tail : 1;
+  if (2 * tiles <= sms) g->tail = tiles, g->split = sms / tiles; /* few tiles: all split, on up to 4x the SMs */
   if (g->split > 4) g->split = 4;
   if (g->split > g->nks) g->split = g->nks;
   if (g->split < 2) g->split = 1, g->tail = 0;
   g->whole = tiles - g->tail;
-  g->ws_part = (size_t)(g->tail * (g->split - 1)) * BM * g->nb * sizeof(float);
+  if (g->whole == 0) g->grid = g->tail * g->split; /* one unit per CTA (the finisher after its writers) */
+  g->ws_part = (size_t)(g->tail * (g->split - 1)) * tm * g->nb * sizeof(float);
   g->ws_flags = (size_t)round_up(g->tail * 4, 256);
   /* The B pre-pass writes B once as bf16 (3 bytes of traffic per value) and lightens
    * every stage of the mainloop; with many rows of tiles that is won back (bench/NOTES.md).
@@ -1418,6 +1464,12 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, i
   if (g->f16)
     g->ws_f16 = g->ws_a + g->ws_b + (size_t)round_up(p->l * (g->tiles_m * BM + g->tiles_n * BN) * 4, 256) +
                 (size_t)round_up(p->l * (g->tiles_m + g->tiles_n) * 4, 256);
+  g->ws_alt = 0;
+  if (g->wg == 3) {
+    geometry g2;
+    if (!make_geometry(p, num_sms, &g2, tc, false)) return false;
+    g->ws_alt = g2.sum();
+  }
   return true;
 }
 
@@ -1460,14 +1512,14 @@ static bool plan_problem(const mxf_gemm_problem *p, int num_sms, mxf_gemm_proble
 
 using namespace mxf_sm90;
 
-/* gemm_kernel<FMT, BP, NB> on the stream with its shared memory. */
-template <int FMT, int BP, int NB = BN>
+/* gemm_kernel<FMT, BP, NB, WG> on the stream with its shared memory. */
+template <int FMT, int BP, int NB = BN, int WG = 2>
 static cudaError_t launch_gemm(unsigned grid, const CUtensorMap &ma, const CUtensorMap &mb, const kernel_args &ka,
                                cudaStream_t stream) {
-  const int smem = BP ? bp_smem_bytes(NB) : SMEM_BYTES;
-  const cudaError_t e = set_smem_attr<gemm_kernel<FMT, BP, NB>>(smem);
+  const int smem = BP ? bp_smem_bytes(NB, WG) : SMEM_BYTES;
+  const cudaError_t e = set_smem_attr<gemm_kernel<FMT, BP, NB, WG>>(smem);
   if (e != cudaSuccess) return e;
-  return launch_dependent(gemm_kernel<FMT, BP, NB>, grid, THREADS, smem, stream, ma, mb, ka);
+  return launch_dependent(gemm_kernel<FMT, BP, NB, WG>, grid, 128 * (WG + 1), smem, stream, ma, mb, ka);
 }
 
 extern "C" int mxf_sm90_gemm_amax_supports(const mxf_gemm_problem *p) {
@@ -1496,6 +1548,11 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
     swapped_args.sfa = cargs->sfb, swapped_args.sfb = cargs->sfa;
   }
   const mxf_gemm_amax_args *args = &swapped_args;
+  /* A's scales read as they are (kernel_args::sfr) when the layout allows and the bytes
+   * are 16-byte aligned (bulk copies); else prepared, on two warpgroups (geometry::ws_alt) */
+  const bool sfraw = sf_raw_layout(p, g.bp) && ((uintptr_t)args->sfa & 15u) == 0;
+  if (g.wg == 3 && !sfraw && !make_geometry(p, num_sms, &g, g.tc, false))
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: the sm_90a gemm_amax kernel does not run this problem");
   const size_t need = g.total();
   if (ws_size < need || (need && !ws))
     return mxf_set_error(MXF_ERR_INVALID_VALUE, "gemm_amax: workspace of %zu bytes; the sm90 kernel needs %zu", ws_size,
@@ -1517,7 +1574,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   uint4 *wbp = reinterpret_cast<uint4 *>(w16 + g.ws_f16 + g.ws_part + g.ws_flags);
 
   CUtensorMap map_a, map_b;
-  CUresult r = make_map_codes(enc, &map_a, args->a, g.kbytes, p->m, p->l, a_row, a_bat, g.rb, BM);
+  CUresult r = make_map_codes(enc, &map_a, args->a, g.kbytes, p->m, p->l, a_row, a_bat, g.rb, 64 * g.wg);
   if (r == CUDA_SUCCESS)
     r = g.bp ? make_map_bf16(enc, &map_b, wbp, g.nks * BK, p->n, p->l, g.nb)
              : make_map_codes(enc, &map_b, args->b, g.kbytes, p->n, p->l, b_row, b_bat, g.rb, BN);
@@ -1525,7 +1582,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: cannot describe A/B to the TMA unit (CUresult %d)",
                          (int)r);
   const int64_t sms = num_sms > 0 ? num_sms : 132; /* bounds the preparation grids */
-  const int64_t rows_a = p->l * g.tiles_m * BM, rows_b = p->l * g.tiles_n * BN;
+  const int64_t rows_a = p->l * g.tiles_m * 64 * g.wg, rows_b = p->l * g.tiles_n * BN;
   rows_args ra;
   ra.sfa = static_cast<const uint8_t *>(args->sfa);
   ra.sfb = static_cast<const uint8_t *>(args->sfb);
@@ -1563,10 +1620,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   pa.kb = p->kb;
   pa.nks = (int)g.nks;
   const int64_t ngr = (g.nks + SP_STAGES - 1) / SP_STAGES;
-  /* With the pre-pass, e8m0 scales of A in the swizzled layout are read by the kernel as
-   * they are (kernel_args::sfr): nothing to prepare for A. MXF_GEMM_SFRAW=off: prepared. */
-  const bool sfraw = g.bp && p->sf == MXF_E8M0 && p->sfa_layout == MXF_SF_SWIZZLED &&
-                     ((uintptr_t)args->sfa & 15u) == 0 && env_switch("MXF_GEMM_SFRAW") != 0;
+  /* A's scales read as they are: nothing to prepare for A */
   pa.items_a = sfraw ? 0 : (int)(p->l * g.tiles_m * ngr * BM);
   pa.items_b = g.bp ? 0 : (int)(p->l * g.tiles_n * ngr * BN);
   pa.tiles_m = (int)g.tiles_m;
@@ -1633,7 +1687,8 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   ka.sfb = wb;
   ka.sfr = sfraw ? static_cast<const uint8_t *>(args->sfa) : nullptr;
   ka.sfr_kq = (int)((p->kb + 3) / 4);
-  ka.sfr_ls = ((p->m + 127) / 128) * ka.sfr_kq * 512;
+  ka.sfr_r = (int)((p->m + 127) / 128);
+  ka.sfr_ls = (int64_t)ka.sfr_r * ka.sfr_kq * 512;
   ka.kb = (int)p->kb;
   ka.d16 = (int64_t)(g.ws_a + g.ws_b) / 2;
   ka.fa = ra.fa;
@@ -1650,17 +1705,21 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   ka.partial = wpart;
   ka.flags = wflags;
   const unsigned grid = (unsigned)g.grid;
-  const int narrow = g.nb == BN_NARROW; /* always with the pre-pass */
-  switch (g.fmt * 3 + g.bp + narrow) {
-  case FMT_E4M3 * 3: e = launch_gemm<FMT_E4M3, 0>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E4M3 * 3 + 1: e = launch_gemm<FMT_E4M3, 1>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E4M3 * 3 + 2: e = launch_gemm<FMT_E4M3, 1, BN_NARROW>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E5M2 * 3: e = launch_gemm<FMT_E5M2, 0>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E5M2 * 3 + 1: e = launch_gemm<FMT_E5M2, 1>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E5M2 * 3 + 2: e = launch_gemm<FMT_E5M2, 1, BN_NARROW>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E2M1 * 3: e = launch_gemm<FMT_E2M1, 0>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E2M1 * 3 + 1: e = launch_gemm<FMT_E2M1, 1>(grid, map_a, map_b, ka, stream); break;
-  default: e = launch_gemm<FMT_E2M1, 1, BN_NARROW>(grid, map_a, map_b, ka, stream); break;
+  /* kernel: 0 no pre-pass, 1 pre-pass, 2 narrow (always with the pre-pass), 3 narrow on three warpgroups */
+  const int kind = g.bp + (g.nb == BN_NARROW) + (g.wg == 3);
+  switch (g.fmt * 4 + kind) {
+  case FMT_E4M3 * 4: e = launch_gemm<FMT_E4M3, 0>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E4M3 * 4 + 1: e = launch_gemm<FMT_E4M3, 1>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E4M3 * 4 + 2: e = launch_gemm<FMT_E4M3, 1, BN_NARROW>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E4M3 * 4 + 3: e = launch_gemm<FMT_E4M3, 1, BN_NARROW, 3>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E5M2 * 4: e = launch_gemm<FMT_E5M2, 0>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E5M2 * 4 + 1: e = launch_gemm<FMT_E5M2, 1>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E5M2 * 4 + 2: e = launch_gemm<FMT_E5M2, 1, BN_NARROW>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E5M2 * 4 + 3: e = launch_gemm<FMT_E5M2, 1, BN_NARROW, 3>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E2M1 * 4: e = launch_gemm<FMT_E2M1, 0>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E2M1 * 4 + 1: e = launch_gemm<FMT_E2M1, 1>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E2M1 * 4 + 2: e = launch_gemm<FMT_E2M1, 1, BN_NARROW>(grid, map_a, map_b, ka, stream); break;
+  default: e = launch_gemm<FMT_E2M1, 1, BN_NARROW, 3>(grid, map_a, map_b, ka, stream); break;
   }
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: sm90 gemm_amax launch: %s", cudaGetErrorString(e));
