@@ -21,8 +21,8 @@
  *      dequantized once to bf16 in the workspace, in the layout of the tile the wgmmas
  *      read; the mainloop then converts A alone (see "The B pre-pass"). One launch
  *      (prep_bp_kernel) runs it beside step 1, which then prepares A's scales only, and
- *      not even those when they are e8m0 in the swizzled layout: the kernel then reads
- *      the bytes as they are (kernel_args::sfr, one 512-byte block per stage).
+ *      on the narrow tiles not even those when they are e8m0 in the swizzled layout: the
+ *      kernel then reads the bytes as they are (kernel_args::sfr, sf_raw_layout).
  *   2. gemm_kernel (persistent, one CTA per SM, 384 threads), a programmatic dependent
  *      launch: it is scheduled while step 1 ends and waits for its results after setting
  *      up its barriers (reading A's scale bytes as they are, the producer first loads the
@@ -1365,10 +1365,14 @@ static int env_switch(const char *name) {
 /* Rows of tiles from which B goes through the pre-pass (make_geometry). */
 static constexpr int64_t BP_TILES_M = 6;
 
-/* Whether A's scales can be read by the kernel as they are (kernel_args::sfr): e8m0 in the
- * swizzled layout, with the B pre-pass (the pointer's alignment is the launch's test). */
-static bool sf_raw_layout(const mxf_gemm_problem *p, int bp) {
-  return bp && p->sf == MXF_E8M0 && p->sfa_layout == MXF_SF_SWIZZLED && env_switch("MXF_GEMM_SFRAW") != 0;
+/* Whether A's scales are read by the kernel as they are (kernel_args::sfr): e8m0 in the
+ * swizzled layout, on the narrow tiles (the pointer's alignment is the launch's test).
+ * The wide pre-pass kernels can too, but there the preparation pass is a small part of
+ * the run and the prepared multipliers save the consumers work: with MXFP4 (MODE_TWO's
+ * scales built per stage) they ran up to 11 % slower (bench/NOTES.md, ninth session). */
+static bool sf_raw_layout(const mxf_gemm_problem *p, int nb) {
+  return nb == BN_NARROW && p->sf == MXF_E8M0 && p->sfa_layout == MXF_SF_SWIZZLED &&
+         env_switch("MXF_GEMM_SFRAW") != 0;
 }
 
 /* The geometry of problem p on num_sms SMs (0: a default count, for the workspace bound);
@@ -1410,7 +1414,7 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, i
   const int64_t sms = num_sms > 0 ? num_sms : 132;
   const int wg_env = env_switch("MXF_GEMM_WG3");
   const bool wg_pays = wg_env >= 0 ? wg_env == 1 : (p->m + BM - 1) / BM * p->l * 10 >= 13 * sms;
-  g->wg = wg3 && g->nb == BN_NARROW && sf_raw_layout(p, 1) && wg_pays ? 3 : 2;
+  g->wg = wg3 && sf_raw_layout(p, g->nb) && wg_pays ? 3 : 2;
   const int64_t tm = 64 * g->wg; /* tile rows */
   g->tiles_m = (p->m + tm - 1) / tm;
   g->tiles_n = (p->n + g->nb - 1) / g->nb;
@@ -1550,7 +1554,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   const mxf_gemm_amax_args *args = &swapped_args;
   /* A's scales read as they are (kernel_args::sfr) when the layout allows and the bytes
    * are 16-byte aligned (bulk copies); else prepared, on two warpgroups (geometry::ws_alt) */
-  const bool sfraw = sf_raw_layout(p, g.bp) && ((uintptr_t)args->sfa & 15u) == 0;
+  const bool sfraw = sf_raw_layout(p, g.nb) && ((uintptr_t)args->sfa & 15u) == 0;
   if (g.wg == 3 && !sfraw && !make_geometry(p, num_sms, &g, g.tc, false))
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: the sm_90a gemm_amax kernel does not run this problem");
   const size_t need = g.total();
