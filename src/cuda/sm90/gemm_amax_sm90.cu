@@ -23,7 +23,8 @@
  *      (prep_bp_kernel) runs it beside step 1, which then prepares A's scales only, and
  *      on the narrow tiles not even those when they are e8m0 in the swizzled layout: the
  *      kernel then reads the bytes as they are (kernel_args::sfr, sf_raw_layout).
- *   2. gemm_kernel (persistent, one CTA per SM, 384 threads), a programmatic dependent
+ *   2. gemm_kernel (persistent, one CTA per SM, 384 threads; 512 on the three-warpgroup
+ *      narrow tiles, see make_geometry), a programmatic dependent
  *      launch: it is scheduled while step 1 ends and waits for its results after setting
  *      up its barriers (reading A's scale bytes as they are, the producer first loads the
  *      first unit's first stages of A, which do not depend on step 1). Over the work units of
@@ -127,8 +128,8 @@ struct kernel_args {
   int64_t c_ms, c_ls;
   void *c;
   const uint16_t *sfa, *sfb;      /* prepared scales in the workspace (bf16 multipliers) */
-  /* With the B pre-pass and A's scales e8m0 in the swizzled layout (16-byte aligned): the
-   * kernel reads them as they are (sfa unused): each stage's 512-byte block of its tile */
+  /* The narrow tiles with A's scales e8m0 in the swizzled layout (16-byte aligned): the
+   * kernel reads them as they are (sfa unused; raw_scales) */
   const uint8_t *sfr;             /* A's scale bytes, or null */
   int64_t sfr_ls;                 /* bytes per batch: R K' 512 */
   int sfr_kq, sfr_r, kb;          /* K' = ceil(kb / 4), R = ceil(m / 128); k-blocks of a row */
@@ -656,11 +657,12 @@ struct raw_scales {
   int off;     /* the byte of row ar0 and this thread's k-block of a stage, less the stage's */
   int ks_live; /* stages ks < ks_live hold this thread's k-block */
 };
-/* r0: the tile's first row, modulo 128 */
-__device__ __forceinline__ raw_scales make_raw_scales(const kernel_args &p, int ar0, int q, int r0) {
+/* r0: the tile's first row, modulo 128; NB: the tile's columns (only the narrow tiles get
+ * sfr, see sf_raw_layout) */
+template <int NB> __device__ __forceinline__ raw_scales make_raw_scales(const kernel_args &p, int ar0, int q, int r0) {
   const int kq = p.nkb == 2 ? (q >> 1) : q, rr = r0 + ar0;
   raw_scales rs;
-  rs.on = p.sfr != nullptr;
+  rs.on = NB == BN_NARROW && p.sfr != nullptr;
   rs.off = (rr >> 7) * 512 + (rr & 31) * 16 + ((rr >> 5) & 3) * 4 + kq;
   rs.ks_live = (p.kb - kq + p.nkb - 1) / p.nkb;
   return rs;
@@ -1204,10 +1206,20 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     if (tid == 0) {
       tma_prefetch_desc(&tma_a);
       tma_prefetch_desc(&tma_b);
-      const bool raw = BP && p.sfr; /* A's scales as they are (raw_scales) */
+      const bool raw = NB == BN_NARROW && p.sfr; /* A's scales as they are (raw_scales; sf_raw_layout) */
       constexpr int blocks = WG == 2 ? 1 : 2;
       const uint32_t sfa_bytes = raw ? 512u * blocks : BM * p.nkb * 2, sfb_bytes = BP ? 0 : BN * p.nkb * 2;
       const uint32_t tx = (uint32_t)TM * p.rb + (BP ? SM::bp_tile : BN * p.rb) + sfa_bytes + sfb_bytes;
+      /* a stage's A codes and scales into slot s (sfa: the unit's prepared scales) */
+      const auto load_a_stage = [&](int s, int ks, int l, int mt, const uint16_t *sfa) {
+        const uint32_t fb = sm.full(s);
+        mbar_arrive_expect_tx(fb, tx);
+        tma_load_3d(sm.raw_a(s), &tma_a, ks * p.rb, mt * TM, l, fb);
+        if (raw)
+          load_raw_scales(p, sm.sf_a(s), TM, blocks, l, mt, ks, fb);
+        else
+          bulk_load(sm.sf_a(s), sfa + (int64_t)ks * BM * p.nkb, sfa_bytes, fb);
+      };
       /* With raw scales, A's codes and scales do not come from the preparation: the first
        * unit's first stages load them while the preparation still runs, B after it. */
       int early = 0;
@@ -1216,12 +1228,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
         int l, mt, nt;
         tile_coords(w.tile, p.tiles_m, p.tiles_n, l, mt, nt);
         early = min(ns, w.ks1 - w.ks0);
-        for (int i = 0; i < early; ++i) {
-          const int ks = w.ks0 + i;
-          mbar_arrive_expect_tx(sm.full(i), tx);
-          tma_load_3d(sm.raw_a(i), &tma_a, ks * p.rb, mt * TM, l, sm.full(i));
-          load_raw_scales(p, sm.sf_a(i), TM, blocks, l, mt, ks, sm.full(i));
-        }
+        for (int i = 0; i < early; ++i) load_a_stage(i, w.ks0 + i, l, mt, nullptr);
       }
       grid_dependency_wait();
       int slot = 0;
@@ -1240,12 +1247,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
             --early; /* A is on its way (slot = the stage, first pass) */
           } else {
             mbar_wait(sm.empty(slot), phase ^ 1u);
-            mbar_arrive_expect_tx(fb, tx);
-            tma_load_3d(sm.raw_a(slot), &tma_a, ks * p.rb, mt * TM, l, fb);
-            if (raw)
-              load_raw_scales(p, sm.sf_a(slot), TM, blocks, l, mt, ks, fb);
-            else
-              bulk_load(sm.sf_a(slot), sfa + (int64_t)ks * BM * p.nkb, sfa_bytes, fb);
+            load_a_stage(slot, ks, l, mt, sfa);
           }
           tma_load_3d(sm.raw_b(slot), &tma_b, ks * (BP ? BK : p.rb), nt * NB, l, fb); /* BP: bf16 elements */
           if (!BP) bulk_load(sm.sf_b(slot), sfb + (int64_t)ks * BN * p.nkb, sfb_bytes, fb);
@@ -1283,7 +1285,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     h_next = BP ? false : prefetch_unit_f16<FMT>(p, u + gridDim.x, ct, sm.factors(area == 2 ? 0 : area + 1));
     const int nk = w.ks1 - w.ks0;
     if constexpr (BP) {
-      const raw_scales rs = make_raw_scales(p, ar0, q, (mt * TM) & 127);
+      const raw_scales rs = make_raw_scales<NB>(p, ar0, q, (mt * TM) & 127);
       mainloop_bp<FMT, NB, SM>(acc, fa, fb, sm, g, w.ks0, nk, p.nkb, ar0, q, lane, rs);
     } else if (FMT != FMT_E2M1 && h) {
       mainloop<FMT, FMT != FMT_E2M1>(acc, fa, fb, sm, g, nk, p.nkb, ct, ar0, q, lane); /* e2m1: never here */
@@ -1438,7 +1440,7 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, i
   g->grid = tiles < sms ? tiles : sms;
   g->tail = tiles % g->grid;
   g->split = g->tail ? g->grid / g->tail : 1;
-  if (2 * tiles <= sms) g->tail = tiles, g->split = sms / tiles; /* few tiles: all split, on up to 4x the SMs */
+  if (2 * tiles <= sms) g->tail = tiles, g->split = sms / tiles; /* few tiles: all split, up to 4 CTAs each */
   if (g->split > 4) g->split = 4;
   if (g->split > g->nks) g->split = g->nks;
   if (g->split < 2) g->split = 1, g->tail = 0;

@@ -179,15 +179,18 @@ template <int FMT> __device__ __forceinline__ uint32_t fp8_special(uint32_t w) {
 
 /* e8m0 bytes straight to MODE_FOLD's multiplier (kernels that read scale bytes as they
  * are): 2^(b - 127) * 2^c is the bf16 of exponent field b + c, a normal number for every
- * byte that folds, b <= e8m0_fold_max (fold_check's bound; byte 0 gives 2^(c - 127)).
- * The pair in both halves; b + c < 256 keeps the halves apart. */
-template <int FMT> __device__ __forceinline__ constexpr uint32_t e8m0_fold_max() {
-  return FMT == FMT_E4M3 ? 134u : FMT == FMT_E5M2 ? 142u : 128u;
+ * byte that folds, b <= e8m0_fold_max = 254 - c (fold_check's bound; byte 0 gives
+ * 2^(c - 127)). The pair in both halves; b + c < 256 keeps the halves apart. */
+template <int FMT> __device__ __forceinline__ constexpr uint32_t fmt_c() {
+  return ((fmt_consts<FMT>::K >> 7) & 0xFFu) - 127u; /* c, from 2^c's exponent field */
 }
+template <int FMT> __device__ __forceinline__ constexpr uint32_t e8m0_fold_max() { return 254u - fmt_c<FMT>(); }
 template <int FMT> __device__ __forceinline__ uint32_t e8m0_fold_pair(uint32_t b) {
-  constexpr uint32_t C = FMT == FMT_E4M3 ? 120u : FMT == FMT_E5M2 ? 112u : 126u; /* fmt_consts<FMT>::K's 2^c */
-  return (b + C) * 0x00800080u;
+  return (b + fmt_c<FMT>()) * 0x00800080u;
 }
+static_assert(e8m0_fold_max<FMT_E4M3>() == 134u && e8m0_fold_max<FMT_E5M2>() == 142u &&
+                  e8m0_fold_max<FMT_E2M1>() == 128u,
+              "fold_check's bounds");
 
 /* MODE_FOLD's multiplier: the scale pair s2 times 2^c. */
 template <int FMT> __device__ __forceinline__ uint32_t fold_scale(uint32_t s2) {
