@@ -657,12 +657,18 @@ struct raw_scales {
   int off;     /* the byte of row ar0 and this thread's k-block of a stage, less the stage's */
   int ks_live; /* stages ks < ks_live hold this thread's k-block */
 };
-/* r0: the tile's first row, modulo 128; NB: the tile's columns (only the narrow tiles get
- * sfr, see sf_raw_layout) */
+/* Whether the kernel of NB columns reads A's scale bytes as they are (only the narrow
+ * tiles get sfr, see sf_raw_layout). */
+template <int NB> __device__ __forceinline__ bool raw_scales_on(const kernel_args &p) {
+  return NB == BN_NARROW && p.sfr != nullptr;
+}
+/* r0: the tile's first row, modulo 128. The offsets below are formats.h's
+ * mxf_sf_swz_offset in 32-bit arithmetic (calling it cost the 128-row shape ~1 %:
+ * bench/NOTES.md, tenth session's review fold). */
 template <int NB> __device__ __forceinline__ raw_scales make_raw_scales(const kernel_args &p, int ar0, int q, int r0) {
   const int kq = p.nkb == 2 ? (q >> 1) : q, rr = r0 + ar0;
   raw_scales rs;
-  rs.on = NB == BN_NARROW && p.sfr != nullptr;
+  rs.on = raw_scales_on<NB>(p);
   rs.off = (rr >> 7) * 512 + (rr & 31) * 16 + ((rr >> 5) & 3) * 4 + kq;
   rs.ks_live = (p.kb - kq + p.nkb - 1) / p.nkb;
   return rs;
@@ -1206,7 +1212,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     if (tid == 0) {
       tma_prefetch_desc(&tma_a);
       tma_prefetch_desc(&tma_b);
-      const bool raw = NB == BN_NARROW && p.sfr; /* A's scales as they are (raw_scales; sf_raw_layout) */
+      const bool raw = raw_scales_on<NB>(p); /* A's scales as they are (raw_scales) */
       constexpr int blocks = WG == 2 ? 1 : 2;
       const uint32_t sfa_bytes = raw ? 512u * blocks : BM * p.nkb * 2, sfb_bytes = BP ? 0 : BN * p.nkb * 2;
       const uint32_t tx = (uint32_t)TM * p.rb + (BP ? SM::bp_tile : BN * p.rb) + sfa_bytes + sfb_bytes;
@@ -1351,6 +1357,7 @@ struct geometry {
   int tc;                   /* the problem is the caller's with A and B swapped: C transposed */
   int nb;                   /* tile columns: BN, or BN_NARROW (swapped, N <= 128) */
   int wg;                   /* consumer warpgroups: 2 (128-row tiles) or 3 (192-row narrow tiles) */
+  int tm() const { return 64 * wg; } /* tile rows (smem_map_t::tm) */
   size_t ws_alt;            /* wg 3: the workspace of the same problem on 2 (the launch's fallback) */
   size_t sum() const { return ws_a + ws_b + ws_part + ws_flags + ws_f16 + ws_bp; }
   size_t total() const { return sum() > ws_alt ? sum() : ws_alt; }
@@ -1417,7 +1424,7 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, i
   const int wg_env = env_switch("MXF_GEMM_WG3");
   const bool wg_pays = wg_env >= 0 ? wg_env == 1 : (p->m + BM - 1) / BM * p->l * 10 >= 13 * sms;
   g->wg = wg3 && sf_raw_layout(p, g->nb) && wg_pays ? 3 : 2;
-  const int64_t tm = 64 * g->wg; /* tile rows */
+  const int64_t tm = g->tm();
   g->tiles_m = (p->m + tm - 1) / tm;
   g->tiles_n = (p->n + g->nb - 1) / g->nb;
   g->nks = (p->k + BK - 1) / BK;
@@ -1580,7 +1587,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   uint4 *wbp = reinterpret_cast<uint4 *>(w16 + g.ws_f16 + g.ws_part + g.ws_flags);
 
   CUtensorMap map_a, map_b;
-  CUresult r = make_map_codes(enc, &map_a, args->a, g.kbytes, p->m, p->l, a_row, a_bat, g.rb, 64 * g.wg);
+  CUresult r = make_map_codes(enc, &map_a, args->a, g.kbytes, p->m, p->l, a_row, a_bat, g.rb, g.tm());
   if (r == CUDA_SUCCESS)
     r = g.bp ? make_map_bf16(enc, &map_b, wbp, g.nks * BK, p->n, p->l, g.nb)
              : make_map_codes(enc, &map_b, args->b, g.kbytes, p->n, p->l, b_row, b_bat, g.rb, BN);
@@ -1588,7 +1595,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: cannot describe A/B to the TMA unit (CUresult %d)",
                          (int)r);
   const int64_t sms = num_sms > 0 ? num_sms : 132; /* bounds the preparation grids */
-  const int64_t rows_a = p->l * g.tiles_m * 64 * g.wg, rows_b = p->l * g.tiles_n * BN;
+  const int64_t rows_a = p->l * g.tiles_m * g.tm(), rows_b = p->l * g.tiles_n * BN;
   rows_args ra;
   ra.sfa = static_cast<const uint8_t *>(args->sfa);
   ra.sfb = static_cast<const uint8_t *>(args->sfb);
