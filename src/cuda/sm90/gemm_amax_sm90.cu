@@ -1269,8 +1269,8 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
 
   /* ---------------- consumers */
   /* 128 x 24 + CT x this <= 64 K registers. ptxas compiles all the kernel's code for the
-   * launch's share, 65536 / threads (168 here, 128 with 512 threads) whatever setmaxnreg
-   * allocates at run time (bench/NOTES.md, eleventh session). */
+   * launch's share, 65536 / threads (168 with 384 threads, 128 with 512), whatever
+   * setmaxnreg allocates at run time (bench/NOTES.md, eleventh session). */
   setmaxnreg_inc<WG == 2 ? 240 : 160>();
   const int ct = tid - 128;                 /* 0 .. CT - 1 */
   const int lane = tid & 31;
