@@ -47,7 +47,8 @@
  *            the wgmmas that read it are done: no B conversion, no barrier per stage;
  *          - epilogue: alpha, amax (warp -> CTA -> one atomicMax per CTA), C in its
  *            dtype: tiles wholly inside C (bf16 / f16 / f32) through a 2 KB per-warp
- *            shared staging area as whole 128-byte lines, edge tiles and other dtypes
+ *            shared staging area (transposed C of the wide tiles: 8 KB per warpgroup)
+ *            as whole 128-byte lines, edge tiles and other dtypes
  *            element by element with formats.h's encoders.
  *
  * Few rows of A, or A much smaller than B (plan_problem's rule): the kernel runs the
@@ -978,6 +979,45 @@ __device__ __forceinline__ void store_full16_t(const float (&acc)[NB / 2], const
   }
 }
 
+/*
+ * A tile of 16-bit C, transposed (p.tc), by warpgroup: its 64 tile rows are 64 consecutive
+ * columns of C, 128 bytes. Per 64-column chunk of the tile, the four warps write their
+ * 16 x 64 blocks with stmatrix .trans into the warpgroup's 8 KB (buf) as 64 rows of C of
+ * 128 bytes (warp w's 16-byte slots 2w, 2w + 1; slot s of row r at s ^ (r % 8): no bank
+ * conflicts), and each warp stores 16 of those rows as whole lines (flush_lines), rows of
+ * C from ncols on skipped. Named barrier bar (the warpgroup's 128 threads) orders the
+ * chunk's writes before its reads and its reads before the next chunk's writes; the
+ * caller's vote on bar orders the previous tile's reads before the first chunk.
+ */
+template <int CDT, int NB>
+__device__ __forceinline__ void store_full16_tw(const float (&acc)[NB / 2], const kernel_args &p, uint32_t buf, int l,
+                                                int64_t col0, int nt, int wq, int lane, int ncols, uint32_t bar) {
+  /* stmatrix: lane gives stored row 8 (m / 2) + lane % 8 (+ 16 jj) of matrix m = lane / 8, half m % 2 */
+  const int wrow = 8 * (lane >> 4) + (lane & 7), wslot = 2 * wq + ((lane >> 3) & 1);
+  const int rrow = lane >> 3, rslot = lane & 7;
+#pragma unroll
+  for (int ch = 0; ch < NB / 64; ++ch) {
+    if (ch > 0) named_bar_sync(bar, 128);
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+      uint32_t r[4];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        const int j = 8 * ch + 2 * jj + (m >> 1), h = m & 1;
+        const float lo = acc[4 * j + 2 * h], hi = acc[4 * j + 2 * h + 1];
+        r[m] = CDT == MXF_BF16 ? mxf_f32x2_to_bf16x2(lo, hi) : pack_f16x2(lo, hi);
+      }
+      const int row = 16 * jj + wrow;
+      stmatrix_x4_trans(buf + row * 128 + ((uint32_t)(wslot ^ (row & 7)) << 4), r[0], r[1], r[2], r[3]);
+    }
+    named_bar_sync(bar, 128);
+    const int r0 = 64 * ch + 16 * wq; /* the warp's first row of C in the chunk, after nt * NB */
+    int64_t rstep;
+    uint8_t *crow = c_lane_row(p, 2, l, (int64_t)nt * NB + r0, col0, rrow, rslot, rstep);
+    flush_lines(buf + 16 * wq * 128, crow, rstep, 0, rrow, rslot, ncols - r0);
+  }
+}
+
 /* A tile of f32 C, transposed (p.tc): per 32-column chunk, the warp's values go into its
  * 2 KB as 32 rows of C of 64 bytes (t_slot; two-way bank conflicts at most) and come back
  * as 4 lanes per row, 8 rows per store (flush_rows_t); rows of C from ncols on are skipped. */
@@ -999,6 +1039,42 @@ __device__ __forceinline__ void store_full32_t(const float (&acc)[NB / 2], const
 }
 
 /*
+ * A tile of f32 C, transposed (p.tc), by warpgroup (the wide tile): its 64 tile rows are
+ * 64 columns of C, 256 bytes. Per 32-column chunk of the tile the four warps write their
+ * values into the warpgroup's 8 KB (buf) as 32 rows of C of 256 bytes (warp w's 16-byte
+ * slots 4w .. 4w + 3; slot s of row r at s ^ (r % 8): no bank conflicts), and each warp
+ * stores 8 of those rows, 16 lanes per row; rows of C from ncols on are skipped. Named
+ * barrier bar (the warpgroup's 128 threads) orders writes and reads as in store_full16_tw.
+ */
+template <int NB>
+__device__ __forceinline__ void store_full32_tw(const float (&acc)[NB / 2], const kernel_args &p, uint32_t buf, int l,
+                                                int64_t col0, int nt, int wq, int lane, int ncols, uint32_t bar) {
+  const int q = lane & 3, wcol = lane >> 2; /* accumulator layout: tile rows 16 wq + wcol (+ 8), columns 8 j + 2 q (+ 1) */
+  const int rrow = lane >> 4, rslot = lane & 15;
+#pragma unroll
+  for (int ch = 0; ch < NB / 32; ++ch) {
+    named_bar_sync(bar, 128);
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = 8 * jj + 2 * q + (e & 1), slot = 4 * wq + 2 * (e >> 1) + (wcol >> 2);
+        sts_f32(buf + row * 256 + ((uint32_t)(slot ^ (row & 7)) << 4) + 4 * (wcol & 3), acc[4 * (4 * ch + jj) + e]);
+      }
+    named_bar_sync(bar, 128);
+    const int r0 = 32 * ch + 8 * wq; /* the warp's first row of C in the chunk, after nt * NB */
+    int64_t rstep4;
+    uint8_t *crow = c_lane_row(p, 4, l, (int64_t)nt * NB + r0, col0, rrow, rslot, rstep4);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int row = 8 * wq + 2 * i + rrow;
+      const uint4 v = lds_v4(buf + row * 256 + ((uint32_t)(rslot ^ (row & 7)) << 4));
+      if (r0 + 2 * i + rrow < ncols) *reinterpret_cast<uint4 *>(crow + (rstep4 >> 1) * i) = v;
+    }
+  }
+}
+
+/*
  * C = alpha * acc in C's dtype, amax folded into fm. For bf16 / f16 / f32, a tile wholly
  * inside C takes the fast path: amax over all values, hardware conversion (16-bit C),
  * whole 16-byte pieces of lines through the staging area (the core admits only C whose
@@ -1008,7 +1084,11 @@ __device__ __forceinline__ void store_full32_t(const float (&acc)[NB / 2], const
  * wide kernels that made ptxas serialize the wgmmas, C7515.) The hardware conversion
  * quiets NaN into the canonical NaN rather than SPEC §0's payload-keeping rule, so a warp
  * holding a NaN takes the element-wise path. Other dtypes and other edge tiles take that
- * path always.
+ * path always. The wide tiles' transposed C goes through each warpgroup's 8 KB rather than
+ * each warp's 2 KB (store_full16_tw, store_full32_tw): a warp's 16 tile rows are only 32
+ * (64) bytes of a line of C, its warpgroup's 64 rows a whole line (or two): 2-4.5 % less
+ * time on the swapped large shapes (bench/NOTES.md, thirteenth session); a warpgroup
+ * holding a NaN then takes the element-wise path. (The narrow tiles measured slower so.)
  */
 template <int CDT, int NB, bool TC, class SM>
 __device__ __forceinline__ void epilogue(float (&acc)[NB / 2], const kernel_args &p, const SM &sm, int l, int mt,
@@ -1041,13 +1121,25 @@ __device__ __forceinline__ void epilogue(float (&acc)[NB / 2], const kernel_args
       const int nrows = EDGE ? rlim - (ar0 & ~15) : 16; /* the warp's rows inside C (not transposed) */
       if (CDT == MXF_F32) {
         fm = mxf_amax_fold_f32(fm, t);
-        if (tc) store_full32_t<NB>(acc, p, stg, l, row0, nt, ct & 31, EDGE ? clim : NB);
+        if (tc && !EDGE)
+          store_full32_tw<NB>(acc, p, sm.epi(4 * (ct >> 7)), l, (int64_t)mt * TM + 64 * (ct >> 7), nt, (ct >> 5) & 3,
+                              ct & 31, NB, 2 + (uint32_t)(ct >> 7));
+        else if (tc) store_full32_t<NB>(acc, p, stg, l, row0, nt, ct & 31, clim);
         else store_full32<NB>(acc, p, stg, l, row0, nt, ct & 31, nrows);
         return;
       }
-      if (!__any_sync(0xFFFFFFFFu, t != t)) {
+      if (tc && !EDGE) { /* by warpgroup (store_full16_tw): the vote too */
+        const int wg = ct >> 7;
+        const uint32_t bar = 2 + (uint32_t)wg;
+        if (!named_bar_any(bar, 128, t != t)) {
+          fm = mxf_amax_fold_f32(fm, t);
+          store_full16_tw<CDT, NB>(acc, p, sm.epi(4 * wg), l, (int64_t)mt * TM + 64 * wg, nt, (ct >> 5) & 3, ct & 31,
+                                   NB, bar);
+          return;
+        }
+      } else if (!__any_sync(0xFFFFFFFFu, t != t)) {
         fm = mxf_amax_fold_f32(fm, t);
-        if (tc) store_full16_t<CDT, NB>(acc, p, stg, l, row0, nt, ct & 31, EDGE ? clim : NB);
+        if (tc) store_full16_t<CDT, NB>(acc, p, stg, l, row0, nt, ct & 31, clim);
         else store_full16<CDT, NB>(acc, p, stg, l, row0, nt, ct & 31, nrows);
         return;
       }

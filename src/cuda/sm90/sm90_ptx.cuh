@@ -90,6 +90,16 @@ __device__ __forceinline__ void fence_proxy_async() {
 __device__ __forceinline__ void named_bar_sync(uint32_t id, uint32_t count) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
+/* Named barrier id over count threads that also tells each of them whether c holds in any. */
+__device__ __forceinline__ bool named_bar_any(uint32_t id, uint32_t count, bool c) {
+  uint32_t r;
+  asm volatile("{\n\t.reg .pred q, p;\n\tsetp.ne.u32 q, %1, 0;\n\tbar.red.or.pred p, %2, %3, q;\n\t"
+               "selp.u32 %0, 1, 0, p;\n\t}"
+               : "=r"(r)
+               : "r"((uint32_t)c), "r"(id), "r"(count)
+               : "memory");
+  return r != 0;
+}
 /* Signals arrival at named barrier id without waiting (the producer side of a hand-off). */
 __device__ __forceinline__ void named_bar_arrive(uint32_t id, uint32_t count) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
