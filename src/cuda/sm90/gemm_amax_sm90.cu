@@ -949,6 +949,18 @@ __device__ __forceinline__ void flush_rows_t(uint32_t stg, const kernel_args &p,
   warp_sync_shared();
 }
 
+/* The four 8 x 8 blocks of 16-bit C that stmatrix .trans stores for 8-column groups j0 and
+ * j0 + 1 of the warp's accumulators: r[m] is the pair of group j0 + m / 2, rows + 8 (m % 2). */
+template <int CDT, int NB>
+__device__ __forceinline__ void trans_pairs(const float (&acc)[NB / 2], int j0, uint32_t (&r)[4]) {
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    const int j = j0 + (m >> 1), h = m & 1;
+    const float lo = acc[4 * j + 2 * h], hi = acc[4 * j + 2 * h + 1];
+    r[m] = CDT == MXF_BF16 ? mxf_f32x2_to_bf16x2(lo, hi) : pack_f16x2(lo, hi);
+  }
+}
+
 /*
  * A tile of 16-bit C, transposed (p.tc): the warp's 16 tile rows are 16 consecutive
  * columns of C, its NB tile columns NB rows of C. Per 64-column chunk, stmatrix .trans
@@ -966,12 +978,7 @@ __device__ __forceinline__ void store_full16_t(const float (&acc)[NB / 2], const
 #pragma unroll
     for (int jj = 0; jj < 4; ++jj) {
       uint32_t r[4];
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int j = 8 * ch + 2 * jj + (m >> 1), h = m & 1;
-        const float lo = acc[4 * j + 2 * h], hi = acc[4 * j + 2 * h + 1];
-        r[m] = CDT == MXF_BF16 ? mxf_f32x2_to_bf16x2(lo, hi) : pack_f16x2(lo, hi);
-      }
+      trans_pairs<CDT, NB>(acc, 8 * ch + 2 * jj, r);
       const int row = 16 * jj + wrow;
       stmatrix_x4_trans(stg + row * 32 + t_slot<32>(row, whalf), r[0], r[1], r[2], r[3]);
     }
@@ -1001,12 +1008,7 @@ __device__ __forceinline__ void store_full16_tw(const float (&acc)[NB / 2], cons
 #pragma unroll
     for (int jj = 0; jj < 4; ++jj) {
       uint32_t r[4];
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int j = 8 * ch + 2 * jj + (m >> 1), h = m & 1;
-        const float lo = acc[4 * j + 2 * h], hi = acc[4 * j + 2 * h + 1];
-        r[m] = CDT == MXF_BF16 ? mxf_f32x2_to_bf16x2(lo, hi) : pack_f16x2(lo, hi);
-      }
+      trans_pairs<CDT, NB>(acc, 8 * ch + 2 * jj, r);
       const int row = 16 * jj + wrow;
       stmatrix_x4_trans(buf + row * 128 + ((uint32_t)(wslot ^ (row & 7)) << 4), r[0], r[1], r[2], r[3]);
     }
