@@ -1121,22 +1121,23 @@ __device__ __forceinline__ void epilogue(float (&acc)[NB / 2], const kernel_args
       const uint32_t stg = sm.epi(ct >> 5);
       const int64_t row0 = (int64_t)mt * TM + (ar0 & ~15);
       const int nrows = EDGE ? rlim - (ar0 & ~15) : 16; /* the warp's rows inside C (not transposed) */
+      /* transposed wide tiles: by warpgroup (its 8 KB, named barrier 2 + warpgroup, its
+       * first column of C) */
+      const bool by_wg = tc && !EDGE;
+      const int wg = ct >> 7;
+      const uint32_t wbuf = sm.epi(4 * wg), wbar = 2 + (uint32_t)wg;
+      const int64_t wcol0 = (int64_t)mt * TM + 64 * wg;
       if (CDT == MXF_F32) {
         fm = mxf_amax_fold_f32(fm, t);
-        if (tc && !EDGE)
-          store_full32_tw<NB>(acc, p, sm.epi(4 * (ct >> 7)), l, (int64_t)mt * TM + 64 * (ct >> 7), nt, (ct >> 5) & 3,
-                              ct & 31, NB, 2 + (uint32_t)(ct >> 7));
+        if (by_wg) store_full32_tw<NB>(acc, p, wbuf, l, wcol0, nt, (ct >> 5) & 3, ct & 31, NB, wbar);
         else if (tc) store_full32_t<NB>(acc, p, stg, l, row0, nt, ct & 31, clim);
         else store_full32<NB>(acc, p, stg, l, row0, nt, ct & 31, nrows);
         return;
       }
-      if (tc && !EDGE) { /* by warpgroup (store_full16_tw): the vote too */
-        const int wg = ct >> 7;
-        const uint32_t bar = 2 + (uint32_t)wg;
-        if (!named_bar_any(bar, 128, t != t)) {
+      if (by_wg) { /* the vote too */
+        if (!named_bar_any(wbar, 128, t != t)) {
           fm = mxf_amax_fold_f32(fm, t);
-          store_full16_tw<CDT, NB>(acc, p, sm.epi(4 * wg), l, (int64_t)mt * TM + 64 * wg, nt, (ct >> 5) & 3, ct & 31,
-                                   NB, bar);
+          store_full16_tw<CDT, NB>(acc, p, wbuf, l, wcol0, nt, (ct >> 5) & 3, ct & 31, NB, wbar);
           return;
         }
       } else if (!__any_sync(0xFFFFFFFFu, t != t)) {
