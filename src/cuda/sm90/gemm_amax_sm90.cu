@@ -27,7 +27,7 @@
  *      narrow tiles, see make_geometry), a programmatic dependent
  *      launch: it is scheduled while step 1 ends and waits for its results after setting
  *      up its barriers (reading A's scale bytes as they are, the producer first loads the
- *      first unit's first stages of A, which do not depend on step 1). Over the work units of
+ *      first unit's first stage of A, which does not depend on step 1). Over the work units of
  *      unit_work: whole tiles, then the last partial wave's tiles split along K;
  *        warpgroup 0   producer: one thread issues TMA loads of raw A (128 x 64 k) and B
  *                      (256 x 64 k) codes and bulk copies of their scales into a 4-stage
@@ -103,6 +103,7 @@ constexpr int EPI = 16 * 128;      /* per consumer warp: 16 rows x 128 bytes of 
 constexpr int FAC = (BN + BM) * 4;  /* the f16 path's factors of one tile */
 constexpr int SMEM_BYTES = NS * STAGE + NBB * BBUF + 256 + 8 * EPI + 3 * FAC + 1024;
 constexpr int GROUP_M = 8;         /* tile raster: groups of 8 m-tiles, n inside */
+constexpr int EARLY_STAGES = 1;    /* A stages loaded before the preparation is waited for (raw scales) */
 static_assert(STAGE % 1024 == 0 && BBUF % 1024 == 0, "1024-byte aligned buffers");
 static_assert(SMEM_BYTES <= 227 * 1024, "fits one SM");
 /* With the B pre-pass (see "The B pre-pass") a stage is raw A, B's bf16 tile and A's
@@ -1322,13 +1323,16 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
           bulk_load(sm.sf_a(s), sfa + (int64_t)ks * BM * p.nkb, sfa_bytes, fb);
       };
       /* With raw scales, A's codes and scales do not come from the preparation: the first
-       * unit's first stages load them while the preparation still runs, B after it. */
+       * unit's first stage loads them while the preparation still runs, B after it. One
+       * stage: loading the whole ring so (12.6 MB from all CTAs at 128 x 24576 x 1536,
+       * while the preparation reads its own input) was 1-4 % slower on the narrow shapes
+       * (bench/NOTES.md, fourteenth session). */
       int early = 0;
       if (raw && (int)blockIdx.x < p.units) {
         const work_unit w = unit_work(blockIdx.x, p.whole, p.split, p.nks);
         int l, mt, nt;
         tile_coords(w.tile, p.tiles_m, p.tiles_n, l, mt, nt);
-        early = min(ns, w.ks1 - w.ks0);
+        early = min(EARLY_STAGES, w.ks1 - w.ks0);
         for (int i = 0; i < early; ++i) load_a_stage(i, w.ks0 + i, l, mt, nullptr);
       }
       grid_dependency_wait();
