@@ -23,7 +23,9 @@
  * do not qualify for the sm_90a kernel's f16 path. On a cc 9.0 device every case runs
  * five times: with the default kernel choice (the sm_90a kernel swaps A and B for few
  * rows of A), with the sm_90a kernel's f16 path enabled for any tile count (MXF_GEMM_F16=on),
- * with its B pre-pass enabled for any tile count (MXF_GEMM_BPRE=on), these two unswapped
+ * with its B pre-pass enabled for any tile count (MXF_GEMM_BPRE=on, converting in the
+ * large problems' groups of 8 stages, MXF_GEMM_BCWIDE=on; the small problems of the
+ * other modes take groups of 2), these two unswapped
  * (MXF_GEMM_SWAP=off), with A and B swapped for any M (MXF_GEMM_SWAP=on: C written
  * transposed; MXF_GEMM_WG3=on: 128-column tiles on three consumer warpgroups wherever
  * allowed) and with the portable kernel forced (MXF_GEMM_KERNEL=portable).
@@ -727,6 +729,7 @@ int main(void) {
   unsetenv("MXF_GEMM_BPRE");
   unsetenv("MXF_GEMM_SWAP");
   unsetenv("MXF_GEMM_WG3");
+  unsetenv("MXF_GEMM_BCWIDE");
   run_all(&r, small);
   if (cc == 90) {
     setenv("MXF_GEMM_SWAP", "off", 1); /* the next two modes on the unswapped problem */
@@ -739,8 +742,10 @@ int main(void) {
     /* the B pre-pass runs by default only with many rows of tiles: force it */
     kernel_mode = "sm90-bpre";
     setenv("MXF_GEMM_BPRE", "on", 1);
+    setenv("MXF_GEMM_BCWIDE", "on", 1); /* the large problems' stage groups (bc_group) */
     run_all(&r, small);
     unsetenv("MXF_GEMM_BPRE");
+    unsetenv("MXF_GEMM_BCWIDE");
     /* A and B swapped (C written transposed) for any M, with 128- or 256-column tiles;
      * the narrow tiles on three consumer warpgroups wherever A's scales allow it (by
      * default only with more than a wave of 128-row tiles) */

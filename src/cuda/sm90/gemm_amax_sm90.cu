@@ -378,11 +378,14 @@ __global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
  * mainloop's modes (one product when scale * 2^c fits bf16, two otherwise, NaN/inf codes
  * exact); k beyond K reads 0; k-blocks beyond the scales' K get scale 1.0.
  *
- * A warp takes 4 rows (8 lanes each) and BC_STAGES consecutive stages of them: lane c of a
- * row writes the 16-byte chunk c of every stage (k16 step c / 2, its first or second half),
+ * A warp takes 4 rows (8 lanes each) and G consecutive stages of them: lane c of a row
+ * writes the 16-byte chunk c of every stage (k16 step c / 2, its first or second half),
  * so each store covers 4 whole 128-byte lines. The group's code words are all loaded
- * before the first is converted; lane c reads and converts the scales of the group's stage
- * c, which the row's lanes then take by shuffle.
+ * before the first is converted; lane c < G reads and converts the scales of the group's
+ * stage c, which the row's lanes then take by shuffle. G is 8 (BC_STAGES), or 2 when that
+ * leaves fewer than 8 warps a SM (bc_group): a warp's chain of loads and conversions is
+ * what the pass waits for then, and at 128 x 24576 x 1536 groups of 2 made the whole call
+ * 10 % faster (groups of 2 on the large shapes: +1 %; bench/NOTES.md, fourteenth session).
  */
 constexpr int BC_STAGES = 8;
 struct bconv_args {
@@ -395,7 +398,7 @@ struct bconv_args {
   mxf_sf_layout lb;
 };
 
-template <int FMT> __device__ __forceinline__ void b_convert_blocks(const bconv_args &a, int bx, int nbx) {
+template <int FMT, int G> __device__ __forceinline__ void b_convert_blocks(const bconv_args &a, int bx, int nbx) {
   constexpr uint32_t K = fmt_consts<FMT>::K;
   const int lane = threadIdx.x & 31, c = lane & 7, half = c & 1, st = c >> 1;
   const int src0 = lane & ~7; /* the row's first lane */
@@ -405,24 +408,24 @@ template <int FMT> __device__ __forceinline__ void b_convert_blocks(const bconv_
   const int e2hi = FMT == FMT_E2M1 ? (st & 1) : 0;
   for (int64_t u = ((int64_t)bx * blockDim.x + threadIdx.x) >> 5; u < a.units; u += ((int64_t)nbx * blockDim.x) >> 5) {
     const int64_t rq = u / a.ngr;
-    const int ks0 = (int)(u - rq * a.ngr) * BC_STAGES;
-    const int nst = min(BC_STAGES, a.nks - ks0);
+    const int ks0 = (int)(u - rq * a.ngr) * G;
+    const int nst = min(G, a.nks - ks0);
     const int64_t rr = 4 * rq + (lane >> 3);
     const bool valid = rr < a.rows;
     const int64_t l = valid ? rr / a.n : 0, n = valid ? rr - l * a.n : 0;
     const uint8_t *src = a.b + l * a.b_bat + n * a.b_row + (int64_t)ks0 * a.rb + woff;
     /* the group's code words; zero beyond K */
-    uint32_t w[BC_STAGES][4];
+    uint32_t w[G][4];
     const int64_t left = a.kbytes - (int64_t)ks0 * a.rb - woff; /* code bytes from src on */
     const bool whole = (int64_t)(ks0 + nst) * a.rb <= a.kbytes; /* a word ends at most 4 bytes before its stage */
-    if (valid && whole && nst == BC_STAGES) { /* all but a row's last group when K % 512 != 0 */
+    if (valid && whole && nst == G) { /* all but a row's last group when K % (64 G) != 0 */
 #pragma unroll
-      for (int s = 0; s < BC_STAGES; ++s)
+      for (int s = 0; s < G; ++s)
 #pragma unroll
         for (int qq = 0; qq < 4; ++qq) w[s][qq] = __ldg(reinterpret_cast<const uint32_t *>(src + s * a.rb + qq * wstep));
     } else {
 #pragma unroll
-      for (int s = 0; s < BC_STAGES; ++s)
+      for (int s = 0; s < G; ++s)
 #pragma unroll
         for (int qq = 0; qq < 4; ++qq) {
           const int64_t off = (int64_t)s * a.rb + qq * wstep;
@@ -449,7 +452,7 @@ template <int FMT> __device__ __forceinline__ void b_convert_blocks(const bconv_
     }
     uint4 *dst = a.out + ((rr * a.nks + ks0) << 3) + c;
 #pragma unroll
-    for (int s = 0; s < BC_STAGES; ++s) {
+    for (int s = 0; s < G; ++s) {
       const uint32_t p01 = __shfl_sync(0xFFFFFFFFu, s01, src0 + s), p23 = __shfl_sync(0xFFFFFFFFu, s23, src0 + s);
       if (!valid || s >= nst) continue;
       /* word qq's scale pair: k-block qq / 2 of the stage (nkb 2) or qq (nkb 4) */
@@ -489,12 +492,12 @@ template <int FMT> __device__ __forceinline__ void b_convert_blocks(const bconv_
 }
 
 /* With the B pre-pass, A's scale preparation (blocks [0, pblocks)) and B's conversion (the
- * rest) in one launch. */
-template <int FMT>
+ * rest, in groups of G stages) in one launch. */
+template <int FMT, int G>
 __global__ void __launch_bounds__(256) prep_bp_kernel(const prep_args pa, const bconv_args ba, int pblocks) {
   allow_dependent_launch();
   if ((int)blockIdx.x < pblocks) sf_prepare_blocks(pa, blockIdx.x, pblocks);
-  else b_convert_blocks<FMT>(ba, blockIdx.x - pblocks, gridDim.x - pblocks);
+  else b_convert_blocks<FMT, G>(ba, blockIdx.x - pblocks, gridDim.x - pblocks);
 }
 
 /* ------------------------------------------------------------ shared memory map */
@@ -1473,6 +1476,16 @@ static int env_switch(const char *name) {
   return v && strcmp(v, "on") == 0 ? 1 : v && strcmp(v, "off") == 0 ? 0 : -1;
 }
 
+/* The B pre-pass's stage group (see "The B pre-pass"): BC_STAGES, or 2 when groups of
+ * BC_STAGES give fewer than 8 warps a SM. MXF_GEMM_BCWIDE=on / off forces BC_STAGES / 2
+ * (tests). */
+static int bc_group(int64_t rows, int64_t nks, int64_t sms) {
+  const int env = env_switch("MXF_GEMM_BCWIDE");
+  if (env >= 0) return env ? BC_STAGES : 2;
+  const int64_t warps = (rows + 3) / 4 * ((nks + BC_STAGES - 1) / BC_STAGES);
+  return warps < 8 * sms ? 2 : BC_STAGES;
+}
+
 /* Rows of tiles from which B goes through the pre-pass (make_geometry). */
 static constexpr int64_t BP_TILES_M = 6;
 
@@ -1767,7 +1780,8 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
     ba.kb = p->kb;
     ba.rows = p->l * p->n;
     ba.nks = (int)g.nks;
-    ba.ngr = (int)((g.nks + BC_STAGES - 1) / BC_STAGES);
+    const int gs = bc_group(ba.rows, g.nks, sms);
+    ba.ngr = (int)((g.nks + gs - 1) / gs);
     ba.units = (ba.rows + 3) / 4 * ba.ngr;
     ba.nkb = g.nkb;
     ba.rb = g.rb;
@@ -1777,9 +1791,13 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
     const int64_t bneed = (ba.units * 32 + 255) / 256;
     const unsigned bblocks = (unsigned)(bneed < bmax ? bneed : bmax);
     const unsigned all = (unsigned)pblocks + bblocks;
-    if (g.fmt == FMT_E4M3) prep_bp_kernel<FMT_E4M3><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
-    else if (g.fmt == FMT_E5M2) prep_bp_kernel<FMT_E5M2><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
-    else prep_bp_kernel<FMT_E2M1><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
+    const int pk = g.fmt * 2 + (gs == 2);
+    if (pk == FMT_E4M3 * 2) prep_bp_kernel<FMT_E4M3, BC_STAGES><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
+    else if (pk == FMT_E4M3 * 2 + 1) prep_bp_kernel<FMT_E4M3, 2><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
+    else if (pk == FMT_E5M2 * 2) prep_bp_kernel<FMT_E5M2, BC_STAGES><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
+    else if (pk == FMT_E5M2 * 2 + 1) prep_bp_kernel<FMT_E5M2, 2><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
+    else if (pk == FMT_E2M1 * 2) prep_bp_kernel<FMT_E2M1, BC_STAGES><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
+    else prep_bp_kernel<FMT_E2M1, 2><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
   }
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: sm90 scale preparation: %s", cudaGetErrorString(e));
