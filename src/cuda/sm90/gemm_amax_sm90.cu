@@ -1650,6 +1650,14 @@ static cudaError_t launch_gemm(unsigned grid, const CUtensorMap &ma, const CUten
   return launch_dependent(gemm_kernel<FMT, BP, NB, WG>, grid, 128 * (WG + 1), smem, stream, ma, mb, ka);
 }
 
+/* prep_bp_kernel<FMT, gs> on the stream (gs: bc_group's stage group, 2 or BC_STAGES). */
+template <int FMT>
+static void launch_prep_bp(int gs, unsigned blocks, const prep_args &pa, const bconv_args &ba, int pblocks,
+                           cudaStream_t stream) {
+  if (gs == 2) prep_bp_kernel<FMT, 2><<<blocks, 256, 0, stream>>>(pa, ba, pblocks);
+  else prep_bp_kernel<FMT, BC_STAGES><<<blocks, 256, 0, stream>>>(pa, ba, pblocks);
+}
+
 extern "C" int mxf_sm90_gemm_amax_supports(const mxf_gemm_problem *p) {
   mxf_gemm_problem run;
   geometry g;
@@ -1791,13 +1799,9 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
     const int64_t bneed = (ba.units * 32 + 255) / 256;
     const unsigned bblocks = (unsigned)(bneed < bmax ? bneed : bmax);
     const unsigned all = (unsigned)pblocks + bblocks;
-    const int pk = g.fmt * 2 + (gs == 2);
-    if (pk == FMT_E4M3 * 2) prep_bp_kernel<FMT_E4M3, BC_STAGES><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
-    else if (pk == FMT_E4M3 * 2 + 1) prep_bp_kernel<FMT_E4M3, 2><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
-    else if (pk == FMT_E5M2 * 2) prep_bp_kernel<FMT_E5M2, BC_STAGES><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
-    else if (pk == FMT_E5M2 * 2 + 1) prep_bp_kernel<FMT_E5M2, 2><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
-    else if (pk == FMT_E2M1 * 2) prep_bp_kernel<FMT_E2M1, BC_STAGES><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
-    else prep_bp_kernel<FMT_E2M1, 2><<<all, 256, 0, stream>>>(pa, ba, (int)pblocks);
+    if (g.fmt == FMT_E4M3) launch_prep_bp<FMT_E4M3>(gs, all, pa, ba, (int)pblocks, stream);
+    else if (g.fmt == FMT_E5M2) launch_prep_bp<FMT_E5M2>(gs, all, pa, ba, (int)pblocks, stream);
+    else launch_prep_bp<FMT_E2M1>(gs, all, pa, ba, (int)pblocks, stream);
   }
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: sm90 scale preparation: %s", cudaGetErrorString(e));
