@@ -687,6 +687,21 @@ static void run_all(tu_rng *r, int small) {
     gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
     run_case(r, &gc);
   }
+  /* 7. two or more whole tiles per CTA with 16-bit C: the sm90 kernel stores a wide tile's
+   * C beside the next unit's first stages (the deferred epilogue), also when that unit has
+   * fewer stages than the tile has chunks (K = 96: 2 stages) or is a split part, and after
+   * the last unit; with NaN / inf codes some tiles take the element-wise path between
+   * deferred ones */
+  if (!small) {
+    static const int64_t multi[][4] = {{1024, 8192, 96, 1}, {2048, 4096, 320, 1}, {1280, 2304, 200, 3}};
+    for (int si = 0; si < 3; ++si) {
+      gcase gc = random_case(r, &k_formats[si == 1 ? 2 : 0], si == 2 ? MXF_F16 : MXF_BF16, multi[si][0], multi[si][1],
+                             multi[si][2], multi[si][3]);
+      gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
+      if (si == 2) gc.special = SP_NANINF;
+      run_case(r, &gc);
+    }
+  }
   /* 8. the sm90 kernel's f16 path (fp8 codes, sm90_dequant.cuh): a tile takes it when
    * every row of its A and B tiles has scale bytes within the format's window (e4m3 21
    * binades, e5m2 8) around an exponent within 64 of 2^0; other tiles take the bf16 path.

@@ -49,7 +49,10 @@
  *            dtype: tiles wholly inside C (bf16 / f16 / f32) through a 2 KB per-warp
  *            shared staging area (transposed C of the wide tiles: 8 KB per warpgroup)
  *            as whole 128-byte lines, edge tiles and other dtypes
- *            element by element with formats.h's encoders.
+ *            element by element with formats.h's encoders; the wide pre-pass tiles'
+ *            bf16 / f16 C goes into the unit's last two ring slots instead, and the
+ *            producer stores it with tensor copies before it loads into them
+ *            (epilogue_slots).
  *
  * Few rows of A, or A much smaller than B (plan_problem's rule): the kernel runs the
  * swapped problem C^T = B A^T. B's rows become the tiles' rows, dequantized
@@ -127,6 +130,7 @@ struct kernel_args {
   int rb;                         /* raw bytes per row per stage: 64 (fp8) or 32 (e2m1) */
   int cdt;                        /* mxf_dtype of C */
   int tc;                         /* C transposed: tile element (i, j) is C's (j, i) (operands swapped; with BP only) */
+  int cst;                        /* 16-bit C of the wide pre-pass tiles through the ring (epilogue_slots; tma_c) */
   int64_t c_ms, c_ls;
   void *c;
   const uint16_t *sfa, *sfb;      /* prepared scales in the workspace (bf16 multipliers) */
@@ -522,6 +526,8 @@ template <int BP, int NB = BN, int WG = 2> struct smem_map_t {
   __device__ __forceinline__ uint32_t full(int i) const { return base + ring + 8 * i; }
   __device__ __forceinline__ uint32_t empty(int i) const { return full(ns) + 8 * i; }
   __device__ __forceinline__ uint32_t amax() const { return full(2 * ns); }
+  /* slot i's C to store (kernel_args::cst): 3 words, see epilogue_slots */
+  __device__ __forceinline__ uint32_t cst(int i) const { return amax() + 8 + 12 * i; }
   __device__ __forceinline__ uint32_t epi(int w) const { return base + ring + 256 + w * EPI; }
   __device__ __forceinline__ uint32_t factors(int i) const { return epi(4 * WG) + i * FAC; }
 };
@@ -867,37 +873,51 @@ __device__ __forceinline__ uint8_t *c_lane_row(const kernel_args &p, int esize, 
   return static_cast<uint8_t *>(p.c) + esize * ((int64_t)l * p.c_ls + (row0 + rrow) * p.c_ms + col0) + 16 * rslot;
 }
 
-/*
- * A tile of 16-bit C (bf16 / f16) with 16-byte stores of whole 128-byte lines: per
- * 64-column chunk the warp's 16 x 64 results go through its 2 KB of shared memory
- * (stmatrix from the accumulator layout; 16-byte slot s of row r at s ^ (r % 8), so
- * neither side has bank conflicts) and come back as 8 lanes per row; rows from nrows on
- * (beyond M) are skipped.
- */
+/* The four pairs of C's 16-bit dtype that one stmatrix (plain or .trans) takes for 8-column
+ * groups j0 and j0 + 1 of the warp's accumulators: r[m] is the pair of group j0 + m / 2,
+ * rows + 8 (m % 2). */
 template <int CDT, int NB>
-__device__ __forceinline__ void store_full16(const float (&acc)[NB / 2], const kernel_args &p, uint32_t stg, int l,
-                                             int64_t row0, int nt, int lane, int nrows) {
+__device__ __forceinline__ void quad_pairs(const float (&acc)[NB / 2], int j0, uint32_t (&r)[4]) {
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    const int j = j0 + (m >> 1), h = m & 1;
+    const float lo = acc[4 * j + 2 * h], hi = acc[4 * j + 2 * h + 1];
+    r[m] = CDT == MXF_BF16 ? mxf_f32x2_to_bf16x2(lo, hi) : pack_f16x2(lo, hi);
+  }
+}
+
+/* Chunk ch (64 columns) of the warp's 16 rows of 16-bit results into 16 rows of 128 bytes
+ * at stg by stmatrix from the accumulator layout, 16-byte slot s of row r at s ^ (r % 8)
+ * (the 128-byte swizzle: no bank conflicts on either side). */
+template <int CDT, int NB>
+__device__ __forceinline__ void stage16(const float (&acc)[NB / 2], int ch, uint32_t stg, int lane) {
   /* stmatrix: lane gives row 8 (m % 2) + lane % 8 of matrix m = lane / 8, slot + m / 2 */
   const int mrow = 8 * ((lane >> 3) & 1) + (lane & 7);
   const uint32_t waddr = stg + mrow * 128;
   const uint32_t wslot = (uint32_t)(lane >> 4), wsw = (uint32_t)(mrow & 7);
+#pragma unroll
+  for (int jj = 0; jj < 4; ++jj) {
+    uint32_t r[4];
+    quad_pairs<CDT, NB>(acc, 8 * ch + 2 * jj, r);
+    stmatrix_x4(waddr + (((2 * jj + wslot) ^ wsw) << 4), r[0], r[1], r[2], r[3]);
+  }
+}
+
+/*
+ * A tile of 16-bit C (bf16 / f16) with 16-byte stores of whole 128-byte lines: per
+ * 64-column chunk the warp's 16 x 64 results go through its 2 KB of shared memory
+ * (stage16) and come back as 8 lanes per row; rows from nrows on (beyond M) are skipped.
+ */
+template <int CDT, int NB>
+__device__ __forceinline__ void store_full16(const float (&acc)[NB / 2], const kernel_args &p, uint32_t stg, int l,
+                                             int64_t row0, int nt, int lane, int nrows) {
   /* read back: lane takes slot lane % 8 of rows 4i + lane / 8 */
   const int rrow = lane >> 3, rslot = lane & 7;
   int64_t rstep;
   uint8_t *crow = c_lane_row(p, 2, l, row0, (int64_t)nt * NB, rrow, rslot, rstep);
 #pragma unroll
   for (int ch = 0; ch < NB / 64; ++ch) {
-#pragma unroll
-    for (int jj = 0; jj < 4; ++jj) {
-      const int j = 8 * ch + 2 * jj;
-      uint32_t r[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float lo = acc[4 * (j + (i >> 1)) + 2 * (i & 1)], hi = acc[4 * (j + (i >> 1)) + 2 * (i & 1) + 1];
-        r[i] = CDT == MXF_BF16 ? mxf_f32x2_to_bf16x2(lo, hi) : pack_f16x2(lo, hi);
-      }
-      stmatrix_x4(waddr + (((2 * jj + wslot) ^ wsw) << 4), r[0], r[1], r[2], r[3]);
-    }
+    stage16<CDT, NB>(acc, ch, stg, lane);
     flush_lines(stg, crow, rstep, ch, rrow, rslot, nrows);
   }
 }
@@ -953,18 +973,6 @@ __device__ __forceinline__ void flush_rows_t(uint32_t stg, const kernel_args &p,
   warp_sync_shared();
 }
 
-/* The four 8 x 8 blocks of 16-bit C that stmatrix .trans stores for 8-column groups j0 and
- * j0 + 1 of the warp's accumulators: r[m] is the pair of group j0 + m / 2, rows + 8 (m % 2). */
-template <int CDT, int NB>
-__device__ __forceinline__ void trans_pairs(const float (&acc)[NB / 2], int j0, uint32_t (&r)[4]) {
-#pragma unroll
-  for (int m = 0; m < 4; ++m) {
-    const int j = j0 + (m >> 1), h = m & 1;
-    const float lo = acc[4 * j + 2 * h], hi = acc[4 * j + 2 * h + 1];
-    r[m] = CDT == MXF_BF16 ? mxf_f32x2_to_bf16x2(lo, hi) : pack_f16x2(lo, hi);
-  }
-}
-
 /*
  * A tile of 16-bit C, transposed (p.tc): the warp's 16 tile rows are 16 consecutive
  * columns of C, its NB tile columns NB rows of C. Per 64-column chunk, stmatrix .trans
@@ -982,7 +990,7 @@ __device__ __forceinline__ void store_full16_t(const float (&acc)[NB / 2], const
 #pragma unroll
     for (int jj = 0; jj < 4; ++jj) {
       uint32_t r[4];
-      trans_pairs<CDT, NB>(acc, 8 * ch + 2 * jj, r);
+      quad_pairs<CDT, NB>(acc, 8 * ch + 2 * jj, r);
       const int row = 16 * jj + wrow;
       stmatrix_x4_trans(stg + row * 32 + t_slot<32>(row, whalf), r[0], r[1], r[2], r[3]);
     }
@@ -990,32 +998,39 @@ __device__ __forceinline__ void store_full16_t(const float (&acc)[NB / 2], const
   }
 }
 
+/* Chunk ch (64 columns) of the warpgroup's 64 rows of 16-bit results, transposed, into
+ * 64 rows of C of 128 bytes at buf by stmatrix .trans: the warpgroup's 64 tile rows are
+ * 64 consecutive columns of C, warp wq's 16 the 16-byte slots 2 wq, 2 wq + 1; slot s of
+ * row r at s ^ (r % 8) (the 128-byte swizzle: no bank conflicts). */
+template <int CDT, int NB>
+__device__ __forceinline__ void stage16_t(const float (&acc)[NB / 2], int ch, uint32_t buf, int wq, int lane) {
+  /* stmatrix: lane gives stored row 8 (m / 2) + lane % 8 (+ 16 jj) of matrix m = lane / 8, half m % 2 */
+  const int wrow = 8 * (lane >> 4) + (lane & 7), wslot = 2 * wq + ((lane >> 3) & 1);
+#pragma unroll
+  for (int jj = 0; jj < 4; ++jj) {
+    uint32_t r[4];
+    quad_pairs<CDT, NB>(acc, 8 * ch + 2 * jj, r);
+    const int row = 16 * jj + wrow;
+    stmatrix_x4_trans(buf + row * 128 + ((uint32_t)(wslot ^ (row & 7)) << 4), r[0], r[1], r[2], r[3]);
+  }
+}
+
 /*
- * A tile of 16-bit C, transposed (p.tc), by warpgroup: its 64 tile rows are 64 consecutive
- * columns of C, 128 bytes. Per 64-column chunk of the tile, the four warps write their
- * 16 x 64 blocks with stmatrix .trans into the warpgroup's 8 KB (buf) as 64 rows of C of
- * 128 bytes (warp w's 16-byte slots 2w, 2w + 1; slot s of row r at s ^ (r % 8): no bank
- * conflicts), and each warp stores 16 of those rows as whole lines (flush_lines), rows of
- * C from ncols on skipped. Named barrier bar (the warpgroup's 128 threads) orders the
- * chunk's writes before its reads and its reads before the next chunk's writes; the
- * caller's vote on bar orders the previous tile's reads before the first chunk.
+ * A tile of 16-bit C, transposed (p.tc), by warpgroup: per 64-column chunk of the tile the
+ * four warps write their blocks into the warpgroup's 8 KB (buf, stage16_t) and each warp
+ * stores 16 of its 64 rows of C as whole lines (flush_lines), rows of C from ncols on
+ * skipped. Named barrier bar (the warpgroup's 128 threads) orders the chunk's writes
+ * before its reads and its reads before the next chunk's writes; the caller's vote on bar
+ * orders the previous tile's reads before the first chunk.
  */
 template <int CDT, int NB>
 __device__ __forceinline__ void store_full16_tw(const float (&acc)[NB / 2], const kernel_args &p, uint32_t buf, int l,
                                                 int64_t col0, int nt, int wq, int lane, int ncols, uint32_t bar) {
-  /* stmatrix: lane gives stored row 8 (m / 2) + lane % 8 (+ 16 jj) of matrix m = lane / 8, half m % 2 */
-  const int wrow = 8 * (lane >> 4) + (lane & 7), wslot = 2 * wq + ((lane >> 3) & 1);
   const int rrow = lane >> 3, rslot = lane & 7;
 #pragma unroll
   for (int ch = 0; ch < NB / 64; ++ch) {
     if (ch > 0) named_bar_sync(bar, 128);
-#pragma unroll
-    for (int jj = 0; jj < 4; ++jj) {
-      uint32_t r[4];
-      trans_pairs<CDT, NB>(acc, 8 * ch + 2 * jj, r);
-      const int row = 16 * jj + wrow;
-      stmatrix_x4_trans(buf + row * 128 + ((uint32_t)(wslot ^ (row & 7)) << 4), r[0], r[1], r[2], r[3]);
-    }
+    stage16_t<CDT, NB>(acc, ch, buf, wq, lane);
     named_bar_sync(bar, 128);
     const int r0 = 64 * ch + 16 * wq; /* the warp's first row of C in the chunk, after nt * NB */
     int64_t rstep;
@@ -1155,6 +1170,80 @@ __device__ __forceinline__ void epilogue(float (&acc)[NB / 2], const kernel_args
   store_checked<CDT, NB, TC, TM>(acc, p, l, mt, nt, ar0, q, fm);
 }
 
+/*
+ * The wide pre-pass tiles' 16-bit C through the ring (kernel_args::cst): the unit's last
+ * two stages keep their slots (mainloop_bp's hold), and once both warpgroups' wgmmas are
+ * done, warpgroup w writes its 64 x 256 half of the tile (amax folded, no NaN in the
+ * warpgroup: the hardware conversion) into the first 32 KB of slot w as four 64 x 64
+ * boxes of C with the 128-byte swizzle (plain: 64 rows of C; transposed: 64 columns), and
+ * its first thread leaves the boxes' coordinates in the slot's words (cst: first box's
+ * inner and outer coordinate, then batch << 2 | transposed << 1 | 1). Each warp then
+ * releases both slots: the producer, before loading into such a slot, stores its boxes
+ * with tensor copies and waits until they have read it (store_slot). The consumers go on to
+ * the next unit at once: the tensor pipe waits for the conversion and the shared-memory
+ * writes only, not for C's stores. Edge tiles and a warpgroup holding a NaN store their
+ * half element by element (store_checked) and leave the slot's words at 0.
+ */
+template <int CDT, class SM>
+__device__ __forceinline__ void epilogue_slots(float (&acc)[BN / 2], const kernel_args &p, const SM &sm, uint32_t g,
+                                               int l, int mt, int nt, int ct, int ar0, int q, float &fm) {
+  constexpr int NV = BN / 2, TM = 128;
+  const int lane = ct & 31, wq = (ct >> 5) & 3, wg = ct >> 7;
+  const int s0 = (int)((g - 2) % SM::ns), s1 = (int)((g - 1) % SM::ns), slot = wg ? s1 : s0;
+  if (p.alpha != 1.0f) {
+#pragma unroll
+    for (int i = 0; i < NV; ++i) acc[i] *= p.alpha;
+  }
+  named_bar_sync(1, 256); /* both warpgroups' wgmmas have read the slots */
+  bool staged = false;
+  if (p.m - mt * TM >= TM && p.n - nt * BN >= BN) {
+    float t8[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int i = 0; i < NV; ++i) t8[i & 7] = mxf_amax_fold_f32(t8[i & 7], acc[i]);
+    float t = t8[0];
+#pragma unroll
+    for (int i = 1; i < 8; ++i) t = mxf_amax_fold_f32(t, t8[i]);
+    staged = !named_bar_any(2 + (uint32_t)wg, 128, t != t);
+    if (staged) {
+      fm = mxf_amax_fold_f32(fm, t);
+      const uint32_t base = sm.raw_a(slot);
+#pragma unroll
+      for (int ch = 0; ch < 4; ++ch) {
+        if (p.tc) stage16_t<CDT, BN>(acc, ch, base + ch * 8192, wq, lane);
+        else stage16<CDT, BN>(acc, ch, base + ch * 8192 + wq * 2048, lane);
+      }
+      fence_proxy_async();
+      if ((ct & 127) == 0) {
+        const int r0 = mt * TM + 64 * wg, c0 = nt * BN; /* the half's first row and column of the tile */
+        sts_u32(sm.cst(slot), (uint32_t)(p.tc ? r0 : c0));
+        sts_u32(sm.cst(slot) + 4, (uint32_t)(p.tc ? c0 : r0));
+        sts_u32(sm.cst(slot) + 8, (uint32_t)l << 2 | (uint32_t)p.tc << 1 | 1u);
+      }
+    }
+  }
+  if (!staged) store_checked<CDT, BN, true, TM>(acc, p, l, mt, nt, ar0, q, fm);
+  __syncwarp();
+  if (lane == 0) {
+    mbar_arrive(sm.empty(s0));
+    mbar_arrive(sm.empty(s1));
+  }
+}
+
+/* The producer's side of epilogue_slots: slot s's boxes of C, if any, stored and read. */
+template <class SM>
+__device__ __forceinline__ void store_slot(const SM &sm, int s, const CUtensorMap *map) {
+  const uint32_t f = lds_u32(sm.cst(s) + 8);
+  if (!f) return;
+  const int c0 = (int)lds_u32(sm.cst(s)), c1 = (int)lds_u32(sm.cst(s) + 4), l = (int)(f >> 2);
+  const bool tc = (f >> 1) & 1u;
+#pragma unroll
+  for (int ch = 0; ch < 4; ++ch)
+    tma_store_3d(map, sm.raw_a(s) + ch * 8192, tc ? c0 : c0 + 64 * ch, tc ? c1 + 64 * ch : c1, l);
+  bulk_commit();
+  sts_u32(sm.cst(s) + 8, 0u);
+  bulk_wait_read();
+}
+
 /* ------------------------------------------------------------ the f16 path */
 /* Whether a tile takes the f16 path: enabled, and every row of its A and B tiles qualifies. */
 template <int FMT> __device__ __forceinline__ bool f16_tile(const kernel_args &p, int l, int mt, int nt) {
@@ -1219,7 +1308,7 @@ __device__ __forceinline__ void mainloop(float (&acc)[128], uint32_t (&fa)[16], 
 template <int FMT, int NB, class SM>
 __device__ __forceinline__ void consume_stage_bp(float (&acc)[NB / 2], uint32_t (&fr)[16], const SM &sm, uint32_t g,
                                                  int ks, int ks0, int nkb, int ar0, int q, int lane,
-                                                 const raw_scales &rs) {
+                                                 const raw_scales &rs, int keep) {
   constexpr int ns = SM::ns;
   const int slot = (int)(g % ns);
   mbar_wait(sm.full(slot), (g / ns) & 1u);
@@ -1247,7 +1336,7 @@ __device__ __forceinline__ void consume_stage_bp(float (&acc)[NB / 2], uint32_t 
   }
   wgmma_commit();
   wgmma_wait<1>();
-  if (ks > 0 && lane == 0) mbar_arrive(sm.empty((int)((g - 1) % ns)));
+  if (ks > 0 && (NB != BN || ks != keep) && lane == 0) mbar_arrive(sm.empty((int)((g - 1) % ns)));
 }
 
 /* The stages [0, nk) of a unit, nk >= 1 (unit_work), two per trip (fragments fa, fb).
@@ -1258,31 +1347,39 @@ __device__ __forceinline__ void consume_stage_bp(float (&acc)[NB / 2], uint32_t 
 template <int FMT, int NB, class SM>
 __device__ __forceinline__ void mainloop_bp(float (&acc)[NB / 2], uint32_t (&fa)[16], uint32_t (&fb)[16], const SM &sm,
                                             uint32_t &g, int ks0, int nk, int nkb, int ar0, int q, int lane,
-                                            const raw_scales &rs) {
+                                            const raw_scales &rs, bool hold) {
+  const int keep = hold ? nk - 1 : -1; /* held: the last two stages' slots (epilogue_slots) */
   if constexpr (NB != BN) {
     for (int ks = 0;; ks += 2) {
-      consume_stage_bp<FMT, NB, SM>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs);
+      consume_stage_bp<FMT, NB, SM>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs, keep);
       if (ks + 1 >= nk) break;
-      consume_stage_bp<FMT, NB, SM>(acc, fb, sm, g++, ks + 1, ks0, nkb, ar0, q, lane, rs);
+      consume_stage_bp<FMT, NB, SM>(acc, fb, sm, g++, ks + 1, ks0, nkb, ar0, q, lane, rs, keep);
       if (ks + 2 >= nk) break;
     }
   } else {
     int ks = 0;
     for (; ks + 1 < nk; ks += 2) {
-      consume_stage_bp<FMT, NB, SM>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs);
-      consume_stage_bp<FMT, NB, SM>(acc, fb, sm, g++, ks + 1, ks0, nkb, ar0, q, lane, rs);
+      consume_stage_bp<FMT, NB, SM>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs, keep);
+      consume_stage_bp<FMT, NB, SM>(acc, fb, sm, g++, ks + 1, ks0, nkb, ar0, q, lane, rs, keep);
     }
-    if (ks < nk) consume_stage_bp<FMT, NB, SM>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs);
+    if (ks < nk) consume_stage_bp<FMT, NB, SM>(acc, fa, sm, g++, ks, ks0, nkb, ar0, q, lane, rs, keep);
   }
   wgmma_wait<0>();
-  if (lane == 0) mbar_arrive(sm.empty((int)((g - 1) % SM::ns)));
+  if (!hold && lane == 0) mbar_arrive(sm.empty((int)((g - 1) % SM::ns)));
 }
+
+/* The kernel's last parameter: C's tensor map where epilogue_slots may run (the wide
+ * pre-pass kernels), else nothing (the other kernels' parameters stay as they were). */
+template <bool ON> struct c_map {
+  CUtensorMap map;
+};
+template <> struct c_map<false> {};
 
 /* ------------------------------------------------------------ the kernel */
 template <int FMT, int BP, int NB, int WG>
 __global__ void __launch_bounds__(128 * (WG + 1), 1)
     gemm_kernel(const __grid_constant__ CUtensorMap tma_a, const __grid_constant__ CUtensorMap tma_b,
-                const kernel_args p) {
+                const kernel_args p, const __grid_constant__ c_map<BP && NB == BN> tma_c) {
   extern __shared__ uint8_t smem_raw[];
   using SM = smem_map_t<BP, NB, WG>;
   constexpr int NV = NB / 2;   /* accumulators per consumer thread */
@@ -1299,6 +1396,9 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
       mbar_init(sm.empty(i), 4 * WG); /* one arrival per consumer warp */
     }
     *s_amax = 0;
+    if constexpr (BP && NB == BN) {
+      for (int i = 0; i < 3 * ns; ++i) s_amax[2 + i] = 0; /* the slots' C words (sm.cst) */
+    }
     mbar_init_fence();
   }
   __syncthreads();
@@ -1355,6 +1455,9 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
             --early; /* A is on its way (slot = the stage, first pass) */
           } else {
             mbar_wait(sm.empty(slot), phase ^ 1u);
+            if constexpr (BP && NB == BN) {
+              if (p.cst) store_slot(sm, slot, &tma_c.map);
+            }
             load_a_stage(slot, ks, l, mt, sfa);
           }
           tma_load_3d(sm.raw_b(slot), &tma_b, ks * (BP ? BK : p.rb), nt * NB, l, fb); /* BP: bf16 elements */
@@ -1365,14 +1468,28 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
           }
         }
       }
+      if constexpr (BP && NB == BN) {
+        if (p.cst) { /* the last units' C (epilogue_slots) */
+          for (int i = 0; i < ns; ++i) {
+            mbar_wait(sm.empty(slot), phase ^ 1u);
+            store_slot(sm, slot, &tma_c.map);
+            if (++slot == ns) {
+              slot = 0;
+              phase ^= 1u;
+            }
+          }
+          bulk_wait_all();
+        }
+      }
     }
     return;
   }
 
   /* ---------------- consumers */
-  /* 128 x 24 + CT x this <= 64 K registers. ptxas compiles all the kernel's code for the
-   * launch's share, 65536 / threads (168 with 384 threads, 128 with 512), whatever
-   * setmaxnreg allocates at run time (bench/NOTES.md, eleventh session). */
+  /* 128 x 24 + CT x this <= 64 K registers. ptxas compiles the code after this for these
+   * registers (the wide kernels' stage loop uses up to 237 of the 240; the launch's share,
+   * 65536 / threads, still bounds what a single instruction may need: bench/NOTES.md,
+   * eleventh and fifteenth sessions). */
   setmaxnreg_inc<WG == 2 ? 240 : 160>();
   const int ct = tid - 128;                 /* 0 .. CT - 1 */
   const int lane = tid & 31;
@@ -1395,9 +1512,11 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     if (FMT != FMT_E2M1 && !BP) cp_async_wait_all(); /* this unit's factors */
     h_next = BP ? false : prefetch_unit_f16<FMT>(p, u + gridDim.x, ct, sm.factors(area == 2 ? 0 : area + 1));
     const int nk = w.ks1 - w.ks0;
+    /* 16-bit C through the ring: whole and finishing units of two stages or more */
+    const bool hold = BP && NB == BN && p.cst && nk >= 2 && w.role != ROLE_WRITER;
     if constexpr (BP) {
       const raw_scales rs = make_raw_scales<NB>(p, ar0, q, (mt * TM) & 127);
-      mainloop_bp<FMT, NB, SM>(acc, fa, fb, sm, g, w.ks0, nk, p.nkb, ar0, q, lane, rs);
+      mainloop_bp<FMT, NB, SM>(acc, fa, fb, sm, g, w.ks0, nk, p.nkb, ar0, q, lane, rs, hold);
     } else if (FMT != FMT_E2M1 && h) {
       mainloop<FMT, FMT != FMT_E2M1>(acc, fa, fb, sm, g, nk, p.nkb, ct, ar0, q, lane); /* e2m1: never here */
     } else {
@@ -1430,6 +1549,13 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     }
     if constexpr (!BP) {
       if (FMT != FMT_E2M1 && h) apply_factors(acc, fac, ar0, q);
+    }
+    if constexpr (BP && NB == BN) {
+      if (hold) {
+        if (p.cdt == MXF_BF16) epilogue_slots<MXF_BF16>(acc, p, sm, g, l, mt, nt, ct, ar0, q, fm);
+        else epilogue_slots<MXF_F16>(acc, p, sm, g, l, mt, nt, ct, ar0, q, fm);
+        continue;
+      }
     }
     switch (p.cdt) {
     case MXF_F32: epilogue<MXF_F32, NB, BP>(acc, p, sm, l, mt, nt, ct, ar0, q, fm); break;
@@ -1642,12 +1768,14 @@ using namespace mxf_sm90;
 
 /* gemm_kernel<FMT, BP, NB, WG> on the stream with its shared memory. */
 template <int FMT, int BP, int NB = BN, int WG = 2>
-static cudaError_t launch_gemm(unsigned grid, const CUtensorMap &ma, const CUtensorMap &mb, const kernel_args &ka,
-                               cudaStream_t stream) {
+static cudaError_t launch_gemm(unsigned grid, const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mc,
+                               const kernel_args &ka, cudaStream_t stream) {
   const int smem = BP ? bp_smem_bytes(NB, WG) : SMEM_BYTES;
   const cudaError_t e = set_smem_attr<gemm_kernel<FMT, BP, NB, WG>>(smem);
   if (e != cudaSuccess) return e;
-  return launch_dependent(gemm_kernel<FMT, BP, NB, WG>, grid, 128 * (WG + 1), smem, stream, ma, mb, ka);
+  c_map<BP && NB == BN> cm;
+  if constexpr (BP && NB == BN) cm.map = mc;
+  return launch_dependent(gemm_kernel<FMT, BP, NB, WG>, grid, 128 * (WG + 1), smem, stream, ma, mb, ka, cm);
 }
 
 /* prep_bp_kernel<FMT, gs> on the stream (gs: bc_group's stage group, 2 or BC_STAGES). */
@@ -1828,6 +1956,17 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   ka.sfr_ls = (int64_t)ka.sfr_r * ka.sfr_kq * 512;
   ka.kb = (int)p->kb;
   ka.d16 = (int64_t)(g.ws_a + g.ws_b) / 2;
+  /* 16-bit C of the wide pre-pass tiles through the ring's slots (epilogue_slots), where
+   * C's layout suits the tensor copies; MXF_GEMM_CST=off turns it off (measurements) */
+  CUtensorMap map_c;
+  memset(&map_c, 0, sizeof map_c);
+  ka.cst = 0;
+  if (g.bp && g.nb == BN && (p->c == MXF_BF16 || p->c == MXF_F16) && env_switch("MXF_GEMM_CST") != 0 &&
+      ((uintptr_t)args->c & 15u) == 0 && p->c_ms % 8 == 0 && (p->l == 1 || p->c_ls % 8 == 0)) {
+    const int64_t crows = g.tc ? p->n : p->m, ccols = g.tc ? p->m : p->n;
+    ka.cst = make_map_c16(enc, &map_c, args->c, ccols, crows, p->l, p->c_ms, p->c_ls, p->c == MXF_BF16) ==
+             CUDA_SUCCESS;
+  }
   ka.fa = ra.fa;
   ka.fb = ra.fb;
   ka.oka = ra.oka;
@@ -1845,18 +1984,18 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   /* kernel: 0 no pre-pass, 1 pre-pass, 2 narrow (always with the pre-pass), 3 narrow on three warpgroups */
   const int kind = g.bp + (g.nb == BN_NARROW) + (g.wg == 3);
   switch (g.fmt * 4 + kind) {
-  case FMT_E4M3 * 4: e = launch_gemm<FMT_E4M3, 0>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E4M3 * 4 + 1: e = launch_gemm<FMT_E4M3, 1>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E4M3 * 4 + 2: e = launch_gemm<FMT_E4M3, 1, BN_NARROW>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E4M3 * 4 + 3: e = launch_gemm<FMT_E4M3, 1, BN_NARROW, 3>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E5M2 * 4: e = launch_gemm<FMT_E5M2, 0>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E5M2 * 4 + 1: e = launch_gemm<FMT_E5M2, 1>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E5M2 * 4 + 2: e = launch_gemm<FMT_E5M2, 1, BN_NARROW>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E5M2 * 4 + 3: e = launch_gemm<FMT_E5M2, 1, BN_NARROW, 3>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E2M1 * 4: e = launch_gemm<FMT_E2M1, 0>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E2M1 * 4 + 1: e = launch_gemm<FMT_E2M1, 1>(grid, map_a, map_b, ka, stream); break;
-  case FMT_E2M1 * 4 + 2: e = launch_gemm<FMT_E2M1, 1, BN_NARROW>(grid, map_a, map_b, ka, stream); break;
-  default: e = launch_gemm<FMT_E2M1, 1, BN_NARROW, 3>(grid, map_a, map_b, ka, stream); break;
+  case FMT_E4M3 * 4: e = launch_gemm<FMT_E4M3, 0>(grid, map_a, map_b, map_c, ka, stream); break;
+  case FMT_E4M3 * 4 + 1: e = launch_gemm<FMT_E4M3, 1>(grid, map_a, map_b, map_c, ka, stream); break;
+  case FMT_E4M3 * 4 + 2: e = launch_gemm<FMT_E4M3, 1, BN_NARROW>(grid, map_a, map_b, map_c, ka, stream); break;
+  case FMT_E4M3 * 4 + 3: e = launch_gemm<FMT_E4M3, 1, BN_NARROW, 3>(grid, map_a, map_b, map_c, ka, stream); break;
+  case FMT_E5M2 * 4: e = launch_gemm<FMT_E5M2, 0>(grid, map_a, map_b, map_c, ka, stream); break;
+  case FMT_E5M2 * 4 + 1: e = launch_gemm<FMT_E5M2, 1>(grid, map_a, map_b, map_c, ka, stream); break;
+  case FMT_E5M2 * 4 + 2: e = launch_gemm<FMT_E5M2, 1, BN_NARROW>(grid, map_a, map_b, map_c, ka, stream); break;
+  case FMT_E5M2 * 4 + 3: e = launch_gemm<FMT_E5M2, 1, BN_NARROW, 3>(grid, map_a, map_b, map_c, ka, stream); break;
+  case FMT_E2M1 * 4: e = launch_gemm<FMT_E2M1, 0>(grid, map_a, map_b, map_c, ka, stream); break;
+  case FMT_E2M1 * 4 + 1: e = launch_gemm<FMT_E2M1, 1>(grid, map_a, map_b, map_c, ka, stream); break;
+  case FMT_E2M1 * 4 + 2: e = launch_gemm<FMT_E2M1, 1, BN_NARROW>(grid, map_a, map_b, map_c, ka, stream); break;
+  default: e = launch_gemm<FMT_E2M1, 1, BN_NARROW, 3>(grid, map_a, map_b, map_c, ka, stream); break;
   }
   if (e == cudaSuccess) e = cudaGetLastError();
   if (e != cudaSuccess) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: sm90 gemm_amax launch: %s", cudaGetErrorString(e));

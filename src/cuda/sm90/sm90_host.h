@@ -95,5 +95,22 @@ static inline CUresult make_map_bf16(encode_tiled_fn enc, CUtensorMap *map, cons
              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
+/* l batches of a (rows, cols) matrix of 16-bit elements (bf16 or f16), row and batch
+ * strides in elements (multiples of 8, the base 16-byte aligned), as a 3-D map with boxes
+ * of (64, 64, 1) and the 128-byte swizzle; a store writes no element outside the matrix.
+ * Unused strides (rows == 1, l == 1) are made valid. */
+static inline CUresult make_map_c16(encode_tiled_fn enc, CUtensorMap *map, void *ptr, int64_t cols, int64_t rows,
+                                    int64_t l, int64_t row_stride, int64_t batch_stride, bool bf16) {
+  if (rows == 1) row_stride = (cols + 7) / 8 * 8;
+  if (l == 1) batch_stride = row_stride * rows;
+  cuuint64_t dims[3] = {(cuuint64_t)cols, (cuuint64_t)rows, (cuuint64_t)l};
+  cuuint64_t strides[2] = {(cuuint64_t)row_stride * 2, (cuuint64_t)batch_stride * 2};
+  cuuint32_t box[3] = {64, 64, 1};
+  cuuint32_t estr[3] = {1, 1, 1};
+  return enc(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3, ptr, dims, strides, box,
+             estr, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
 } /* namespace mxf_sm90 */
 #endif
