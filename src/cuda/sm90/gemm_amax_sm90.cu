@@ -1095,6 +1095,35 @@ __device__ __forceinline__ void store_full32_tw(const float (&acc)[NB / 2], cons
   }
 }
 
+/* acc *= alpha (the epilogues' first step). */
+template <int NV> __device__ __forceinline__ void apply_alpha(float (&acc)[NV], float alpha) {
+  if (alpha != 1.0f) {
+#pragma unroll
+    for (int i = 0; i < NV; ++i) acc[i] *= alpha;
+  }
+}
+
+/* The amax of a consumer thread's results, in 8 chains rather than one of NV: all of them
+ * (all), or those inside the tile's first rlim rows and clim columns (acc[i]: row
+ * ar0 + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2q + (i & 1)). */
+template <int NV>
+__device__ __forceinline__ float thread_amax(const float (&acc)[NV], bool all, int ar0, int q, int rlim, int clim) {
+  float t8[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  if (all) {
+#pragma unroll
+    for (int i = 0; i < NV; ++i) t8[i & 7] = mxf_amax_fold_f32(t8[i & 7], acc[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < NV; ++i)
+      if (ar0 + 8 * ((i >> 1) & 1) < rlim && 8 * (i >> 2) + 2 * q + (i & 1) < clim)
+        t8[i & 7] = mxf_amax_fold_f32(t8[i & 7], acc[i]);
+  }
+  float t = t8[0];
+#pragma unroll
+  for (int i = 1; i < 8; ++i) t = mxf_amax_fold_f32(t, t8[i]);
+  return t;
+}
+
 /*
  * C = alpha * acc in C's dtype, amax folded into fm. For bf16 / f16 / f32, a tile wholly
  * inside C takes the fast path: amax over all values, hardware conversion (16-bit C),
@@ -1114,29 +1143,14 @@ __device__ __forceinline__ void store_full32_tw(const float (&acc)[NB / 2], cons
 template <int CDT, int NB, bool TC, class SM>
 __device__ __forceinline__ void epilogue(float (&acc)[NB / 2], const kernel_args &p, const SM &sm, int l, int mt,
                                          int nt, int ct, int ar0, int q, float &fm) {
-  constexpr int NV = NB / 2, TM = SM::tm;
-  if (p.alpha != 1.0f) {
-#pragma unroll
-    for (int i = 0; i < NV; ++i) acc[i] *= p.alpha;
-  }
+  constexpr int TM = SM::tm;
+  apply_alpha(acc, p.alpha);
   if constexpr (CDT == MXF_BF16 || CDT == MXF_F16 || CDT == MXF_F32) {
     const int rlim = p.m - mt * TM, clim = p.n - nt * NB; /* tile rows / columns inside C */
     const bool tc = TC && p.tc;
     constexpr bool EDGE = NB != BN; /* edge tiles on the fast path */
     if (EDGE ? (tc ? rlim >= TM : clim >= NB) : (rlim >= TM && clim >= NB)) {
-      float t8[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}; /* 8 chains, not one of NV */
-      if (!EDGE || (rlim >= TM && clim >= NB)) {
-#pragma unroll
-        for (int i = 0; i < NV; ++i) t8[i & 7] = mxf_amax_fold_f32(t8[i & 7], acc[i]);
-      } else { /* acc[i]: row ar0 + 8 ((i >> 1) & 1), column 8 (i >> 2) + 2q + (i & 1) */
-#pragma unroll
-        for (int i = 0; i < NV; ++i)
-          if (ar0 + 8 * ((i >> 1) & 1) < rlim && 8 * (i >> 2) + 2 * q + (i & 1) < clim)
-            t8[i & 7] = mxf_amax_fold_f32(t8[i & 7], acc[i]);
-      }
-      float t = t8[0];
-#pragma unroll
-      for (int i = 1; i < 8; ++i) t = mxf_amax_fold_f32(t, t8[i]);
+      const float t = thread_amax(acc, !EDGE || (rlim >= TM && clim >= NB), ar0, q, rlim, clim);
       const uint32_t stg = sm.epi(ct >> 5);
       const int64_t row0 = (int64_t)mt * TM + (ar0 & ~15);
       const int nrows = EDGE ? rlim - (ar0 & ~15) : 16; /* the warp's rows inside C (not transposed) */
@@ -1187,22 +1201,14 @@ __device__ __forceinline__ void epilogue(float (&acc)[NB / 2], const kernel_args
 template <int CDT, class SM>
 __device__ __forceinline__ void epilogue_slots(float (&acc)[BN / 2], const kernel_args &p, const SM &sm, uint32_t g,
                                                int l, int mt, int nt, int ct, int ar0, int q, float &fm) {
-  constexpr int NV = BN / 2, TM = 128;
+  constexpr int TM = 128;
   const int lane = ct & 31, wq = (ct >> 5) & 3, wg = ct >> 7;
   const int s0 = (int)((g - 2) % SM::ns), s1 = (int)((g - 1) % SM::ns), slot = wg ? s1 : s0;
-  if (p.alpha != 1.0f) {
-#pragma unroll
-    for (int i = 0; i < NV; ++i) acc[i] *= p.alpha;
-  }
+  apply_alpha(acc, p.alpha);
   named_bar_sync(1, 256); /* both warpgroups' wgmmas have read the slots */
   bool staged = false;
   if (p.m - mt * TM >= TM && p.n - nt * BN >= BN) {
-    float t8[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-    for (int i = 0; i < NV; ++i) t8[i & 7] = mxf_amax_fold_f32(t8[i & 7], acc[i]);
-    float t = t8[0];
-#pragma unroll
-    for (int i = 1; i < 8; ++i) t = mxf_amax_fold_f32(t, t8[i]);
+    const float t = thread_amax(acc, true, ar0, q, TM, BN);
     staged = !named_bar_any(2 + (uint32_t)wg, 128, t != t);
     if (staged) {
       fm = mxf_amax_fold_f32(fm, t);
@@ -1397,7 +1403,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     }
     *s_amax = 0;
     if constexpr (BP && NB == BN) {
-      for (int i = 0; i < 3 * ns; ++i) s_amax[2 + i] = 0; /* the slots' C words (sm.cst) */
+      for (int i = 0; i < 3 * ns; ++i) sts_u32(sm.cst(0) + 4 * i, 0u); /* the slots' C words */
     }
     mbar_init_fence();
   }
