@@ -687,18 +687,21 @@ static void run_all(tu_rng *r, int small) {
     gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
     run_case(r, &gc);
   }
-  /* 7. two or more whole tiles per CTA with 16-bit C: the sm90 kernel stores a wide tile's
-   * C beside the next unit's first stages (the deferred epilogue), also when that unit has
-   * fewer stages than the tile has chunks (K = 96: 2 stages) or is a split part, and after
-   * the last unit; with NaN / inf codes some tiles take the element-wise path between
-   * deferred ones */
+  /* 7. two or more whole tiles per CTA: with 16-bit C the sm90 kernel writes a wide tile's
+   * C into the unit's last two slots of its load ring and stores it from there while the
+   * next unit's first stages load, also when the units have no more stages than that
+   * (K = 96: 2 stages) or are split parts, and after the last unit; with NaN / inf codes
+   * some tiles take the element-wise path between ring-stored ones. f32 C (through the
+   * warps' own staging) on the same shapes */
   if (!small) {
-    static const int64_t multi[][4] = {{1024, 8192, 96, 1}, {2048, 4096, 320, 1}, {1280, 2304, 200, 3}};
-    for (int si = 0; si < 3; ++si) {
-      gcase gc = random_case(r, &k_formats[si == 1 ? 2 : 0], si == 2 ? MXF_F16 : MXF_BF16, multi[si][0], multi[si][1],
+    static const int64_t multi[][4] = {{1024, 8192, 96, 1},  {2048, 4096, 320, 1}, {1280, 2304, 200, 3},
+                                       {1024, 8192, 96, 1},  {2048, 4096, 192, 1}, {1280, 2304, 320, 2}};
+    static const mxf_dtype multi_c[] = {MXF_BF16, MXF_BF16, MXF_F16, MXF_F32, MXF_F32, MXF_F32};
+    for (int si = 0; si < 6; ++si) {
+      gcase gc = random_case(r, &k_formats[si % 3 == 1 ? 2 : 0], multi_c[si], multi[si][0], multi[si][1],
                              multi[si][2], multi[si][3]);
       gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
-      if (si == 2) gc.special = SP_NANINF;
+      if (si % 3 == 2) gc.special = SP_NANINF;
       run_case(r, &gc);
     }
   }
