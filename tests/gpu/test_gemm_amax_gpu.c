@@ -697,7 +697,7 @@ static void run_all(tu_rng *r, int small) {
     static const int64_t multi[][4] = {{1024, 8192, 96, 1},  {2048, 4096, 320, 1}, {1280, 2304, 200, 3},
                                        {1024, 8192, 96, 1},  {2048, 4096, 192, 1}, {1280, 2304, 320, 2}};
     static const mxf_dtype multi_c[] = {MXF_BF16, MXF_BF16, MXF_F16, MXF_F32, MXF_F32, MXF_F32};
-    for (int si = 0; si < 6; ++si) {
+    for (int si = 0; si < (int)(sizeof multi_c / sizeof multi_c[0]); ++si) {
       gcase gc = random_case(r, &k_formats[si % 3 == 1 ? 2 : 0], multi_c[si], multi[si][0], multi[si][1],
                              multi[si][2], multi[si][3]);
       gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
