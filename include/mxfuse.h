@@ -14,7 +14,12 @@
  *                 mxf_plan_destroy(plan)
  *     run allocates nothing and never synchronizes (CUDA-graph capturable).
  *   - one-call form: mxf_<op>(&desc, stream) — the desc's tensors carry their data
- *     pointers; plans (and their workspace) are kept in a small internal cache.
+ *     pointers; plans are kept in a small internal cache, and runs share one workspace
+ *     arena per device and stream (per thread on the CPU and the NULL stream), grown to
+ *     the largest workspace asked for: memory does not grow with the number of shapes.
+ *     mxf_<op>_workspace_size(&desc, &bytes) + mxf_<op>_with_workspace(&desc, ws, bytes,
+ *     stream) is the same with the caller's workspace (a framework's allocator, a graph
+ *     capture that must allocate nothing).
  *
  * Where the tensors live picks the backend: host tensors run on the CPU backend,
  * CUDA tensors on the CUDA backend of their device.
@@ -123,8 +128,16 @@ MXF_API size_t mxf_plan_workspace_size(const mxf_plan *plan);
 MXF_API const char *mxf_plan_backend(const mxf_plan *plan);
 /** Frees a plan; NULL is accepted. */
 MXF_API void mxf_plan_destroy(mxf_plan *plan);
-/** Empties the one-call plan cache (also frees the workspaces it holds). */
+/** Empties the one-call plan cache and frees its workspace arenas (those in use when
+ *  their run ends). */
 MXF_API void mxf_plan_cache_clear(void);
+/** Bytes of workspace the one-call form's arenas hold now, over all devices. */
+MXF_API size_t mxf_plan_cache_workspace_bytes(void);
+
+/* Every op also has the one-call form with the caller's workspace:
+ *   mxf_<op>_workspace_size(&desc, &bytes)  the bytes it needs for this desc (validated
+ *                                           and planned into the cache; data may be NULL)
+ *   mxf_<op>_with_workspace(&desc, ws, bytes, stream)  the one call; allocates nothing. */
 
 /* ---------------------------------------------------------------- gemm_amax */
 /** Flags of mxf_gemm_amax_desc. */
@@ -144,12 +157,12 @@ MXF_API void mxf_plan_cache_clear(void);
  */
 typedef struct mxf_gemm_amax_desc {
   mxf_tensor a, b, sfa, sfb, c, amax;
-  int sf_vec;          /* 16 or 32                                                   */
-  unsigned flags;      /* MXF_AMAX_ACCUMULATE                                        */
-  const float *alpha;  /* host pointer, read at run; NULL means 1 (one-call form only;
-                          the plan form takes alpha in the args)                     */
-  int mma_tile_m, mma_tile_n;       /* hints: 0 or {128} / {128, 256}              */
-  int cluster_m, cluster_n;         /* hints: 0 or {1, 2, 4}                        */
+  int sf_vec;                 /* 16 or 32                                                   */
+  unsigned flags;             /* MXF_AMAX_ACCUMULATE                                        */
+  const float *alpha;         /* host pointer, read at run; NULL means 1 (one-call form only;
+                                 the plan form takes alpha in the args)                     */
+  int mma_tile_m, mma_tile_n; /* hints: 0 or {128} / {128, 256}              */
+  int cluster_m, cluster_n;   /* hints: 0 or {1, 2, 4}                        */
 } mxf_gemm_amax_desc;
 
 typedef struct mxf_gemm_amax_args {
@@ -160,15 +173,18 @@ typedef struct mxf_gemm_amax_args {
 } mxf_gemm_amax_args;
 
 MXF_API mxf_status mxf_gemm_amax_plan(mxf_plan **plan, const mxf_gemm_amax_desc *desc);
-MXF_API mxf_status mxf_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args *args,
-                                     void *workspace, size_t workspace_size, void *stream);
+MXF_API mxf_status mxf_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args *args, void *workspace,
+                                     size_t workspace_size, void *stream);
 /** One call: plan from the cache, run with the desc's data pointers. */
 MXF_API mxf_status mxf_gemm_amax(const mxf_gemm_amax_desc *desc, void *stream);
+MXF_API mxf_status mxf_gemm_amax_workspace_size(const mxf_gemm_amax_desc *desc, size_t *workspace_size);
+MXF_API mxf_status mxf_gemm_amax_with_workspace(const mxf_gemm_amax_desc *desc, void *workspace,
+                                                size_t workspace_size, void *stream);
 
 /* ---------------------------------------------------------------- proj_rope */
 /** Flags of mxf_proj_rope_desc. */
-#define MXF_PROJ_W_OUT_IN 1u        /* w is (H*D, K) ("out-in", TE-native); else (K, H*D) */
-#define MXF_PROJ_FP32_EPILOGUE 2u   /* skip the bf16 staging of the GEMM result          */
+#define MXF_PROJ_W_OUT_IN 1u      /* w is (H*D, K) ("out-in", TE-native); else (K, H*D) */
+#define MXF_PROJ_FP32_EPILOGUE 2u /* skip the bf16 staging of the GEMM result          */
 
 /**
  * Projection GEMM + RoPE + dual MXFP8 (SPEC §2). All tensors C-contiguous.
@@ -192,9 +208,12 @@ typedef struct mxf_proj_rope_args {
 } mxf_proj_rope_args;
 
 MXF_API mxf_status mxf_proj_rope_plan(mxf_plan **plan, const mxf_proj_rope_desc *desc);
-MXF_API mxf_status mxf_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args *args,
-                                     void *workspace, size_t workspace_size, void *stream);
+MXF_API mxf_status mxf_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args *args, void *workspace,
+                                     size_t workspace_size, void *stream);
 MXF_API mxf_status mxf_proj_rope(const mxf_proj_rope_desc *desc, void *stream);
+MXF_API mxf_status mxf_proj_rope_workspace_size(const mxf_proj_rope_desc *desc, size_t *workspace_size);
+MXF_API mxf_status mxf_proj_rope_with_workspace(const mxf_proj_rope_desc *desc, void *workspace,
+                                                size_t workspace_size, void *stream);
 
 /* ---------------------------------------------------------------- quantize */
 /** Directions of MXFP8 quantization (blocks of 32 along a row, or along a column). */
@@ -218,9 +237,12 @@ typedef struct mxf_quantize_args {
 } mxf_quantize_args;
 
 MXF_API mxf_status mxf_quantize_plan(mxf_plan **plan, const mxf_quantize_desc *desc);
-MXF_API mxf_status mxf_quantize_run(const mxf_plan *plan, const mxf_quantize_args *args,
-                                    void *workspace, size_t workspace_size, void *stream);
+MXF_API mxf_status mxf_quantize_run(const mxf_plan *plan, const mxf_quantize_args *args, void *workspace,
+                                    size_t workspace_size, void *stream);
 MXF_API mxf_status mxf_quantize(const mxf_quantize_desc *desc, void *stream);
+MXF_API mxf_status mxf_quantize_workspace_size(const mxf_quantize_desc *desc, size_t *workspace_size);
+MXF_API mxf_status mxf_quantize_with_workspace(const mxf_quantize_desc *desc, void *workspace,
+                                               size_t workspace_size, void *stream);
 
 /**
  * MXFP8 dequantize: y = e4m3(q) * 2^(s - 127) (NaN for scale byte 0xFF).
@@ -238,9 +260,12 @@ typedef struct mxf_dequantize_args {
 } mxf_dequantize_args;
 
 MXF_API mxf_status mxf_dequantize_plan(mxf_plan **plan, const mxf_dequantize_desc *desc);
-MXF_API mxf_status mxf_dequantize_run(const mxf_plan *plan, const mxf_dequantize_args *args,
-                                      void *workspace, size_t workspace_size, void *stream);
+MXF_API mxf_status mxf_dequantize_run(const mxf_plan *plan, const mxf_dequantize_args *args, void *workspace,
+                                      size_t workspace_size, void *stream);
 MXF_API mxf_status mxf_dequantize(const mxf_dequantize_desc *desc, void *stream);
+MXF_API mxf_status mxf_dequantize_workspace_size(const mxf_dequantize_desc *desc, size_t *workspace_size);
+MXF_API mxf_status mxf_dequantize_with_workspace(const mxf_dequantize_desc *desc, void *workspace,
+                                                 size_t workspace_size, void *stream);
 
 /* ---------------------------------------------------------------- scale factors */
 typedef enum mxf_sf_layout {
@@ -253,14 +278,14 @@ typedef enum mxf_sf_layout {
 MXF_API size_t mxf_sf_size(int64_t mn, int64_t k, int64_t l, int sf_vec, mxf_sf_layout layout);
 /** Byte offset of (row, k-block, batch) in the swizzled layout (SPEC §1.1); -1 if an
  *  argument is out of range. */
-MXF_API int64_t mxf_sf_swizzled_offset(int64_t row, int64_t kblock, int64_t batch,
-                                       int64_t mn, int64_t k, int sf_vec);
+MXF_API int64_t mxf_sf_swizzled_offset(int64_t row, int64_t kblock, int64_t batch, int64_t mn, int64_t k,
+                                       int sf_vec);
 /** Host memory: compact (L, MN, Kb) -> swizzled; padding bytes are set to pad_byte. */
-MXF_API mxf_status mxf_sf_swizzle(const uint8_t *compact, uint8_t *swizzled, int64_t mn,
-                                  int64_t k, int64_t l, int sf_vec, uint8_t pad_byte);
+MXF_API mxf_status mxf_sf_swizzle(const uint8_t *compact, uint8_t *swizzled, int64_t mn, int64_t k, int64_t l,
+                                  int sf_vec, uint8_t pad_byte);
 /** Host memory: swizzled -> compact (L, MN, Kb); padding bytes are dropped. */
-MXF_API mxf_status mxf_sf_unswizzle(const uint8_t *swizzled, uint8_t *compact, int64_t mn,
-                                    int64_t k, int64_t l, int sf_vec);
+MXF_API mxf_status mxf_sf_unswizzle(const uint8_t *swizzled, uint8_t *compact, int64_t mn, int64_t k,
+                                    int64_t l, int sf_vec);
 
 /* ---------------------------------------------------------------- conversions */
 /** Host memory: converts n values from src_dtype to dst_dtype with the rules of SPEC §0

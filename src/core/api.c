@@ -100,7 +100,8 @@ void mxf_plan_destroy(mxf_plan *plan) {
   free(plan);
 }
 
-/* One op's three public forms: plan, run, one call. */
+/* One op's public forms: plan, run, one call (on the cache's workspace arena, or with the
+ * caller's workspace after a size query). */
 #define MXF_DEFINE_OP(name, OP, desc_t, args_t, problem_t, validate, make_args)                              \
   mxf_status mxf_##name##_plan(mxf_plan **plan, const desc_t *desc) {                                        \
     if (!plan)                                                                                               \
@@ -126,7 +127,29 @@ void mxf_plan_destroy(mxf_plan *plan) {
     args_t args;                                                                                             \
     memset(&args, 0, sizeof args);                                                                           \
     make_args(&args, desc);                                                                                  \
-    return mxf_cache_run(OP, &p, sizeof p, device, stream, &args);                                           \
+    return mxf_cache_run(OP, &p, sizeof p, device, stream, &args, 0, NULL, 0);                               \
+  }                                                                                                          \
+  mxf_status mxf_##name##_workspace_size(const desc_t *desc, size_t *workspace_size) {                       \
+    if (!workspace_size)                                                                                     \
+      return mxf_set_error(MXF_ERR_INVALID_VALUE, #name "_workspace_size: workspace_size is NULL");          \
+    problem_t p;                                                                                             \
+    int32_t device;                                                                                          \
+    memset(&p, 0, sizeof p);                                                                                 \
+    mxf_status st = validate(desc, 0, &p, &device);                                                          \
+    if (st != MXF_OK) return st;                                                                             \
+    return mxf_cache_workspace_size(OP, &p, sizeof p, device, workspace_size);                               \
+  }                                                                                                          \
+  mxf_status mxf_##name##_with_workspace(const desc_t *desc, void *workspace, size_t workspace_size,         \
+                                         void *stream) {                                                     \
+    problem_t p;                                                                                             \
+    int32_t device;                                                                                          \
+    memset(&p, 0, sizeof p);                                                                                 \
+    mxf_status st = validate(desc, 1, &p, &device);                                                          \
+    if (st != MXF_OK) return st;                                                                             \
+    args_t args;                                                                                             \
+    memset(&args, 0, sizeof args);                                                                           \
+    make_args(&args, desc);                                                                                  \
+    return mxf_cache_run(OP, &p, sizeof p, device, stream, &args, 1, workspace, workspace_size);             \
   }
 
 static void gemm_args(mxf_gemm_amax_args *a, const mxf_gemm_amax_desc *d) {

@@ -41,22 +41,22 @@ typedef enum mxf_op {
  * a_ks is 1 (likewise for B and C). */
 typedef struct mxf_gemm_problem {
   int64_t m, n, k, l;
-  mxf_dtype ab;      /* MXF_E4M3, MXF_E5M2 or MXF_E2M1 */
-  mxf_dtype sf;      /* MXF_E8M0 or MXF_E4M3 (ue4m3) */
-  mxf_dtype c;       /* MXF_F32, MXF_F16, MXF_BF16, MXF_E4M3, MXF_E5M2 or MXF_E2M1 */
-  int sf_vec;        /* 16 or 32 */
-  int64_t kb;        /* ceil(k / sf_vec): scale blocks per row */
+  mxf_dtype ab; /* MXF_E4M3, MXF_E5M2 or MXF_E2M1 */
+  mxf_dtype sf; /* MXF_E8M0 or MXF_E4M3 (ue4m3) */
+  mxf_dtype c;  /* MXF_F32, MXF_F16, MXF_BF16, MXF_E4M3, MXF_E5M2 or MXF_E2M1 */
+  int sf_vec;   /* 16 or 32 */
+  int64_t kb;   /* ceil(k / sf_vec): scale blocks per row */
   mxf_sf_layout sfa_layout, sfb_layout;
   int64_t a_ms, a_ks, a_ls;
   int64_t b_ns, b_ks, b_ls;
   int64_t c_ms, c_ns, c_ls;
-  unsigned flags;    /* MXF_AMAX_ACCUMULATE */
+  unsigned flags;                           /* MXF_AMAX_ACCUMULATE */
   int tile_m, tile_n, cluster_m, cluster_n; /* hints, 0 = choose */
 } mxf_gemm_problem;
 
 /* Byte offset of the scale of (row, k-block, batch) in an SF tensor of the problem. */
-MXF_HD int64_t mxf_gemm_sf_offset(mxf_sf_layout layout, int64_t mn, int64_t kb_count,
-                                         int64_t row, int64_t kb, int64_t batch) {
+MXF_HD int64_t mxf_gemm_sf_offset(mxf_sf_layout layout, int64_t mn, int64_t kb_count, int64_t row, int64_t kb,
+                                  int64_t batch) {
   if (layout == MXF_SF_COMPACT) return (batch * mn + row) * kb_count + kb;
   return mxf_sf_swz_offset(row, kb, batch, mxf_cdiv(mn, 128), mxf_cdiv(kb_count, 4));
 }
@@ -64,9 +64,9 @@ MXF_HD int64_t mxf_gemm_sf_offset(mxf_sf_layout layout, int64_t mn, int64_t kb_c
 /* proj_rope (SPEC §2). All tensors C-contiguous. */
 typedef struct mxf_proj_problem {
   int64_t t, k, h, d, rope, nope;
-  int mxfp8;          /* x, w are e4m3 codes with e8m0 scales; else bf16 */
-  int w_out_in;       /* w (H*D, K) when set, else (K, H*D) */
-  int fp32_epilogue;  /* skip the bf16 staging */
+  int mxfp8;         /* x, w are e4m3 codes with e8m0 scales; else bf16 */
+  int w_out_in;      /* w (H*D, K) when set, else (K, H*D) */
+  int fp32_epilogue; /* skip the bf16 staging */
 } mxf_proj_problem;
 
 /* quantize / dequantize (SPEC §3). All tensors C-contiguous. */
@@ -81,16 +81,16 @@ struct mxf_backend;
 
 struct mxf_plan {
   mxf_op op;
-  int32_t device;            /* MXF_DEVICE_CPU or MXF_DEVICE_CUDA(i) */
+  int32_t device; /* MXF_DEVICE_CPU or MXF_DEVICE_CUDA(i) */
   union {
     mxf_gemm_problem gemm;
     mxf_proj_problem proj;
     mxf_quant_problem quant; /* quantize and dequantize */
   } p;
   const struct mxf_backend *backend;
-  char kernel[64];           /* "cpu/blas", "cuda/sm90", ...: mxf_plan_backend() */
-  size_t workspace_size;     /* set by the backend's plan() */
-  void *impl;                /* backend-private, freed by its plan_free() */
+  char kernel[64];       /* "cpu/blas", "cuda/sm90", ...: mxf_plan_backend() */
+  size_t workspace_size; /* set by the backend's plan() */
+  void *impl;            /* backend-private, freed by its plan_free() */
 };
 
 /* Arguments of a run, by op: the public args structs. */
@@ -103,11 +103,11 @@ typedef struct mxf_backend {
   mxf_status (*run)(const mxf_plan *plan, const void *args, void *workspace, size_t workspace_size,
                     void *stream);
   void (*plan_free)(mxf_plan *plan);
-  /* Memory of the backend's devices, for the one-call form's cached workspaces. */
-  mxf_status (*alloc)(int32_t device, size_t bytes, void **ptr);
+  /* Memory of the backend's devices, for the one-call form's workspace arenas; refuses
+   * (with a message saying why) while `stream` is being captured into a CUDA graph. */
+  mxf_status (*alloc)(int32_t device, size_t bytes, void *stream, void **ptr);
   void (*free)(int32_t device, void *ptr);
 } mxf_backend;
-
 
 MXF_INTERNAL extern const mxf_backend mxf_cpu_backend;
 #if defined(MXF_WITH_CUDA)

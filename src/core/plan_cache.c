@@ -1,12 +1,23 @@
 /*
- * plan_cache.c — the one-call form's small LRU cache of plans and their workspaces.
+ * plan_cache.c — the one-call form's small LRU cache of plans, and the workspace arenas
+ * that its runs share.
  *
- * Key: op + the normalized problem's bytes (zeroed before filling, so padding compares
- * equal) + device + stream + the calling thread where a shared workspace could be used
- * concurrently: always on the CPU (runs execute on the caller's thread), and on CUDA for
- * the NULL stream (which may be per-thread). Runs on one non-NULL CUDA stream are
- * ordered by the stream, so they may share a workspace.
- * Entries in use are never evicted; a clear frees them when their last user is done.
+ * Plans. Key: op + the normalized problem's bytes (zeroed before filling, so padding
+ * compares equal) + device. A plan holds no memory of the device, so one plan serves
+ * every stream and thread; entries in use are never evicted, and a clear frees them when
+ * their last user is done.
+ *
+ * Workspaces. A cached plan keeps no workspace of its own: a run takes one of a few
+ * arenas, one per (device, stream, thread where runs may overlap), grown to the largest
+ * workspace it was asked for. Runs on one non-NULL CUDA stream are ordered by the
+ * stream, so all threads share that stream's arena; on the CPU (runs execute on the
+ * caller's thread) and on the NULL stream (which may be per-thread) each thread has its
+ * own. Growing an arena is the only allocation: a run whose workspace fits allocates
+ * nothing, and one that needs a larger arena during CUDA-graph capture is refused by the
+ * backend's allocator with a message saying so. An arena busy in another thread's run
+ * (same stream, being enqueued) is never freed under it: such a run, if it needs more,
+ * takes a workspace of its own for that call. The one-call form with the caller's
+ * workspace (mxf_<op>_with_workspace) uses no arena at all.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -15,12 +26,11 @@
 #include "core/validate.h"
 
 #define MXF_CACHE_ENTRIES 64
+#define MXF_ARENAS 32
 
 typedef struct cache_key {
   mxf_op op;
   int32_t device;
-  const void *stream;
-  const void *thread;
   union {
     mxf_gemm_problem gemm;
     mxf_proj_problem proj;
@@ -35,117 +45,262 @@ typedef struct cache_entry {
   uint64_t tick; /* last use, for LRU */
   cache_key key;
   mxf_plan *plan;
-  void *ws;
 } cache_entry;
+
+typedef struct arena {
+  int used;
+  int stale; /* cleared while in use: free when refs drops to 0 */
+  int refs;  /* runs in flight */
+  uint64_t tick;
+  int32_t device;
+  const void *stream;
+  const void *thread; /* NULL where the stream orders the runs */
+  const mxf_backend *backend;
+  void *ptr;
+  size_t size;
+} arena;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static cache_entry g_cache[MXF_CACHE_ENTRIES];
+static arena g_arenas[MXF_ARENAS];
 static uint64_t g_tick;
 static _Thread_local char g_thread_token; /* its address tells threads apart */
 
-static void release_plan(mxf_plan *plan, void *ws) {
-  if (!plan) return;
-  if (ws) plan->backend->free(plan->device, ws);
-  mxf_plan_destroy(plan);
-}
-
-/* A new plan and its workspace, outside the lock (planning may be slow). */
-static mxf_status make_entry(const cache_key *key, size_t problem_size, mxf_plan **plan, void **ws) {
+/* ------------------------------------------------------------ plans */
+/* The cached plan of a problem (created on a miss, outside the lock: planning may be
+ * slow), with a reference taken; *entry is NULL when every slot is in use and the plan
+ * is the caller's to destroy. */
+static mxf_status plan_acquire(const cache_key *key, size_t problem_size, mxf_plan **plan,
+                               cache_entry **entry) {
   *plan = NULL;
-  *ws = NULL;
+  *entry = NULL;
+  pthread_mutex_lock(&g_lock);
+  for (int i = 0; i < MXF_CACHE_ENTRIES; ++i) {
+    cache_entry *e = &g_cache[i];
+    if (e->used && !e->stale && !memcmp(&e->key, key, sizeof *key)) {
+      e->refs++;
+      e->tick = ++g_tick;
+      *plan = e->plan;
+      *entry = e;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&g_lock);
+  if (*entry) return MXF_OK;
+
   mxf_status st = mxf_plan_create(key->op, &key->p, problem_size, key->device, plan);
   if (st != MXF_OK) return st;
-  st = (*plan)->backend->alloc(key->device, (*plan)->workspace_size, ws);
-  if (st != MXF_OK) {
-    mxf_plan_destroy(*plan);
-    *plan = NULL;
-    *ws = NULL;
+  /* keep it: a free slot, else the least recently used idle one */
+  mxf_plan *victim = NULL;
+  pthread_mutex_lock(&g_lock);
+  cache_entry *slot = NULL;
+  for (int i = 0; i < MXF_CACHE_ENTRIES && !slot; ++i)
+    if (!g_cache[i].used) slot = &g_cache[i];
+  if (!slot)
+    for (int i = 0; i < MXF_CACHE_ENTRIES; ++i)
+      if (g_cache[i].refs == 0 && (!slot || g_cache[i].tick < slot->tick)) slot = &g_cache[i];
+  if (slot) {
+    if (slot->used) victim = slot->plan;
+    memset(slot, 0, sizeof *slot);
+    slot->used = 1;
+    slot->refs = 1;
+    slot->tick = ++g_tick;
+    slot->key = *key;
+    slot->plan = *plan;
+    *entry = slot;
   }
-  return st;
+  pthread_mutex_unlock(&g_lock);
+  mxf_plan_destroy(victim);
+  return MXF_OK;
 }
 
+static void plan_release(mxf_plan *plan, cache_entry *e) {
+  if (!e) {
+    mxf_plan_destroy(plan); /* every slot in use: ran uncached */
+    return;
+  }
+  mxf_plan *victim = NULL;
+  pthread_mutex_lock(&g_lock);
+  if (--e->refs == 0 && e->stale) {
+    victim = e->plan;
+    memset(e, 0, sizeof *e);
+  }
+  pthread_mutex_unlock(&g_lock);
+  mxf_plan_destroy(victim);
+}
+
+/* ------------------------------------------------------------ arenas */
+typedef struct workspace {
+  arena *a;  /* the arena lent, or NULL */
+  void *own; /* or a workspace of this run's own (freed after it) */
+  void *ptr;
+  size_t size;
+} workspace;
+
+static void arena_free_memory(const mxf_backend *backend, int32_t device, void *ptr) {
+  if (ptr) backend->free(device, ptr);
+}
+
+/* A workspace of at least `need` bytes for a run of `plan` on `stream`. */
+static mxf_status workspace_acquire(const mxf_plan *plan, void *stream, size_t need, workspace *w) {
+  memset(w, 0, sizeof *w);
+  if (need == 0) return MXF_OK;
+  const mxf_backend *be = plan->backend;
+  const void *thread = (plan->device == MXF_DEVICE_CPU || !stream) ? (const void *)&g_thread_token : NULL;
+  arena *a = NULL, *victim = NULL;
+  void *old_ptr = NULL;
+  int32_t old_device = 0;
+  const mxf_backend *old_backend = NULL;
+  int grow = 0;
+
+  pthread_mutex_lock(&g_lock);
+  for (int i = 0; i < MXF_ARENAS && !a; ++i) {
+    arena *x = &g_arenas[i];
+    if (x->used && !x->stale && x->device == plan->device && x->stream == stream && x->thread == thread)
+      a = x;
+  }
+  if (!a) { /* a free slot, else the least recently used idle arena */
+    for (int i = 0; i < MXF_ARENAS && !a; ++i)
+      if (!g_arenas[i].used) a = &g_arenas[i];
+    if (!a)
+      for (int i = 0; i < MXF_ARENAS; ++i)
+        if (g_arenas[i].refs == 0 && (!a || g_arenas[i].tick < a->tick)) a = &g_arenas[i];
+    if (a) {
+      if (a->used) victim = a;
+      old_ptr = victim ? victim->ptr : NULL;
+      old_device = victim ? victim->device : 0;
+      old_backend = victim ? victim->backend : NULL;
+      memset(a, 0, sizeof *a);
+      a->used = 1;
+      a->device = plan->device;
+      a->stream = stream;
+      a->thread = thread;
+      a->backend = be;
+    }
+  }
+  if (a && a->size >= need) {
+    a->refs++;
+  } else if (a && a->refs == 0) {
+    grow = 1; /* nobody else holds it: replace its memory */
+    a->refs = 1;
+    if (!old_ptr) {
+      old_ptr = a->ptr;
+      old_device = a->device;
+      old_backend = a->backend;
+    }
+    a->ptr = NULL;
+    a->size = 0;
+  } else {
+    a = NULL; /* every arena busy, or this one busy and too small: a workspace of its own */
+  }
+  if (a) a->tick = ++g_tick;
+  pthread_mutex_unlock(&g_lock);
+
+  if (old_ptr) arena_free_memory(old_backend, old_device, old_ptr);
+  if (!a) {
+    mxf_status st = be->alloc(plan->device, need, stream, &w->own);
+    if (st != MXF_OK) return st;
+    w->ptr = w->own;
+    w->size = need;
+    return MXF_OK;
+  }
+  if (grow) {
+    void *p = NULL;
+    mxf_status st = be->alloc(plan->device, need, stream, &p);
+    pthread_mutex_lock(&g_lock);
+    if (st == MXF_OK) {
+      a->ptr = p;
+      a->size = need;
+    } else {
+      a->refs--; /* an empty arena stays; the next run tries again */
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (st != MXF_OK) return st;
+  }
+  w->a = a;
+  w->ptr = a->ptr;
+  w->size = a->size;
+  return MXF_OK;
+}
+
+static void workspace_release(const mxf_plan *plan, workspace *w) {
+  if (w->own) plan->backend->free(plan->device, w->own);
+  if (!w->a) return;
+  arena *a = w->a;
+  void *ptr = NULL;
+  int32_t device = 0;
+  const mxf_backend *be = NULL;
+  pthread_mutex_lock(&g_lock);
+  if (--a->refs == 0 && a->stale) {
+    ptr = a->ptr;
+    device = a->device;
+    be = a->backend;
+    memset(a, 0, sizeof *a);
+  }
+  pthread_mutex_unlock(&g_lock);
+  if (ptr) arena_free_memory(be, device, ptr);
+}
+
+/* ------------------------------------------------------------ the one-call form */
 mxf_status mxf_cache_run(mxf_op op, const void *problem, size_t problem_size, int32_t device, void *stream,
-                         const void *args) {
+                         const void *args, int own_workspace, void *ws, size_t ws_size) {
   cache_key key;
   memset(&key, 0, sizeof key);
   if (problem_size > sizeof key.p)
     return mxf_set_error(MXF_ERR_INTERNAL, "plan cache: problem of %zu bytes does not fit", problem_size);
   key.op = op;
   key.device = device;
-  key.stream = stream;
-  key.thread = (device == MXF_DEVICE_CPU || !stream) ? (const void *)&g_thread_token : NULL;
   memcpy(&key.p, problem, problem_size);
 
-  cache_entry *e = NULL;
-  pthread_mutex_lock(&g_lock);
-  for (int i = 0; i < MXF_CACHE_ENTRIES; ++i)
-    if (g_cache[i].used && !g_cache[i].stale && !memcmp(&g_cache[i].key, &key, sizeof key)) {
-      e = &g_cache[i];
-      e->refs++;
-      e->tick = ++g_tick;
-      break;
-    }
-  pthread_mutex_unlock(&g_lock);
-
   mxf_plan *plan;
-  void *ws;
-  mxf_plan *victim_plan = NULL;
-  void *victim_ws = NULL;
-  if (e) {
-    plan = e->plan;
-    ws = e->ws;
+  cache_entry *e;
+  mxf_status st = plan_acquire(&key, problem_size, &plan, &e);
+  if (st != MXF_OK) return st;
+  if (own_workspace) {
+    st = mxf_plan_run(plan, op, args, ws, ws_size, stream);
   } else {
-    mxf_status st = make_entry(&key, problem_size, &plan, &ws);
-    if (st != MXF_OK) return st;
-    /* keep it: a free slot, else the least recently used idle one */
-    pthread_mutex_lock(&g_lock);
-    cache_entry *slot = NULL;
-    for (int i = 0; i < MXF_CACHE_ENTRIES && !slot; ++i)
-      if (!g_cache[i].used) slot = &g_cache[i];
-    if (!slot)
-      for (int i = 0; i < MXF_CACHE_ENTRIES; ++i)
-        if (g_cache[i].refs == 0 && (!slot || g_cache[i].tick < slot->tick)) slot = &g_cache[i];
-    if (slot) {
-      if (slot->used) {
-        victim_plan = slot->plan;
-        victim_ws = slot->ws;
-      }
-      memset(slot, 0, sizeof *slot);
-      slot->used = 1;
-      slot->refs = 1;
-      slot->tick = ++g_tick;
-      slot->key = key;
-      slot->plan = plan;
-      slot->ws = ws;
-      e = slot;
+    workspace w;
+    st = workspace_acquire(plan, stream, plan->workspace_size, &w);
+    if (st == MXF_OK) {
+      st = mxf_plan_run(plan, op, args, w.ptr, w.size, stream);
+      workspace_release(plan, &w);
     }
-    pthread_mutex_unlock(&g_lock);
-    release_plan(victim_plan, victim_ws);
   }
-
-  mxf_status st = mxf_plan_run(plan, op, args, ws, plan->workspace_size, stream);
-
-  if (!e) {
-    release_plan(plan, ws); /* every slot in use: ran uncached */
-    return st;
-  }
-  victim_plan = NULL;
-  victim_ws = NULL;
-  pthread_mutex_lock(&g_lock);
-  if (--e->refs == 0 && e->stale) {
-    victim_plan = e->plan;
-    victim_ws = e->ws;
-    memset(e, 0, sizeof *e);
-  }
-  pthread_mutex_unlock(&g_lock);
-  release_plan(victim_plan, victim_ws);
+  plan_release(plan, e);
   return st;
+}
+
+mxf_status mxf_cache_workspace_size(mxf_op op, const void *problem, size_t problem_size, int32_t device,
+                                    size_t *size) {
+  cache_key key;
+  memset(&key, 0, sizeof key);
+  if (problem_size > sizeof key.p)
+    return mxf_set_error(MXF_ERR_INTERNAL, "plan cache: problem of %zu bytes does not fit", problem_size);
+  key.op = op;
+  key.device = device;
+  memcpy(&key.p, problem, problem_size);
+  mxf_plan *plan;
+  cache_entry *e;
+  mxf_status st = plan_acquire(&key, problem_size, &plan, &e);
+  if (st != MXF_OK) return st;
+  *size = plan->workspace_size;
+  plan_release(plan, e);
+  return MXF_OK;
+}
+
+size_t mxf_plan_cache_workspace_bytes(void) {
+  size_t total = 0;
+  pthread_mutex_lock(&g_lock);
+  for (int i = 0; i < MXF_ARENAS; ++i)
+    if (g_arenas[i].used) total += g_arenas[i].size;
+  pthread_mutex_unlock(&g_lock);
+  return total;
 }
 
 void mxf_plan_cache_clear(void) {
   mxf_plan *plans[MXF_CACHE_ENTRIES];
-  void *wss[MXF_CACHE_ENTRIES];
-  int n = 0;
+  arena freed[MXF_ARENAS];
+  int n = 0, na = 0;
   pthread_mutex_lock(&g_lock);
   for (int i = 0; i < MXF_CACHE_ENTRIES; ++i) {
     cache_entry *e = &g_cache[i];
@@ -154,12 +309,22 @@ void mxf_plan_cache_clear(void) {
       e->stale = 1;
       continue;
     }
-    plans[n] = e->plan;
-    wss[n] = e->ws;
-    ++n;
+    plans[n++] = e->plan;
     memset(e, 0, sizeof *e);
+  }
+  for (int i = 0; i < MXF_ARENAS; ++i) {
+    arena *a = &g_arenas[i];
+    if (!a->used) continue;
+    if (a->refs > 0) {
+      a->stale = 1;
+      continue;
+    }
+    freed[na++] = *a;
+    memset(a, 0, sizeof *a);
   }
   pthread_mutex_unlock(&g_lock);
   for (int i = 0; i < n; ++i)
-    release_plan(plans[i], wss[i]);
+    mxf_plan_destroy(plans[i]);
+  for (int i = 0; i < na; ++i)
+    arena_free_memory(freed[i].backend, freed[i].device, freed[i].ptr);
 }

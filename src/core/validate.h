@@ -63,8 +63,13 @@ MXF_INTERNAL mxf_status mxf_plan_run(const mxf_plan *plan, mxf_op op, const void
                                      size_t workspace_size, void *stream);
 
 /* ------------------------------------------------------------ plan cache (plan_cache.c) */
-/* One-call form: runs `args` with a cached plan (and workspace) for the problem. */
+/* One-call form: runs `args` with a cached plan for the problem, on the caller's
+ * workspace (own_workspace: ws, ws_size) or on the workspace arena of (device, stream). */
 MXF_INTERNAL mxf_status mxf_cache_run(mxf_op op, const void *problem, size_t problem_size, int32_t device,
-                                      void *stream, const void *args);
+                                      void *stream, const void *args, int own_workspace, void *ws,
+                                      size_t ws_size);
+/* The workspace bytes of the cached plan of a problem (planned into the cache). */
+MXF_INTERNAL mxf_status mxf_cache_workspace_size(mxf_op op, const void *problem, size_t problem_size,
+                                                 int32_t device, size_t *size);
 
 #endif

@@ -29,8 +29,7 @@ static mxf_status cpu_plan(mxf_plan *plan) {
   return MXF_OK;
 }
 
-static mxf_status cpu_run(const mxf_plan *plan, const void *args, void *ws, size_t ws_size,
-                          void *stream) {
+static mxf_status cpu_run(const mxf_plan *plan, const void *args, void *ws, size_t ws_size, void *stream) {
   (void)stream;
   switch (plan->op) {
   case MXF_OP_GEMM_AMAX: return mxf_cpu_gemm_amax_run(plan, (const mxf_gemm_amax_args *)args, ws, ws_size);
@@ -43,12 +42,14 @@ static mxf_status cpu_run(const mxf_plan *plan, const void *args, void *ws, size
 
 static void cpu_plan_free(mxf_plan *plan) { (void)plan; }
 
-static mxf_status cpu_alloc(int32_t device, size_t bytes, void **ptr) {
+static mxf_status cpu_alloc(int32_t device, size_t bytes, void *stream, void **ptr) {
   (void)device;
+  (void)stream;
   *ptr = NULL;
   if (bytes == 0) return MXF_OK;
   *ptr = aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (!*ptr) return mxf_set_error(MXF_ERR_NO_MEMORY, "cpu backend: cannot allocate %zu bytes of workspace", bytes);
+  if (!*ptr)
+    return mxf_set_error(MXF_ERR_NO_MEMORY, "cpu backend: cannot allocate %zu bytes of workspace", bytes);
   return MXF_OK;
 }
 

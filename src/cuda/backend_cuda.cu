@@ -54,9 +54,18 @@ static void cuda_plan_free(mxf_plan *plan) {
   plan->impl = NULL;
 }
 
-static mxf_status cuda_alloc(int32_t device, size_t bytes, void **ptr) {
+static mxf_status cuda_alloc(int32_t device, size_t bytes, void *stream, void **ptr) {
   *ptr = NULL;
   if (bytes == 0) return MXF_OK;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing((cudaStream_t)stream, &capture) != cudaSuccess) (void)cudaGetLastError();
+  if (capture != cudaStreamCaptureStatusNone)
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
+                         "one-call form: this run needs %zu bytes of workspace on device %d, more than the "
+                         "stream's workspace holds, and the stream is being captured into a CUDA graph, "
+                         "where nothing may be allocated; run the same call once before the capture, or "
+                         "use the form with the caller's workspace",
+                         bytes, device - 1);
   int prev = 0;
   cudaGetDevice(&prev);
   cudaError_t e = cudaSetDevice(device - 1);
