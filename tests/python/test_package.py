@@ -1,0 +1,408 @@
+"""The Python package on the CPU: NumPy arrays, JAX on the CPU (jit), DLPack producers.
+
+Every op through every entry point (one-call function, class API, mxfuse.jax under
+jax.jit) must give the same bits as every other for the same inputs — they all run the C
+library — and gemm_amax's C must meet SPEC §5 against an f64 oracle written here from
+the format definitions (determined codes bit for bit, the others between the codes of
+ref ± δ). Layouts (k-/m-major A, k-/n-major B, m-/n-major C, padded rows, L > 1, both
+scale layouts) are exercised through NumPy views, errors for their type and message.
+"""
+import os
+
+import numpy as np
+import pytest
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+mxfuse = pytest.importorskip("mxfuse")
+
+try:
+    import jax
+    import jax.numpy as jnp
+
+    import mxfuse.jax as mj
+except ImportError as e:  # CI installs jax; elsewhere it may be absent
+    if os.environ.get("CI"):
+        raise
+    jax = None
+    _why_no_jax = str(e)
+
+needs_jax = pytest.mark.skipif(jax is None, reason="jax or mxfuse.jax not importable")
+
+E2M1_VALUES = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6], np.float64)
+
+
+# ------------------------------------------------------------------ inputs and oracle
+def mx_operand(rng, rows, k, fmt):
+    """Random codes (rows, K) of fmt ('e4m3', 'e5m2' or 'e2m1' packed as uint8 (rows, K/2))
+    and compact e8m0 scales (rows, ceil(K/32)); also their f64 values (rows, K)."""
+    kb = -(-k // 32)
+    s = rng.integers(120, 132, size=(rows, kb), dtype=np.uint8)
+    if fmt == "e2m1":
+        nib = rng.integers(0, 16, size=(rows, k), dtype=np.uint8)
+        codes = (nib[:, 0::2] | (nib[:, 1::2] << 4)).astype(np.uint8)
+        vals = E2M1_VALUES[nib]
+    else:
+        dt = ml_dtypes.float8_e4m3fn if fmt == "e4m3" else ml_dtypes.float8_e5m2
+        v = rng.standard_normal((rows, k)) * 3
+        codes = v.astype(dt)
+        vals = codes.astype(np.float64)
+    vals = vals * np.exp2(np.repeat(s.astype(np.float64) - 127, 32, axis=1)[:, :k])
+    return codes, s, vals
+
+
+def encode(x, c_dtype):
+    """f64 -> the C dtype's values (RNE through f32, which is exact for what is compared)."""
+    x32 = x.astype(np.float32)
+    if c_dtype == "float32":
+        return x32
+    if c_dtype == "float8_e4m3fn":  # fp8 encoding saturates (SPEC §0)
+        x32 = np.clip(x32, -448, 448)
+    return x32.astype({"bfloat16": ml_dtypes.bfloat16, "float16": np.float16,
+                       "float8_e4m3fn": ml_dtypes.float8_e4m3fn}[c_dtype]).astype(np.float64)
+
+
+def check_gemm(c, ref, delta, c_dtype):
+    """SPEC §5 for gemm_amax's C: f32 within δ + ulp; narrower C equal to encode(ref) where
+    encode(ref − δ) = encode(ref + δ), else between the two."""
+    c = np.asarray(c).astype(np.float64)
+    if c_dtype == "float32":
+        ulp = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
+        assert np.all(np.abs(c - ref) <= delta + ulp), np.max(np.abs(c - ref) - delta - ulp)
+        return
+    lo, hi = encode(ref - delta, c_dtype), encode(ref + delta, c_dtype)
+    det = lo == hi
+    assert np.array_equal(c[det], lo[det]), f"{np.count_nonzero(c[det] != lo[det])} determined codes differ"
+    assert np.all((c[~det] >= lo[~det]) & (c[~det] <= hi[~det]))
+    assert np.mean(c == encode(ref, c_dtype)) >= 0.999
+
+
+def oracle(av, bv, alpha=1.0):
+    """ref = alpha · Â B̂ᵀ in f64, and δ of SPEC §5."""
+    ref = alpha * (av @ bv.T)
+    k = av.shape[1]
+    sq = np.sqrt((av ** 2) @ (bv ** 2).T)
+    delta = 2.0 ** -24 * (8 * np.sqrt(k) * sq + (k / 8 + 2) * np.abs(ref)) * abs(alpha)
+    return ref, delta
+
+
+# ------------------------------------------------------------------ gemm_amax
+@pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "e2m1"])
+@pytest.mark.parametrize("c_dtype", ["float32", "bfloat16", "float8_e4m3fn"])
+def test_gemm_amax_numpy(rng, fmt, c_dtype):
+    m, n = 77, 45
+    k = 224 if fmt == "e2m1" else 208  # 16-byte rows; fp8: a partial last block
+    a, sa, av = mx_operand(rng, m, k, fmt)
+    b, sb, bv = mx_operand(rng, n, k, fmt)
+    r = mxfuse.gemm_amax(a, b, sa, sb, c_dtype=c_dtype)
+    c, amax = r
+    assert r["c_tensor"] is c and r["amax_tensor"] is amax and r.keys() == ("c_tensor", "amax_tensor")
+    assert c.shape == (m, n) and amax.shape == (1,) and amax.dtype == np.float32
+    ref, delta = oracle(av, bv)
+    check_gemm(c, ref, delta, c_dtype)
+    assert abs(amax[0] - np.abs(ref).max()) <= 1e-6 * np.sqrt(k) * np.abs(ref).max()
+    # swizzled scales, m-major C, alpha: the same values
+    r2 = mxfuse.gemm_amax(a, b, mxfuse.swizzle_scales(sa, pad_byte=0xFF), mxfuse.swizzle_scales(sb, pad_byte=0xFF),
+                          c_dtype=c_dtype, c_major="m")
+    assert r2.c_tensor.strides[0] < r2.c_tensor.strides[1]
+    check_gemm(r2.c_tensor, ref, delta, c_dtype)  # another summation order (C^T = B·A^T): SPEC §5 again
+    r3 = mxfuse.gemm_amax(a, b, sa, sb, c_dtype=c_dtype, alpha=0.5)
+    ref3, delta3 = oracle(av, bv, 0.5)
+    check_gemm(r3.c_tensor, ref3, delta3, c_dtype)
+
+
+def test_gemm_amax_layouts(rng):
+    """m-major A, n-major B, padded rows, batch L = 3 through NumPy views."""
+    m, n, k, lb = 48, 32, 96, 3  # m- and n-major rows of 16 bytes
+    ops = [mx_operand(rng, m * lb, k, "e4m3"), mx_operand(rng, n * lb, k, "e4m3")]
+    a = ops[0][0].reshape(lb, m, k)
+    b = ops[1][0].reshape(lb, n, k)
+    sa = ops[0][1].reshape(lb, m, 3)
+    sb = ops[1][1].reshape(lb, n, 3)
+    # k-major (M, K, L) views of batch-outermost memory: strides (K, 1, M·K)
+    a_k = a.transpose(1, 2, 0)
+    b_k = b.transpose(1, 2, 0)
+    base = mxfuse.gemm_amax(a_k, b_k, sa, sb, c_dtype="float32")
+    assert base.c_tensor.shape == (m, n, lb) and base.amax_tensor.shape == (1, 1, 1)
+    for l_ in range(lb):
+        av = ops[0][2].reshape(lb, m, k)[l_]
+        bv = ops[1][2].reshape(lb, n, k)[l_]
+        ref, delta = oracle(av, bv)
+        check_gemm(base.c_tensor[:, :, l_], ref, delta, "float32")
+    # m-major A and n-major B: the same codes in the other order
+    a_m = np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(2, 1, 0)  # (M, K, L), stride over m = 1
+    b_n = np.ascontiguousarray(b.transpose(0, 2, 1)).transpose(2, 1, 0)
+    assert a_m.strides[0] == 1 and b_n.strides[0] == 1
+    other = mxfuse.gemm_amax(a_m, b_n, sa, sb, c_dtype="float32", c_major="m")
+    assert other.c_tensor.strides[0] == 4 and other.c_tensor.shape == (m, n, lb)
+    for l_ in range(lb):
+        ref, delta = oracle(ops[0][2].reshape(lb, m, k)[l_], ops[1][2].reshape(lb, n, k)[l_])
+        check_gemm(other.c_tensor[:, :, l_], ref, delta, "float32")
+    # padded leading dimension: a (M, K) view of a (M, K + 32) array
+    wide = np.zeros((m, k + 32), ml_dtypes.float8_e4m3fn)
+    wide[:, :k] = a[0]
+    padded = mxfuse.gemm_amax(wide[:, :k], b[0], sa[0], sb[0], c_dtype="float32")
+    plain = mxfuse.gemm_amax(np.ascontiguousarray(a[0]), b[0], sa[0], sb[0], c_dtype="float32")
+    assert np.array_equal(padded.c_tensor, plain.c_tensor)
+
+
+def test_gemm_amax_class_api(rng):
+    a, sa, _ = mx_operand(rng, 50, 64, "e4m3")
+    b, sb, _ = mx_operand(rng, 33, 64, "e4m3")
+    want = mxfuse.gemm_amax(a, b, sa, sb, c_dtype="bfloat16")
+    c = np.full((50, 40), 7, ml_dtypes.bfloat16)[:, :33]  # rows padded to 80 bytes
+    amax = np.full((1,), -1, np.float32)
+    op = mxfuse.GemmAmax(a, b, sa, sb, c, amax)
+    assert op.check_support() and op.backend.startswith("cpu/")
+    op.compile()
+    for _ in range(2):
+        op.execute(a, b, sa, sb, c, amax)
+        assert np.array_equal(c.view(np.uint16), want.c_tensor.view(np.uint16)) and amax[0] == want.amax_tensor[0]
+    # accumulate: max(previous, new)
+    acc = mxfuse.GemmAmax(a, b, sa, sb, c, amax, accumulate=True)
+    amax[0] = 1e30
+    acc.execute(a, b, sa, sb, c, amax)
+    assert amax[0] == np.float32(1e30)
+    # another geometry than the samples: refused, nothing written
+    c[:] = 7
+    with pytest.raises(ValueError, match="the plan was made for"):
+        op.execute(a[:10], b, sa[:10], sb, c, amax)
+    assert np.all(c.astype(np.float32) == 7)
+
+
+def test_gemm_amax_errors(rng):
+    a, sa, _ = mx_operand(rng, 32, 64, "e4m3")
+    b, sb, _ = mx_operand(rng, 32, 64, "e4m3")
+    with pytest.raises(mxfuse.InvalidValueError, match=r"gemm_amax: b has shape \(32, 32\), K=32; expected K=64"):
+        mxfuse.gemm_amax(a, b[:, :32], sa, sb)
+    with pytest.raises(ValueError, match="gemm_amax: sfa"):
+        mxfuse.gemm_amax(a, b, sa[:, :1], sb)
+    with pytest.raises(ValueError, match="accumulate=True"):
+        mxfuse.gemm_amax(a, b, sa, sb, accumulate=True)
+    with pytest.raises(ValueError, match="mma_tile_n=64"):
+        mxfuse.gemm_amax(a, b, sa, sb, mma_tiler_mn=(128, 64))
+    with pytest.raises(TypeError, match="no counterpart"):
+        mxfuse.gemm_amax(a, b, sa, sb, c_dtype="float64")
+    with pytest.raises(TypeError, match="expected a torch tensor, a NumPy array"):
+        mxfuse.gemm_amax(a, b, sa, [1, 2])
+    with pytest.raises(TypeError, match="different frameworks"):
+        mxfuse.gemm_amax(a, b, sa, Producer(sb))
+    # a misaligned row start: the C library refuses at run time, nothing is written
+    buf = np.zeros(32 * 64 + 1, np.uint8)
+    a_off = buf[1:].view(ml_dtypes.float8_e4m3fn).reshape(32, 64)
+    a_off[:] = a
+    c = np.full((32, 32), 3, np.float32)
+    amax = np.full((1,), 5, np.float32)
+    op = mxfuse.GemmAmax(a_off, b, sa, sb, c, amax)
+    with pytest.raises(mxfuse.InvalidValueError, match="gemm_amax_run: a"):
+        op.execute(a_off, b, sa, sb, c, amax)
+    assert np.all(c == 3) and amax[0] == 5
+
+
+# ------------------------------------------------------------------ proj_rope
+def proj_inputs(rng, t, k, h, d=192, rope=64, mxfp8=False):
+    bf = ml_dtypes.bfloat16
+    x = (rng.standard_normal((t, k)) * 0.5).astype(np.float32)
+    w = (rng.standard_normal((h * d, k)) * 0.05).astype(np.float32)
+    ang = rng.uniform(0, 6.3, size=(t, rope))
+    cos, sin = np.cos(ang).astype(bf), np.sin(ang).astype(bf)
+    if not mxfp8:
+        return dict(x=x.astype(bf), w=w.astype(bf), cos=cos, sin=sin)
+    q = mxfuse.quantize(x, cols=False)
+    qw = mxfuse.quantize(w, cols=False)
+    return dict(x=q.q_row, w=qw.q_row, cos=cos, sin=sin, x_scale=q.s_row, w_scale=qw.s_row)
+
+
+def proj_reference(x, w, cos, sin, d=192, rope=64, xs=None, ws=None):
+    """f64 GEMM, bf16 staging, RoPE (SPEC §2.3 steps 1-3): (T, H, D) f64."""
+    xv = np.asarray(x).astype(np.float64)
+    wv = np.asarray(w).astype(np.float64)
+    if xs is not None:
+        xv = xv * np.exp2(np.repeat(xs.astype(np.float64) - 127, 32, axis=1))
+        wv = wv * np.exp2(np.repeat(ws.astype(np.float64) - 127, 32, axis=1))
+    y = (xv @ wv.T).astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float64)
+    t = y.shape[0]
+    y = y.reshape(t, -1, d)
+    nope, half = d - rope, rope // 2
+    p, q = y[:, :, nope::2], y[:, :, nope + 1::2]
+    c = cos.astype(np.float64)[:, None, :]
+    s = sin.astype(np.float64)[:, None, :]
+    out = y.copy()
+    out[:, :, nope:nope + half] = p * c[..., :half] - q * s[..., :half]
+    out[:, :, nope + half:] = p * s[..., half:] + q * c[..., half:]
+    return out
+
+
+def dequant_rows(codes, s):
+    n = codes.shape[-1]
+    return codes.astype(np.float64) * np.exp2(np.repeat(s.astype(np.float64) - 127, 32, axis=-1)[..., :n])
+
+
+@pytest.mark.parametrize("mxfp8", [False, True])
+def test_proj_rope_numpy(rng, mxfp8):
+    t, k, h = 77, 128, 2
+    inp = proj_inputs(rng, t, k, h, mxfp8=mxfp8)
+    r = mxfuse.proj_rope(**inp)
+    row, srow, col, scol = r
+    assert r["out_scales_col"] is scol
+    assert row.shape == (t, h, 192) and srow.shape == (t, h, 6) and scol.shape == (3, h, 192)
+    assert row.dtype == ml_dtypes.float8_e4m3fn and srow.dtype == np.uint8
+    ref = proj_reference(inp["x"], inp["w"], inp["cos"], inp["sin"], xs=inp.get("x_scale"), ws=inp.get("w_scale"))
+    rv = dequant_rows(row, srow)
+    cv = col.astype(np.float64) * np.exp2(np.repeat(scol.astype(np.float64) - 127, 32, axis=0)[:t])
+    for got in (rv, cv):  # the cuDNN acceptance criterion, per direction
+        assert np.mean(np.abs(got - ref) <= 0.1 + 0.1 * np.abs(ref)) >= 0.95
+    # the class API on preallocated outputs: the same bits
+    outs = [np.full_like(o, 0xA5 if o.dtype == np.uint8 else 0) for o in (row, srow, col, scol)]
+    kw = {"sample_x_scale": inp["x_scale"], "sample_w_scale": inp["w_scale"]} if mxfp8 else {}
+    op = mxfuse.ProjRope(inp["x"], inp["w"], inp["cos"], inp["sin"], *outs, w_out_in=True, **kw)
+    op.execute(inp["x"], inp["w"], inp["cos"], inp["sin"], *outs, x_scale=inp.get("x_scale"),
+               w_scale=inp.get("w_scale"))
+    for o, want in zip(outs, r):
+        assert np.array_equal(o.view(np.uint8), want.view(np.uint8))
+    # in-out weights (K, H·D)
+    if not mxfp8:
+        r2 = mxfuse.proj_rope(inp["x"], np.ascontiguousarray(inp["w"].T), inp["cos"], inp["sin"], w_out_in=False)
+        for o, want in zip(r2, r):
+            assert np.array_equal(o.view(np.uint8), want.view(np.uint8))
+
+
+def test_proj_rope_errors(rng):
+    inp = proj_inputs(rng, 40, 64, 1)
+    with pytest.raises(ValueError, match="proj_rope"):
+        mxfuse.proj_rope(inp["x"], inp["w"], inp["cos"][:, :32], inp["sin"])
+    with pytest.raises(ValueError, match="proj_rope"):
+        mxfuse.proj_rope(inp["x"], inp["w"], inp["cos"], inp["sin"], x_scale=np.zeros((40, 2), np.uint8))
+
+
+# ------------------------------------------------------------------ quantize / dequantize / scales
+def test_quantize_dequantize(rng):
+    x = (rng.standard_normal((70, 100)) * 4).astype(np.float32)
+    q = mxfuse.quantize(x)
+    assert q.q_row.shape == (70, 100) and q.s_row.shape == (70, 4) and q.s_col.shape == (3, 100)
+    only_rows = mxfuse.quantize(x, cols=False)
+    assert only_rows.q_col is None and np.array_equal(only_rows.q_row.view(np.uint8), q.q_row.view(np.uint8))
+    y = mxfuse.dequantize(q.q_row, q.s_row)
+    yc = mxfuse.dequantize(q.q_col, q.s_col, direction="cols", dtype="bfloat16")
+    assert y.dtype == np.float32 and yc.dtype == ml_dtypes.bfloat16
+    assert np.array_equal(y, dequant_rows(q.q_row, q.s_row).astype(np.float32))
+    # e4m3 keeps 3 mantissa bits: within 2^-4 relative of the block's scale step
+    assert np.all(np.abs(y - x) <= np.abs(x) * 2.0 ** -4 + np.exp2(np.repeat(q.s_row - 127.0, 32, 1)[:, :100]) * 2 ** -9)
+    with pytest.raises(ValueError, match="direction"):
+        mxfuse.dequantize(q.q_row, q.s_row, direction="diag")
+
+
+def test_swizzle_roundtrip(rng):
+    s = rng.integers(0, 255, size=(2, 300, 7), dtype=np.uint8)
+    sw = mxfuse.swizzle_scales(s, pad_byte=0xFF)
+    assert sw.shape == (2, 3, 2, 32, 4, 4)
+    # the byte of row r, k-block kb, batch l (SPEC §1.1)
+    for l_, r, kb in [(0, 0, 0), (1, 299, 6), (0, 130, 5), (1, 77, 3)]:
+        off = (r // 128 * 2 + kb // 4) * 512 + (r % 32) * 16 + (r // 32 % 4) * 4 + kb % 4
+        assert sw[l_].reshape(-1)[off] == s[l_, r, kb]
+    assert np.array_equal(mxfuse.unswizzle_scales(sw, 300, 7), s)
+    with pytest.raises(ValueError, match="unswizzle_scales"):
+        mxfuse.unswizzle_scales(sw, 500, 7)
+
+
+# ------------------------------------------------------------------ DLPack producers
+class Producer:
+    """A minimal DLPack producer over a NumPy array (as another framework would be)."""
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    def __dlpack__(self, stream=None):
+        return self.arr.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+def test_dlpack_producers(rng):
+    """Every tensor through DLPack: MXFP4 operands as uint8 pairs (which NumPy exports),
+    scales, C and amax; the same bits as the NumPy path."""
+    a, sa, _ = mx_operand(rng, 40, 64, "e2m1")
+    b, sb, _ = mx_operand(rng, 24, 64, "e2m1")
+    want = mxfuse.gemm_amax(a, b, sa, sb, c_dtype="float32")
+    c = np.zeros((40, 24), np.float32)
+    amax = np.zeros((1,), np.float32)
+    t = [Producer(v) for v in (a, b, sa, sb, c, amax)]
+    op = mxfuse.GemmAmax(*t)
+    op.execute(*t)
+    assert np.array_equal(c, want.c_tensor) and amax[0] == want.amax_tensor[0]
+    from mxfuse import _tensors
+
+    m = _tensors.meta(Producer(c[:, 2:10]))
+    assert m.shape == (40, 8) and m.strides == (24, 1) and m.device == 0
+
+
+# ------------------------------------------------------------------ JAX (CPU)
+@needs_jax
+def test_jax_gemm_amax_jit(rng):
+    for fmt, c_dtype in [("e4m3", jnp.bfloat16), ("e5m2", jnp.float32), ("e2m1", jnp.float16)]:
+        a, sa, av = mx_operand(rng, 70, 128, fmt)
+        b, sb, bv = mx_operand(rng, 40, 128, fmt)
+        want = mxfuse.gemm_amax(a, b, sa, sb, c_dtype=c_dtype)
+        f = jax.jit(lambda a, b, sa, sb: mj.gemm_amax(a, b, sa, sb, c_dtype=c_dtype))
+        got = f(jnp.asarray(a), jnp.asarray(b), jnp.asarray(sa), jnp.asarray(sb))
+        assert got["c_tensor"].dtype == c_dtype
+        assert np.array_equal(np.asarray(got.c_tensor), want.c_tensor)
+        assert np.array_equal(np.asarray(got.amax_tensor), want.amax_tensor)
+        # swizzled scales in the physical atom shape, (M, K, 1) operands
+        sw = jax.jit(lambda a, b, sa, sb: mj.gemm_amax(a, b, sa, sb, c_dtype=c_dtype))(
+            jnp.asarray(a)[:, :, None], jnp.asarray(b)[:, :, None], jnp.asarray(mxfuse.swizzle_scales(sa)),
+            jnp.asarray(mxfuse.swizzle_scales(sb)))
+        assert sw.c_tensor.shape[2] == 1 and np.array_equal(np.asarray(sw.c_tensor)[:, :, 0], want.c_tensor)
+    # eager mxfuse.gemm_amax on JAX arrays goes through the same custom call
+    eager = mxfuse.gemm_amax(jnp.asarray(a), jnp.asarray(b), jnp.asarray(sa), jnp.asarray(sb), c_dtype=c_dtype)
+    assert np.array_equal(np.asarray(eager.c_tensor), want.c_tensor)
+
+
+@needs_jax
+def test_jax_gemm_amax_accumulate_alpha(rng):
+    a, sa, _ = mx_operand(rng, 33, 64, "e4m3")
+    b, sb, _ = mx_operand(rng, 20, 64, "e4m3")  # row-major f32 C: N·4 bytes a multiple of 16
+    want = mxfuse.gemm_amax(a, b, sa, sb, alpha=0.25)
+    args = [jnp.asarray(v) for v in (a, b, sa, sb)]
+    got = jax.jit(lambda *v: mj.gemm_amax(*v, alpha=0.25))(*args)
+    assert np.array_equal(np.asarray(got.c_tensor), want.c_tensor)
+    hi = jax.jit(lambda *v: mj.gemm_amax(*v[:4], amax=v[4], accumulate=True))(*args, jnp.array([1e9], jnp.float32))
+    assert float(hi.amax_tensor[0]) == 1e9
+    lo = jax.jit(lambda *v: mj.gemm_amax(*v[:4], amax=v[4], accumulate=True))(*args, jnp.array([0.0], jnp.float32))
+    assert float(lo.amax_tensor[0]) == float(mxfuse.gemm_amax(a, b, sa, sb).amax_tensor[0])
+
+
+@needs_jax
+def test_jax_errors_at_trace_time(rng):
+    a, sa, _ = mx_operand(rng, 32, 64, "e4m3")
+    b, sb, _ = mx_operand(rng, 32, 96, "e4m3")
+    f = jax.jit(lambda *v: mj.gemm_amax(*v))
+    with pytest.raises(mxfuse.InvalidValueError, match="gemm_amax: b has shape"):
+        f(jnp.asarray(a), jnp.asarray(b), jnp.asarray(sa), jnp.asarray(sb))
+    with pytest.raises(ValueError, match="row-major"):
+        mj.gemm_amax(jnp.asarray(a), jnp.asarray(a), jnp.asarray(sa), jnp.asarray(sa), c_major="m")
+
+
+@needs_jax
+@pytest.mark.parametrize("mxfp8", [False, True])
+def test_jax_proj_rope_jit(rng, mxfp8):
+    inp = proj_inputs(rng, 45, 64, 2, mxfp8=mxfp8)
+    want = mxfuse.proj_rope(**inp)
+    j = {k: jnp.asarray(v) for k, v in inp.items()}
+    got = jax.jit(lambda j: mj.proj_rope(**j))(j)
+    for g, w in zip(got, want):
+        assert np.array_equal(np.asarray(g).view(np.uint8), w.view(np.uint8))
+    assert got["out_fp8_row"].dtype == jnp.float8_e4m3fn
+
+
+@needs_jax
+def test_jax_quantize_dequantize_jit(rng):
+    x = (rng.standard_normal((50, 70)) * 2).astype(np.float32)
+    want = mxfuse.quantize(x)
+    got = jax.jit(mj.quantize)(jnp.asarray(x))
+    for g, w in zip(got, want):
+        assert np.array_equal(np.asarray(g).view(np.uint8), w.view(np.uint8))
+    cols = jax.jit(lambda v: mj.quantize(v, rows=False))(jnp.asarray(x))
+    assert cols.q_row is None and np.array_equal(np.asarray(cols.s_col), want.s_col)
+    y = jax.jit(lambda q, s: mj.dequantize(q, s, direction="cols"))(got.q_col, got.s_col)
+    assert np.array_equal(np.asarray(y), mxfuse.dequantize(want.q_col, want.s_col, direction="cols"))
