@@ -3,13 +3,14 @@
 #   1. configure + build (CUDA on; portable kernels for 90a only by default, to save time)
 #   2. ctest: every test labelled gpu
 #   2b. `mxfuse demo`, the main job, on the GPU
+#   2c. the Python package: tests/python (torch, JAX) and bench/bench_python.py
 #   3. the GPU benchmark (bench/bench_gpu.c), table + JSON
 #   4. compute-sanitizer memcheck + racecheck on the GPU gemm test in small mode
 #      (MXF_GPU_TEST_SMALL=1), memcheck on the CUDA graph test, memcheck + racecheck on
 #      the proj_rope test
 #   5. the CPU-side tests (every other label)
 # Logs and JSON go to $OUT (default ./gpu-check-out): build.log, ctest.log, sanitizer.log,
-# bench.log, bench_gpu.json, demo.log. The last thing printed is a summary table. The exit status is
+# bench.log, bench_gpu.json, demo.log, pytest.log, bench_python.log/.json. The last thing printed is a summary table. The exit status is
 # non-zero when the build, any test or any sanitizer run fails (a sanitizer that cannot
 # attach to this device is reported as "n/a", not as a failure).
 #
@@ -19,6 +20,10 @@
 #   GPU_CHECK_BENCH=full|quick|0   benchmark: all shapes (default), two shapes, or none
 #   GPU_CHECK_SANITIZER=1|0        run the sanitizer step (default 1)
 #   GPU_CHECK_CPU_TESTS=1|0        run the CPU-side tests too (default 1)
+#   GPU_CHECK_PYTHON=1|0           the Python package's tests and bench on the GPU (default 1)
+#   GPU_CHECK_PYBENCH=1|0          bench/bench_python.py (default 1)
+#   GPU_CHECK_PIP=0|1              also `pip install .` the package and import it (default 0)
+#   GPU_CHECK_TESTS=regex          only the GPU ctests matching regex (default: all)
 #   GPU_CHECK_TARGETS="a b"        build only these targets (default: all)
 #   JOBS=N                         parallel build / CPU test jobs (default: nproc)
 #   GPU_CHECK_CMAKE_ARGS="..."     extra configure arguments, e.g. -DMXF_WITH_BLAS=OFF
@@ -71,7 +76,7 @@ ctest_summary() { # label, log section -> "N/M passed, K skipped"
 if [ $brc -eq 0 ] || [ -n "${GPU_CHECK_TARGETS:-}" ]; then
   : >"$OUT/ctest.log"
   t0=$SECONDS
-  (cd "$BUILD_DIR" && ctest -L gpu -V -j 1 --timeout 900) >"$OUT/ctest_gpu.tmp" 2>&1
+  (cd "$BUILD_DIR" && ctest -L gpu ${GPU_CHECK_TESTS:+-R "$GPU_CHECK_TESTS"} -V -j 1 --timeout 900) >"$OUT/ctest_gpu.tmp" 2>&1
   grc=$?
   cat "$OUT/ctest_gpu.tmp" >>"$OUT/ctest.log"
   add "ctest -L gpu" "$([ $grc -eq 0 ] && echo ok || echo FAILED): $(ctest_summary "$OUT/ctest_gpu.tmp") $((SECONDS - t0)) s"
@@ -89,6 +94,36 @@ if [ $brc -eq 0 ] && [ -x "$BUILD_DIR/mxfuse" ]; then
   add "mxfuse demo" "$([ $drc -eq 0 ] && echo ok || echo FAILED) ($((SECONDS - t0)) s; demo.log)"
   [ $drc -ne 0 ] && fail
   cat "$OUT/demo.log"
+fi
+
+# ---------------------------------------------------------------- 2c. the Python package on the GPU
+# tests/python on this build's libraries (torch eager / compile / CUDA graphs, JAX jit),
+# then the Python layer's costs (bench/bench_python.py); with GPU_CHECK_PIP=1 also
+# `pip install --no-build-isolation .` into a scratch target and an import of it.
+PYENV="PYTHONPATH=$PWD/python MXFUSE_LIB=$PWD/$BUILD_DIR/libmxfuse.so MXFUSE_CLI=$PWD/$BUILD_DIR/mxfuse"
+[ -f "$BUILD_DIR/libmxfuse_xla.so" ] && PYENV="$PYENV MXFUSE_XLA_LIB=$PWD/$BUILD_DIR/libmxfuse_xla.so"
+if [ $brc -eq 0 ] && [ "${GPU_CHECK_PYTHON:-1}" != "0" ]; then
+  t0=$SECONDS
+  env $PYENV XLA_PYTHON_CLIENT_PREALLOCATE=false python3 -m pytest -q -rs tests/python >"$OUT/pytest.log" 2>&1
+  prc=$?
+  add "pytest tests/python (GPU)" "$([ $prc -eq 0 ] && echo ok || echo FAILED): $(tail -1 "$OUT/pytest.log") $((SECONDS - t0)) s"
+  [ $prc -ne 0 ] && fail && grep -E "^(FAILED|ERROR)" "$OUT/pytest.log" | head -20
+  if [ "${GPU_CHECK_PYBENCH:-1}" != "0" ]; then
+    env $PYENV python3 bench/bench_python.py --json "$OUT/bench_python.json" >"$OUT/bench_python.log" 2>&1
+    bprc=$?
+    add "bench_python" "$([ $bprc -eq 0 ] && echo ok || echo FAILED) (bench_python.log)"
+    [ $bprc -ne 0 ] && fail
+    cat "$OUT/bench_python.log"
+  fi
+fi
+if [ "${GPU_CHECK_PIP:-0}" = "1" ]; then
+  t0=$SECONDS
+  python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/mxfuse-pip \
+    -C cmake.define.MXF_CUDA_ARCHS_PORTABLE="$ARCHS" -C build-dir=build-gpu-pip . >"$OUT/pip.log" 2>&1 &&
+    (cd /tmp && PYTHONPATH=/tmp/mxfuse-pip python3 -c "import mxfuse, mxfuse.jax; print('import ok', mxfuse.__version__, mxfuse.cuda_device_count(), 'GPU')") >>"$OUT/pip.log" 2>&1
+  piprc=$?
+  add "pip install . (GPU)" "$([ $piprc -eq 0 ] && echo ok || echo FAILED) ($((SECONDS - t0)) s; pip.log)"
+  [ $piprc -ne 0 ] && fail && tail -5 "$OUT/pip.log"
 fi
 
 # ---------------------------------------------------------------- 3. benchmark

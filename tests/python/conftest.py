@@ -9,6 +9,9 @@ import os
 import sys
 import time
 
+# JAX would otherwise take most of the GPU's memory when it starts, beside torch's
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
 import numpy as np
 import pytest
 
