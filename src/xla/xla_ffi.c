@@ -22,6 +22,7 @@
  *   quantize    x -> [q_row, s_row] [q_col, s_col], workspace; attribute directions
  *   dequantize  q, s -> y, workspace; attribute direction
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -56,9 +57,9 @@ static XLA_FFI_Error *status_error(const XLA_FFI_Api *api, mxf_status st) {
 
 /* XLA's metadata query: fills it and returns 1, or returns 0 for a real call. */
 static int metadata_query(XLA_FFI_CallFrame *f) {
-  XLA_FFI_Extension_Base *e = f->extension_start;
-  if (!e || e->type != XLA_FFI_Extension_Metadata) return 0;
-  XLA_FFI_Metadata *m = ((XLA_FFI_Metadata_Extension *)e)->metadata;
+  /* (the extension's struct type has had two names across jaxlib versions; its layout, one) */
+  if (!f->extension_start || f->extension_start->type != XLA_FFI_Extension_Metadata) return 0;
+  XLA_FFI_Metadata *m = ((XLA_FFI_Metadata_Extension *)f->extension_start)->metadata;
   m->api_version.major_version = XLA_FFI_API_MAJOR;
   m->api_version.minor_version = XLA_FFI_API_MINOR;
   m->traits = XLA_FFI_HANDLER_TRAITS_COMMAND_BUFFER_COMPATIBLE;
@@ -80,7 +81,8 @@ static XLA_FFI_Error *frame_open(XLA_FFI_CallFrame *f, int cuda, frame *fr) {
   if (err) return err;
   fr->stream = s.stream;
   int32_t ordinal = 0;
-  if (api->struct_size >= XLA_FFI_Api_STRUCT_SIZE && api->XLA_FFI_DeviceOrdinal_Get) {
+  if (api->struct_size >= offsetof(XLA_FFI_Api, XLA_FFI_DeviceOrdinal_Get) + sizeof(void *) &&
+      api->XLA_FFI_DeviceOrdinal_Get) {
     XLA_FFI_DeviceOrdinal_Get_Args d;
     memset(&d, 0, sizeof d);
     d.struct_size = XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE;
