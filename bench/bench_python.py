@@ -50,17 +50,20 @@ def host_us(fn, n=2000):
     return min(best)
 
 
-def gpu_ms(fn, runs=30):
+def gpu_ms(fn, runs=15, per=20):
+    """GPU time per call: events around `per` back-to-back calls (so that the host's time
+    per call hides behind the GPU's), median over `runs`."""
     for _ in range(5):
         fn()
     times = []
     for _ in range(runs):
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         e0.record()
-        fn()
+        for _ in range(per):
+            fn()
         e1.record()
         e1.synchronize()
-        times.append(e0.elapsed_time(e1))
+        times.append(e0.elapsed_time(e1) / per)
     return statistics.median(times)
 
 
@@ -101,7 +104,11 @@ def main():
     ab, bb = a.to(torch.bfloat16), b.to(torch.bfloat16)
     row("host time / call: mxfuse.gemm_amax (one call, new C)",
         host_us(lambda: mxfuse.gemm_amax(a, b, sa, sb, c_dtype=torch.bfloat16)), "us", "128x256x256 MXFP8")
+    row("host time / call: mxfuse.gemm_amax (one call, c= amax= given)",
+        host_us(lambda: mxfuse.gemm_amax(a, b, sa, sb, c=c, amax=amax)), "us")
     row("host time / call: GemmAmax.execute (preallocated)", host_us(lambda: op.execute(a, b, sa, sb, c, amax)), "us")
+    row("host time / call: the C plan run alone (ctypes, prebuilt args)",
+        host_us(direct_c(op)(a, b, sa, sb, c, amax, extra=(None,))), "us")
     row("host time / call: torch a @ b.t() (bf16)", host_us(lambda: ab @ bb.t()), "us")
     row("host time / call: torch.ops.mxfuse.gemm_amax (dispatcher)",
         host_us(lambda: torch.ops.mxfuse.gemm_amax(a, b, sa, sb, amax, "n", torch.bfloat16, 32, None, False, 0, 0, 0,

@@ -42,17 +42,21 @@ _EMPTY = T.Meta(0, 0, (), ())
 
 def _stream(fw, metas, stream):
     """The CUDA stream handle (an int, 0 = the legacy stream) of a call."""
+    if stream is not None or fw != "torch":
+        return _cuda_stream(0, stream)
+    return _cuda_stream(next((m[1] for m in metas if m and m[1] > 0), 0), None)
+
+
+def _cuda_stream(device, stream):
+    """The handle of `stream` (a torch.cuda.Stream or a raw handle), else torch's current
+    stream on the library device `device` (None for the CPU)."""
     if stream is not None:
-        s = getattr(stream, "cuda_stream", stream)  # torch.cuda.Stream or a raw handle
+        s = getattr(stream, "cuda_stream", stream)
         return int(s) if s else None
-    if fw != "torch":
+    if not device:
         return None
-    dev = next((m[1] for m in metas if m and m[1] > 0), 0)
-    if not dev:
-        return None
-    t = sys.modules["torch"]
-    raw = getattr(t._C, "_cuda_getCurrentRawStream", None)
-    return raw(dev - 1) if raw else t.cuda.current_stream(dev - 1).cuda_stream
+    raw = getattr(_torch_module._C, "_cuda_getCurrentRawStream", None)
+    return raw(device - 1) if raw else _torch_module.cuda.current_stream(device - 1).cuda_stream
 
 
 def _frameworks(tensors):
@@ -171,6 +175,9 @@ class _ClassOp:
         self._extra = extra
         self._plan = None
         self._ws = self._ws_ptr = None
+        # torch: the samples' keys, compared per call instead of their Metas (cheaper)
+        self._tkeys = tuple(T.torch_key(x) if x is not None else None for x in samples) if self._fw == "torch" \
+            else None
 
     def check_support(self):
         """Validates and plans; True, or the library's error as an exception."""
@@ -198,6 +205,11 @@ class _ClassOp:
     def _execute(self, tensors, stream, extra_args=()):
         if self._plan is None or (self._plan.workspace_size and self._ws is None):
             self.compile()
+        if self._tkeys is not None and _same_torch_geometry(tensors, self._tkeys):
+            ptrs = [x.data_ptr() if x is not None else None for x in tensors]
+            self._plan.run(self._spec.args_cls(*ptrs, *extra_args), self._ws_ptr,
+                           _stream("torch", self._metas, stream))
+            return
         fw = _frameworks(tensors)
         for n, x, m in zip(self._spec.tensors, tensors, self._metas):
             got = T.meta(x, fw) if x is not None else None
@@ -207,6 +219,19 @@ class _ClassOp:
         keep = []
         ptrs = [T.data_ptr(x, fw, keep) if x is not None else None for x in tensors]
         self._plan.run(self._spec.args_cls(*ptrs, *extra_args), self._ws_ptr, _stream(fw, self._metas, stream))
+
+
+def _same_torch_geometry(tensors, keys):
+    try:
+        for x, k in zip(tensors, keys):
+            if k is None:
+                if x is not None:
+                    return False
+            elif x is None or (x.dtype, x.shape, x.stride(), x.get_device()) != k:
+                return False
+    except (AttributeError, TypeError):  # not a torch tensor: the general path says what is wrong
+        return False
+    return True
 
 
 def _describe(m):
@@ -270,12 +295,17 @@ def gemm_c_layout(a_shape, n, c_code, c_major):
 
 
 def gemm_amax(a, b, sfa, sfb, *, c_major="n", c_dtype="float32", sf_vec_size=32, alpha=None, amax=None,
-              accumulate=False, mma_tiler_mn=None, cluster_shape_mn=None, acc_dtype=None, stream=None):
+              accumulate=False, mma_tiler_mn=None, cluster_shape_mn=None, acc_dtype=None, stream=None, c=None):
     """C = alpha * (A·SFA)(B·SFB)^T in c_dtype and amax = max|C| (SPEC §1). Returns
     (c_tensor, amax_tensor), also by name. a (M, K[, L]), b (N, K[, L]); sfa/sfb compact
     (MN, Kb) / (L, MN, Kb) or swizzled; amax: an f32 tensor to write (with accumulate,
-    also read), else a new one. JAX arrays run through mxfuse.jax.gemm_amax."""
+    also read), else a new one; c: a tensor to write C into (its dtype and layout are
+    then C's), else a new one with rows padded to 16 bytes. JAX arrays run through
+    mxfuse.jax.gemm_amax."""
     if _torch_compiling():
+        if c is not None:
+            raise ValueError("gemm_amax: c= (an output to write into) is not traced by torch.compile; use the "
+                             "returned c_tensor")
         return _traced["gemm_amax"](a, b, sfa, sfb, c_major, c_dtype, sf_vec_size, alpha, amax, accumulate,
                                     mma_tiler_mn, cluster_shape_mn)
     if _is_jax(a):
@@ -284,21 +314,84 @@ def gemm_amax(a, b, sfa, sfb, *, c_major="n", c_dtype="float32", sf_vec_size=32,
         return mj.gemm_amax(a, b, sfa, sfb, c_major=c_major, c_dtype=c_dtype, sf_vec_size=sf_vec_size, alpha=alpha,
                             amax=amax, accumulate=accumulate, mma_tiler_mn=mma_tiler_mn,
                             cluster_shape_mn=cluster_shape_mn, acc_dtype=acc_dtype)
+    if _torch_module is not None and isinstance(a, _torch_module.Tensor):
+        fast = _gemm_torch_fast(a, b, sfa, sfb, c, amax, c_major, c_dtype, sf_vec_size, alpha, accumulate,
+                                mma_tiler_mn, cluster_shape_mn, stream)
+        if fast is not None:
+            return fast
     _check_acc(acc_dtype)
     if accumulate and amax is None:
         raise ValueError("gemm_amax: accumulate=True reads the previous amax; pass it as amax=")
-    fw = _frameworks((a, b, sfa, sfb, amax))
+    fw = _frameworks((a, b, sfa, sfb, amax, c))
     c_code = T.dtype_code(c_dtype)
     ins = (a, b, sfa, sfb)
     in_metas = tuple(T.meta(x, fw) if x is not None else None for x in ins)
-    mem, extent, perm = gemm_c_layout(in_metas[0][2], in_metas[1][2][0] if in_metas[1][2] else 0, c_code, c_major)
-    c = T.empty(fw, a, mem, perm, c_code, extent)
+    given_c, given_amax = c is not None, amax is not None
+    if c is None:
+        mem, extent, perm = gemm_c_layout(in_metas[0][2], in_metas[1][2][0] if in_metas[1][2] else 0, c_code,
+                                          c_major)
+        c = T.empty(fw, a, mem, perm, c_code, extent)
     if amax is None:
         amax = T.empty(fw, a, (1, 1, 1) if len(in_metas[0][2]) == 3 else (1,), None, L.F32)
     metas = in_metas + (T.meta(c, fw), T.meta(amax, fw))
     extra = _gemm_extra(sf_vec_size, accumulate, mma_tiler_mn, cluster_shape_mn)
     plan = _cached_plan(_GEMM, ("gemm", metas, tuple(extra.values())), metas, extra)
     _run(_GEMM, plan, fw, ins + (c, amax), metas, stream, (_alpha_ptr(alpha),))
+    if fw == "torch":
+        _torch_fast[_torch_fast_key(a, b, sfa, sfb, c if given_c else None, amax if given_amax else None, c_major,
+                                    c_dtype, sf_vec_size, accumulate, mma_tiler_mn, cluster_shape_mn)] = (
+            plan, None if given_c else (mem, extent, perm, c.dtype), None if given_amax else tuple(amax.shape),
+            next((m[1] for m in metas if m), 0))
+        if len(_torch_fast) > _CACHE_SIZE:
+            _torch_fast.pop(next(iter(_torch_fast)))
+    return GemmAmaxResult(c, amax)
+
+
+# torch one-call fast path: per call signature, the plan and how to allocate the outputs
+_torch_fast = {}
+
+
+def _hashable(v):
+    return None if v is None else tuple(v)
+
+
+def _torch_fast_key(a, b, sfa, sfb, c, amax, c_major, c_dtype, sf_vec_size, accumulate, tiles, clusters):
+    k = T.torch_key
+    return (k(a), k(b), None if sfa is None else k(sfa), k(sfb), None if c is None else k(c),
+            None if amax is None else k(amax), c_major, c_dtype, sf_vec_size, bool(accumulate), _hashable(tiles),
+            _hashable(clusters))
+
+
+def _gemm_torch_fast(a, b, sfa, sfb, c, amax, c_major, c_dtype, sf_vec_size, alpha, accumulate, tiles, clusters,
+                     stream):
+    """The one call on torch tensors seen before with this signature: no Metas, no
+    validation in Python (the plan was validated when it was made). None on a miss."""
+    try:
+        key = _torch_fast_key(a, b, sfa, sfb, c, amax, c_major, c_dtype, sf_vec_size, accumulate, tiles, clusters)
+        hit = _torch_fast.get(key)
+    except (AttributeError, TypeError):  # not all torch tensors, or unhashable arguments: the general path
+        return None
+    if hit is None:
+        return None
+    plan, c_alloc, amax_shape, dev = hit
+    t = _torch_module
+    device = a.device
+    if c is None:
+        mem, extent, perm, dt = c_alloc
+        c = t.empty(mem, dtype=dt, device=device)
+        if extent != mem[-1]:
+            c = c[..., :extent]
+        if perm:
+            c = c.permute(perm)
+    if amax is None:
+        amax = t.empty(amax_shape, dtype=t.float32, device=device)
+    ws = ws_ptr = None
+    if plan.workspace_size:
+        ws = t.empty(plan.workspace_size, dtype=t.uint8, device=device)
+        ws_ptr = ws.data_ptr()
+    args = L.GemmAmaxArgs(a.data_ptr(), b.data_ptr(), None if sfa is None else sfa.data_ptr(), sfb.data_ptr(),
+                          c.data_ptr(), amax.data_ptr(), _alpha_ptr(alpha))
+    plan.run(args, ws_ptr, _cuda_stream(dev, stream))
     return GemmAmaxResult(c, amax)
 
 

@@ -197,6 +197,12 @@ def meta(x, fw=None):
     return _dlpack(x)[0]
 
 
+def torch_key(x):
+    """The cheapest full description of a torch tensor's geometry (dtype, shape, strides,
+    device): what the torch fast paths compare against their plan's."""
+    return (x.dtype, x.shape, x.stride(), x.get_device())
+
+
 def data_ptr(x, fw, keep):
     """The data pointer of one tensor; DLPack capsules are appended to `keep`."""
     if fw == "torch":

@@ -52,10 +52,12 @@ for _op in OPS:
         pass
 
 
-def _device():
-    """The library device that traced calls are planned for: the first GPU when JAX runs
-    on one, else the CPU."""
-    return L.device_cuda(0) if jax.default_backend() == "gpu" else 0
+def _devices():
+    """The library devices a traced call may run on: JAX's default backend first (its plan
+    decides whether the call is valid), then the host. The workspace asked of XLA is the
+    largest of their plans' (the platform is fixed only when XLA lowers the call)."""
+    gpu = [L.device_cuda(0)] if L.cuda_device_count() > 0 and any(d.platform == "gpu" for d in jax.devices()) else []
+    return gpu + [0] if jax.default_backend() == "gpu" else [0] + gpu
 
 
 def _meta(x, device):
@@ -69,10 +71,17 @@ def _meta(x, device):
 
 
 def _plan(spec, arrays, extra):
-    """Validates and plans at trace time; returns the workspace size."""
-    dev = _device()
-    metas = tuple(_meta(x, dev) if x is not None else None for x in arrays)
-    return O._cached_plan(spec, ("jax",) + (metas, tuple(extra.items())), metas, extra).workspace_size
+    """Validates and plans at trace time, for each device the call may run on; returns the
+    largest workspace. The default backend's refusal is raised; another's is left to run time."""
+    size = 0
+    for i, dev in enumerate(_devices()):
+        metas = tuple(_meta(x, dev) if x is not None else None for x in arrays)
+        try:
+            size = max(size, O._cached_plan(spec, ("jax", metas, tuple(extra.items())), metas, extra).workspace_size)
+        except L.MxfuseError:
+            if i == 0:
+                raise
+    return size
 
 
 def _out(shape, code):

@@ -28,6 +28,17 @@ except ImportError as e:  # CI installs jax; elsewhere it may be absent
 
 needs_jax = pytest.mark.skipif(jax is None, reason="jax or mxfuse.jax not importable")
 
+
+@pytest.fixture(autouse=True)
+def _jax_on_cpu():
+    """These tests compare JAX with the NumPy (CPU backend) results bit for bit: JAX runs
+    on the CPU here even where a GPU is its default (test_gpu.py covers that)."""
+    if jax is None:
+        yield
+        return
+    with jax.default_device(jax.devices("cpu")[0]):
+        yield
+
 from mx_reference import check_gemm, dequant_rows, mx_operand, oracle, proj_inputs, proj_reference  # noqa: E402
 
 # ------------------------------------------------------------------ gemm_amax
@@ -112,6 +123,17 @@ def test_gemm_amax_class_api(rng):
     with pytest.raises(ValueError, match="the plan was made for"):
         op.execute(a[:10], b, sa[:10], sb, c, amax)
     assert np.all(c.astype(np.float32) == 7)
+
+
+def test_gemm_amax_into_given_outputs(rng):
+    a, sa, _ = mx_operand(rng, 40, 64, "e4m3")
+    b, sb, _ = mx_operand(rng, 24, 64, "e4m3")
+    want = mxfuse.gemm_amax(a, b, sa, sb, c_dtype="bfloat16")
+    c = np.zeros((40, 24), ml_dtypes.bfloat16)
+    amax = np.zeros((1,), np.float32)
+    got = mxfuse.gemm_amax(a, b, sa, sb, c=c, amax=amax)
+    assert got.c_tensor is c and got.amax_tensor is amax
+    assert np.array_equal(c.view(np.uint16), want.c_tensor.view(np.uint16)) and amax[0] == want.amax_tensor[0]
 
 
 def test_gemm_amax_errors(rng):
