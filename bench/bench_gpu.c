@@ -4,7 +4,7 @@
  *   mxf_bench_gpu [--only gemm|proj] [--iters N] [--quick] [out.json]
  *
  * Each section is one function (bench_gemm_section, and the proj_rope section beside it)
- * that appends rows to one table and one JSON file. Method (bench/NOTES.md, PERF.md):
+ * that appends rows to one table and one JSON file. Method (docs/performance.md):
  * CUDA events around each launch, warm-up first, the median of >= 20 timed launches,
  * inputs rotated among enough buffer sets to exceed the 60 MB L2 twice, random data
  * (never zeros). FLOPs = 2·M·N·K; bytes = every input read once + C written once.

@@ -1,7 +1,7 @@
 /*
  * mxfuse — block-scaled ("MX") GEMMs with fused epilogues.
  *
- * The one public header. Two fused operations (see SPEC.md):
+ * The one public header. Two fused operations (see docs/spec.md, cited as "SPEC §n"):
  *   gemm_amax  — C = alpha * (A·SFA) (B·SFB)^T, converted to C's dtype, plus amax = max|C|
  *   proj_rope  — DeepSeek-V3 MLA Q up-projection: GEMM, per-head RoPE, MXFP8 quantization
  *                of the result along features (rows) and along tokens (columns)

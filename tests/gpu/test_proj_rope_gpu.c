@@ -361,7 +361,7 @@ static void run_case(tu_rng *r, const pcase *c) {
    * (dequantization in the mainloop and by a pre-pass) whatever T */
   static const char *mode_env[4][2] = {{NULL, NULL}, {"portable", NULL}, {NULL, "prepass"}, {NULL, "mainloop"}};
   /* the in-mainloop MXFP8 path is left out of the small (sanitizer) runs: racecheck reports
-   * hazards there that are not yet explained (bench/NOTES.md) */
+   * hazards there that are not yet explained (docs/decisions.md, proj_rope: MXFP8 inputs) */
   const int modes = gu_device_cc() == 90 ? (c->mx ? (gu_small() ? 3 : 4) : 2) : 1;
   for (int mode = 0; mode < modes; ++mode) {
     if (mode_env[mode][0])

@@ -373,7 +373,8 @@ __global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
 /*
  * The B pre-pass. With many rows of tiles, every B tile is converted once per row of
  * tiles in the mainloop, and the conversion's shared-memory traffic (raw reads, the bf16
- * tile's stores, the barrier between the warpgroups) is what bounds the kernel (bench/NOTES.md).
+ * tile's stores, the barrier between the warpgroups) is what bounds the kernel
+ * (docs/decisions.md, gemm_amax: the B pre-pass).
  * Then B is converted once, here, to bf16 in the workspace: row n of batch l is
  * nks * 64 values, stage by stage, each stage's 64 in the order the consumers' A fragments
  * use (k16 step s, position 2 qq + e of its first and second half: raw k 16 qq + 4 s + j,
@@ -389,7 +390,7 @@ __global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
  * stage c, which the row's lanes then take by shuffle. G is 8 (BC_STAGES), or 2 when that
  * leaves fewer than 8 warps a SM (bc_group): a warp's chain of loads and conversions is
  * what the pass waits for then, and at 128 x 24576 x 1536 groups of 2 made the whole call
- * 10 % faster (groups of 2 on the large shapes: +1 %; bench/NOTES.md, fourteenth session).
+ * 10 % faster (groups of 2 on the large shapes: +1 %; docs/decisions.md, gemm_amax: the B pre-pass).
  */
 constexpr int BC_STAGES = 8;
 struct bconv_args {
@@ -675,7 +676,7 @@ template <int NB> __device__ __forceinline__ bool raw_scales_on(const kernel_arg
 }
 /* r0: the tile's first row, modulo 128. The offsets below are formats.h's
  * mxf_sf_swz_offset in 32-bit arithmetic (calling it cost the 128-row shape ~1 %:
- * bench/NOTES.md, tenth session's review fold). */
+ * docs/decisions.md, gemm_amax: scale preparation, raw scale bytes). */
 template <int NB> __device__ __forceinline__ raw_scales make_raw_scales(const kernel_args &p, int ar0, int q, int r0) {
   const int kq = p.nkb == 2 ? (q >> 1) : q, rr = r0 + ar0;
   raw_scales rs;
@@ -1137,7 +1138,7 @@ __device__ __forceinline__ float thread_amax(const float (&acc)[NV], bool all, i
  * path always. The wide tiles' transposed C goes through each warpgroup's 8 KB rather than
  * each warp's 2 KB (store_full16_tw, store_full32_tw): a warp's 16 tile rows are only 32
  * (64) bytes of a line of C, its warpgroup's 64 rows a whole line (or two): 2-4.5 % less
- * time on the swapped large shapes (bench/NOTES.md, thirteenth session); a warpgroup
+ * time on the swapped large shapes (docs/decisions.md, gemm_amax: the epilogue); a warpgroup
  * holding a NaN then takes the element-wise path. (The narrow tiles measured slower so.)
  */
 template <int CDT, int NB, bool TC, class SM>
@@ -1435,7 +1436,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
        * unit's first stage loads them while the preparation still runs, B after it. One
        * stage: loading the whole ring so (12.6 MB from all CTAs at 128 x 24576 x 1536,
        * while the preparation reads its own input) was 1-4 % slower on the narrow shapes
-       * (bench/NOTES.md, fourteenth session). */
+       * (docs/decisions.md, gemm_amax: scale preparation, raw scale bytes). */
       int early = 0;
       if (raw && (int)blockIdx.x < p.units) {
         const work_unit w = unit_work(blockIdx.x, p.whole, p.split, p.nks);
@@ -1494,8 +1495,8 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   /* ---------------- consumers */
   /* 128 x 24 + CT x this <= 64 K registers. ptxas compiles the code after this for these
    * registers (the wide kernels' stage loop uses up to 237 of the 240; the launch's share,
-   * 65536 / threads, still bounds what a single instruction may need: bench/NOTES.md,
-   * eleventh and fifteenth sessions). */
+   * 65536 / threads, still bounds what a single instruction may need: docs/decisions.md,
+   * Compiler and register limits). */
   setmaxnreg_inc<WG == 2 ? 240 : 160>();
   const int ct = tid - 128;                 /* 0 .. CT - 1 */
   const int lane = tid & 31;
@@ -1625,7 +1626,8 @@ static constexpr int64_t BP_TILES_M = 6;
  * swizzled layout, on the narrow tiles (the pointer's alignment is the launch's test).
  * The wide pre-pass kernels can too, but there the preparation pass is a small part of
  * the run and the prepared multipliers save the consumers work: with MXFP4 (MODE_TWO's
- * scales built per stage) they ran up to 11 % slower (bench/NOTES.md, ninth session). */
+ * scales built per stage) they ran up to 11 % slower (docs/decisions.md, gemm_amax: scale
+ * preparation, raw scale bytes). */
 static bool sf_raw_layout(const mxf_gemm_problem *p, int nb) {
   return nb == BN_NARROW && p->sf == MXF_E8M0 && p->sfa_layout == MXF_SF_SWIZZLED &&
          env_switch("MXF_GEMM_SFRAW") != 0;
@@ -1635,8 +1637,8 @@ static bool sf_raw_layout(const mxf_gemm_problem *p, int nb) {
  * tc: p is the caller's problem with A and B swapped (swapped_problem), C written
  * transposed; it then runs with the B pre-pass of the (small) caller's A. wg3: the narrow
  * tile may take three consumer warpgroups (192-row tiles, more warps to hide the latency
- * of each one's conversion; bench/NOTES.md, ninth session) when A's scales are read as
- * they are. */
+ * of each one's conversion; docs/decisions.md, gemm_amax: swapped runs, narrow tiles) when
+ * A's scales are read as they are. */
 static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, int tc, bool wg3 = true) {
   if (p->m < 1 || p->n < 1 || p->k < 1 || p->l < 1) return false;
   if (tc && p->c == MXF_E2M1) return false; /* a pair of e2m1 values shares a byte: one thread per pair */
@@ -1665,7 +1667,8 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, i
   if (p->c == MXF_E2M1 && (p->c_ms % 2 || p->c_ls % 2)) return false;
   g->nkb = BK / p->sf_vec;
   /* Three warpgroups on 192-row tiles: ~1.3x the time of a 128-row tile's stage for 1.5x
-   * the rows (bench/NOTES.md, ninth session), so they pay from ~1.3 waves of 128-row tiles.
+   * the rows (docs/decisions.md, gemm_amax: swapped runs, narrow tiles), so they pay from ~1.3
+   * waves of 128-row tiles.
    * MXF_GEMM_WG3=on / off overrides (tests). */
   const int64_t sms = num_sms > 0 ? num_sms : 132;
   const int wg_env = env_switch("MXF_GEMM_WG3");
@@ -1703,7 +1706,8 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, i
   g->ws_part = (size_t)(g->tail * (g->split - 1)) * tm * g->nb * sizeof(float);
   g->ws_flags = (size_t)round_up(g->tail * 4, 256);
   /* The B pre-pass writes B once as bf16 (3 bytes of traffic per value) and lightens
-   * every stage of the mainloop; with many rows of tiles that is won back (bench/NOTES.md).
+   * every stage of the mainloop; with many rows of tiles that is won back (docs/decisions.md,
+   * gemm_amax: the B pre-pass).
    * MXF_GEMM_BPRE=on / off overrides (tests). */
   const int bp_env = env_switch("MXF_GEMM_BPRE");
   g->bp = tc ? 1 : bp_env >= 0 ? bp_env : g->tiles_m >= BP_TILES_M;
@@ -1711,8 +1715,8 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, i
   if (g->bp) g->ws_b = 0;
   /* The f16 path halves the mainloop's instructions but costs a launch and a pass over
    * the scales, and a second set of multipliers: it pays when the stages each CTA runs
-   * are many enough against the scale bytes. Fitted to measurements (bench/NOTES.md,
-   * seventh session): one stage per 32 KiB of scales, plus 16 stages for the launch.
+   * are many enough against the scale bytes. Fitted to measurements (docs/decisions.md,
+   * gemm_amax: the f16 path): one stage per 32 KiB of scales, plus 16 stages for the launch.
    * MXF_GEMM_F16=on / off overrides (tests). */
   const int64_t cta_stages =
       (g->whole + g->grid - 1) / g->grid * g->nks + (g->tail ? (g->nks + g->split - 1) / g->split : 0);
@@ -1745,9 +1749,9 @@ static mxf_gemm_problem swapped_problem(const mxf_gemm_problem *p) {
 }
 
 /*
- * Which problem the kernel runs, a rule fitted to measurements (bench/NOTES.md, eighth
- * session). Swapped, B's rows are the tiles' rows, converted in registers like A's, and A
- * goes through the pre-pass once. That pays
+ * Which problem the kernel runs, a rule fitted to measurements (docs/decisions.md,
+ * gemm_amax: swapped runs, narrow tiles). Swapped, B's rows are the tiles' rows, converted
+ * in registers like A's, and A goes through the pre-pass once. That pays
  * - with M <= 128 (128-column tiles): a tile row of the plain problem converts all of B
  *   in the mainloop on tiles_n CTAs, too few for the SMs;
  * - below the pre-pass's threshold (BP_TILES_M rows of tiles), with M a multiple of 256:

@@ -683,10 +683,11 @@ extern "C" int mxf_sm90_proj_rope_supports(const mxf_proj_problem *p) {
  * MXFP8 inputs: which path. The in-mainloop conversion decodes every x and w code once per
  * tile that reads it (w once per token tile, x once per head); the pre-pass decodes each
  * code once but writes and re-reads bf16 copies (~0.05 ms for DeepSeek's w). Measured on
- * the H200 (bench/NOTES.md): the mainloop path is faster up to T = 256 (1.96x vs 3.39x of
- * cuBLAS at T = 128), the pre-pass from T = 512 on. The default is the pre-pass at every T
- * for now: compute-sanitizer's racecheck reports hazards in the mainloop kernel that are
- * not yet explained (bench/NOTES.md), while its outputs match the CPU in every test.
+ * the H200 (docs/decisions.md, proj_rope: MXFP8 inputs): the mainloop path is faster up to
+ * T = 256 (1.96x vs 3.39x of cuBLAS at T = 128), the pre-pass from T = 512 on. The default
+ * is the pre-pass at every T for now: compute-sanitizer's racecheck reports hazards in the
+ * mainloop kernel that are not yet explained (same section), while its outputs match the
+ * CPU in every test.
  * MXF_PROJ_MXFP8=mainloop selects it (tests, benchmark, small-T users). Plan and run must
  * see the same choice: it sizes the workspace.
  */
