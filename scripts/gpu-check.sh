@@ -116,6 +116,16 @@ if [ $brc -eq 0 ] && [ "${GPU_CHECK_PYTHON:-1}" != "0" ]; then
     cat "$OUT/bench_python.log"
   fi
 fi
+# tensor parallelism under torch.distributed: one process per GPU (a world of one on a
+# one-GPU machine)
+if [ $brc -eq 0 ] && [ "${GPU_CHECK_PYTHON:-1}" != "0" ] && command -v torchrun >/dev/null 2>&1; then
+  t0=$SECONDS
+  ngpu=$(nvidia-smi -L 2>/dev/null | grep -c GPU)
+  env $PYENV torchrun --standalone --nproc_per_node="${ngpu:-1}" tests/python/dist_tp.py >"$OUT/dist_tp.log" 2>&1
+  trc=$?
+  add "torchrun dist_tp ($ngpu GPU)" "$([ $trc -eq 0 ] && echo ok || echo FAILED): $(grep -E "passed, " "$OUT/dist_tp.log" | tail -1) $((SECONDS - t0)) s"
+  [ $trc -ne 0 ] && fail && tail -20 "$OUT/dist_tp.log"
+fi
 if [ "${GPU_CHECK_PIP:-0}" = "1" ]; then
   t0=$SECONDS
   python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/mxfuse-pip \

@@ -101,3 +101,31 @@ def dequant_rows(codes, s):
     return codes.astype(np.float64) * np.exp2(np.repeat(s.astype(np.float64) - 127, 32, axis=-1)[..., :n])
 
 
+
+
+# ------------------------------------------------------------------ torch <-> NumPy, bit for bit
+def to_torch(arr, device="cuda"):
+    """A torch tensor with the bits of a NumPy (ml_dtypes) array."""
+    import torch
+
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype == np.float32:
+        return torch.from_numpy(arr).to(device)
+    t = torch.from_numpy(arr.view(np.uint8)).to(device)
+    dt = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2, "bfloat16": torch.bfloat16,
+          "uint8": torch.uint8}[arr.dtype.name]
+    return t if dt == torch.uint8 else t.view(dt)
+
+
+def to_numpy(t):
+    """The NumPy (ml_dtypes) array with the bits of a torch tensor."""
+    import torch
+
+    t = t.detach().cpu()
+    if t.dtype == torch.float32:
+        return t.numpy()
+    np_dt = {torch.float8_e4m3fn: ml_dtypes.float8_e4m3fn, torch.float8_e5m2: ml_dtypes.float8_e5m2,
+             torch.bfloat16: ml_dtypes.bfloat16, torch.uint8: np.uint8, torch.float16: np.float16}[t.dtype]
+    return t.contiguous().view(torch.uint8).numpy().view(np_dt)
+
+

@@ -17,7 +17,7 @@ import pytest
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 mxfuse = pytest.importorskip("mxfuse")
-from mx_reference import check_gemm, mx_operand, oracle, proj_inputs, proj_reference  # noqa: E402
+from mx_reference import check_gemm, mx_operand, oracle, proj_inputs, proj_reference, to_numpy, to_torch  # noqa: E402
 
 try:
     import torch
@@ -25,26 +25,6 @@ except ImportError:
     torch = None
 HAS_CUDA = torch is not None and torch.cuda.is_available() and mxfuse.cuda_device_count() > 0
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason="needs torch with a CUDA GPU and mxfuse built with CUDA")
-
-
-def to_torch(arr, device="cuda"):
-    """A torch tensor with the bits of a NumPy (ml_dtypes) array."""
-    arr = np.ascontiguousarray(arr)
-    if arr.dtype == np.float32:
-        return torch.from_numpy(arr).to(device)
-    t = torch.from_numpy(arr.view(np.uint8)).to(device)
-    dt = {"float8_e4m3fn": torch.float8_e4m3fn, "float8_e5m2": torch.float8_e5m2, "bfloat16": torch.bfloat16,
-          "uint8": torch.uint8}[arr.dtype.name]
-    return t if dt == torch.uint8 else t.view(dt)
-
-
-def to_numpy(t):
-    t = t.detach().cpu()
-    if t.dtype == torch.float32:
-        return t.numpy()
-    np_dt = {torch.float8_e4m3fn: ml_dtypes.float8_e4m3fn, torch.float8_e5m2: ml_dtypes.float8_e5m2,
-             torch.bfloat16: ml_dtypes.bfloat16, torch.uint8: np.uint8, torch.float16: np.float16}[t.dtype]
-    return t.contiguous().view(torch.uint8).numpy().view(np_dt)
 
 
 def same_bits(x, y):
@@ -285,3 +265,42 @@ def test_jax_command_buffers():
         assert p.returncode == 0, p.stderr.decode()[-3000:]
         res[flags] = p.stdout
     assert len(set(res.values())) == 1
+
+
+@needs_jax_gpu
+def test_jax_shard_map_gemm_amax(rng):
+    """gemm_amax column-parallel under jax.jit + shard_map over a mesh of the host's GPUs:
+    B and its scales sharded along N, A replicated, amax reduced with lax.pmax; the same
+    results as one device (SPEC §5: codes >= 99.9 % equal, amax within its bound; bit for
+    bit on a mesh of one)."""
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding
+    from jax.sharding import PartitionSpec as P
+
+    import mxfuse.jax as mj
+
+    try:
+        smap, kw = JAX.shard_map, {"check_vma": False}
+    except AttributeError:
+        from jax.experimental.shard_map import shard_map as smap
+
+        kw = {"check_rep": False}
+    devs = JAX.devices("gpu")
+    mesh = Mesh(np.array(devs), ("x",))
+    m, n, k = 256, 512 * len(devs), 512
+    a, sa, _ = mx_operand(rng, m, k, "e4m3")
+    b, sb, _ = mx_operand(rng, n, k, "e4m3")
+
+    def local(a, b, sa, sb):
+        c, amax = mj.gemm_amax(a, b, sa, sb, c_dtype=jnp.bfloat16)
+        return c, JAX.lax.pmax(amax, "x")
+
+    f = JAX.jit(smap(local, mesh=mesh, in_specs=(P(), P("x"), P(), P("x")), out_specs=(P(None, "x"), P()), **kw))
+    put = lambda v, spec: JAX.device_put(jnp.asarray(v), NamedSharding(mesh, spec))  # noqa: E731
+    c, amax = f(put(a, P()), put(b, P("x")), put(sa, P()), put(sb, P("x")))
+    one = JAX.jit(lambda *v: mj.gemm_amax(*v, c_dtype=jnp.bfloat16))(*[jnp.asarray(v) for v in (a, b, sa, sb)])
+    same = np.mean(np.asarray(c).view(np.uint16) == np.asarray(one.c_tensor).view(np.uint16))
+    ref = float(one.amax_tensor[0])
+    assert same >= 0.999 and abs(float(np.asarray(amax)[0]) - ref) <= 1e-6 * np.sqrt(k) * abs(ref)
+    if len(devs) == 1:
+        assert same == 1.0 and float(np.asarray(amax)[0]) == ref
