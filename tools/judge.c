@@ -107,15 +107,25 @@ static int64_t steps(mxf_dtype c, uint32_t a, uint32_t b) {
 
 /* ------------------------------------------------------------ gemm_amax */
 mxj_ref mxj_gemm_ref(const double *a, const double *b, int64_t k, double alpha) {
-  double s = 0.0, q = 0.0, sa = 0.0, tiny = 0.0;
-  int big = 0;
+  /* One pass sums in k order and watches for the unusual: a nonzero product below 2^-126,
+   * one large enough for Σ|t| to reach 2^127, an operand beyond f32, inf, NaN. Only then
+   * a second pass works out the allowance of the tiny products and whether f32 overflows. */
+  const double large = 0x1p127 / (double)(k > 0 ? k : 1);
+  double s = 0.0, q = 0.0;
+  int odd = 0;
   for (int64_t i = 0; i < k; ++i) {
-    const double x = fabs(a[i]), y = fabs(b[i]), t = a[i] * b[i], at = fabs(t);
+    const double t = a[i] * b[i], at = fabs(t), ab = fabs(a[i]) + fabs(b[i]);
     s += t;
     q += t * t;
+    if (!(at >= 0x1p-126 && at < large && ab < 0x1p127) && !(at == 0.0 && ab < 0x1p127)) odd = 1;
+  }
+  double sa = 0.0, tiny = 0.0;
+  int big = 0;
+  for (int64_t i = 0; odd && i < k; ++i) {
+    const double x = fabs(a[i]), y = fabs(b[i]), at = fabs(a[i] * b[i]);
     sa += at < INFINITY ? at : 0.0; /* true infinities are exact in f32 too */
     if (at < 0x1p-126) tiny += at;
-    big |= (x > FLT_MAX && x < INFINITY) | (y > FLT_MAX && y < INFINITY);
+    big |= (x > FLT_MAX && x < INFINITY) || (y > FLT_MAX && y < INFINITY);
   }
   mxj_ref r;
   r.ref = alpha * s;
