@@ -155,7 +155,8 @@ static void test_proj(void) {
   x[7 * K + 2] = mxf_f32_to_bf16(1.0f), w[24 * K + 2] = mxf_f32_to_bf16(0.25f);
   for (int i = 0; i < T * R; ++i)
     cs[i] = mxf_f32_to_bf16(1.0f), sn[i] = 0;
-  mxj_proj_inputs in = {T, K, 1, D, R, 0, 1, 0, x, w, NULL, NULL, cs, sn};
+  const mxj_proj_inputs in = {
+      .t = T, .k = K, .h = 1, .d = D, .rope = R, .w_out_in = 1, .x = x, .w = w, .cos = cs, .sin = sn};
   mxj_proj_ref ref;
   if (!TU_CHECK(mxj_proj_ref_alloc(&ref, T, 1, D, 1) == 0, "alloc")) return;
   TU_CHECK(mxj_proj_reference(&in, NULL, NULL, &ref, NULL, NULL) == 0, "reference");

@@ -234,20 +234,20 @@ int mxf_cmd_proj_rope(int argc, char **argv) {
     if (!sel) goto done;
     for (int64_t tb = 0; tb < TB; ++tb)
       sel[tb] = tb % tb_step == 0 || tb == TB - 1;
-    const mxj_proj_inputs ji = {T,
-                                p.k,
-                                H,
-                                D,
-                                p.rope,
-                                mxfp8,
-                                w_out_in,
-                                fp32,
-                                X.t->data,
-                                W.t->data,
-                                XS.t ? XS.t->data : NULL,
-                                WS.t ? WS.t->data : NULL,
-                                COS.t->data,
-                                SIN.t->data};
+    const mxj_proj_inputs ji = {.t = T,
+                                .k = p.k,
+                                .h = H,
+                                .d = D,
+                                .rope = p.rope,
+                                .mxfp8 = mxfp8,
+                                .w_out_in = w_out_in,
+                                .fp32_epilogue = fp32,
+                                .x = X.t->data,
+                                .w = W.t->data,
+                                .x_scale = XS.t ? XS.t->data : NULL,
+                                .w_scale = WS.t ? WS.t->data : NULL,
+                                .cos = COS.t->data,
+                                .sin = SIN.t->data};
     if (mxj_proj_reference(&ji, sel, NULL, &jref, check_progress, &c)) {
       mxf_cli_err(cmd, "--check: out of memory for the reference");
       goto done;

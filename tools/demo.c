@@ -454,20 +454,19 @@ static void proj_check(demo *dm, demo_row *row, const inputs *in, int mx, const 
   tb_sel[TB - 1] = tb_sel[mxf_cli_rng_below(&dm->rng, (uint64_t)TB)] = 1;
   for (int i = 0; i < PROJ_CHECK_HEADS; i++)
     h_sel[mxf_cli_rng_below(&dm->rng, DS_H)] = 1;
-  const mxj_proj_inputs ji = {T,
-                              DS_K,
-                              DS_H,
-                              DS_D,
-                              DS_ROPE,
-                              mx,
-                              1,
-                              0,
-                              mx ? (const void *)in->x8 : in->xbf,
-                              mx ? (const void *)in->w8 : in->wbf,
-                              mx ? in->x8s : NULL,
-                              mx ? in->w8s : NULL,
-                              in->cosv,
-                              in->sinv};
+  const mxj_proj_inputs ji = {.t = T,
+                              .k = DS_K,
+                              .h = DS_H,
+                              .d = DS_D,
+                              .rope = DS_ROPE,
+                              .mxfp8 = mx,
+                              .w_out_in = 1,
+                              .x = mx ? (const void *)in->x8 : in->xbf,
+                              .w = mx ? (const void *)in->w8 : in->wbf,
+                              .x_scale = mx ? in->x8s : NULL,
+                              .w_scale = mx ? in->w8s : NULL,
+                              .cos = in->cosv,
+                              .sin = in->sinv};
   mxj_proj_ref ref;
   if (mxj_proj_ref_alloc(&ref, T, DS_H, DS_D, 0) ||
       mxj_proj_reference(&ji, tb_sel, h_sel, &ref, NULL, NULL)) {
