@@ -41,11 +41,12 @@ static uint8_t rand_code(tu_rng *r, mxf_dtype ab) {
 }
 
 /* Value k of row `row` of a k-major operand (codes, compact scales) of batch l, decoded. */
-static double dec_op(const gconf *g, const uint8_t *x, const uint8_t *sf, int64_t rows, int64_t row, int64_t k,
-                     int64_t l) {
+static double dec_op(const gconf *g, const uint8_t *x, const uint8_t *sf, int64_t rows, int64_t row,
+                     int64_t k, int64_t l) {
   const int64_t K = g->k, kb = cdiv(K, g->sf_vec), i = (l * rows + row) * K + k;
-  double v = g->ab == MXF_E2M1 ? mxf_e2m1_to_f32(mxf_e2m1_get(x, i))
-                               : g->ab == MXF_E4M3 ? mxf_e4m3_to_f32(x[i]) : mxf_e5m2_to_f32(x[i]);
+  double v = g->ab == MXF_E2M1   ? mxf_e2m1_to_f32(mxf_e2m1_get(x, i))
+             : g->ab == MXF_E4M3 ? mxf_e4m3_to_f32(x[i])
+                                 : mxf_e5m2_to_f32(x[i]);
   const uint8_t sb = sf[(l * rows + row) * kb + k / g->sf_vec];
   return v * (g->sf == MXF_E8M0 ? mxf_e8m0_to_f32(sb) : mxf_e4m3_to_f32(sb));
 }
@@ -77,7 +78,8 @@ static void run_conf(tu_rng *r, const gconf *g) {
   const size_t a_bytes = (size_t)(M * K * L * abits / 8), b_bytes = (size_t)(N * K * L * abits / 8);
   const size_t sfa_bytes = (size_t)(L * M * kb), sfb_bytes = (size_t)(L * N * kb);
   const size_t c_bytes = (size_t)(M * N * L * cbytes);
-  uint8_t *a = tu_malloc(a_bytes), *b = tu_malloc(b_bytes), *sfa = tu_malloc(sfa_bytes), *sfb = tu_malloc(sfb_bytes);
+  uint8_t *a = tu_malloc(a_bytes), *b = tu_malloc(b_bytes), *sfa = tu_malloc(sfa_bytes),
+          *sfb = tu_malloc(sfb_bytes);
   uint8_t *c_cpu = tu_malloc(c_bytes), *c_gpu = tu_malloc(c_bytes);
   void *da = gu_dmalloc(a_bytes), *db = gu_dmalloc(b_bytes), *dsfa = gu_dmalloc(sfa_bytes),
        *dsfb = gu_dmalloc(sfb_bytes), *dc = gu_dmalloc(c_bytes);
@@ -112,9 +114,9 @@ static void run_conf(tu_rng *r, const gconf *g) {
   int ok = 1;
   GU_MXF_OK(mxf_gemm_amax_plan(&plan, &d), ok = 0);
   if (!ok) return;
-  printf("graph case M=%lld N=%lld K=%lld L=%lld %s/%s/%d -> %s acc=%d: kernel %s\n", (long long)M, (long long)N,
-         (long long)K, (long long)L, mxf_dtype_name(g->ab), mxf_dtype_name(g->sf), g->sf_vec, mxf_dtype_name(g->c),
-         g->accumulate, mxf_plan_backend(plan));
+  printf("graph case M=%lld N=%lld K=%lld L=%lld %s/%s/%d -> %s acc=%d: kernel %s\n", (long long)M,
+         (long long)N, (long long)K, (long long)L, mxf_dtype_name(g->ab), mxf_dtype_name(g->sf), g->sf_vec,
+         mxf_dtype_name(g->c), g->accumulate, mxf_plan_backend(plan));
   const size_t ws = mxf_plan_workspace_size(plan);
   void *w = ws ? gu_dmalloc(ws) : NULL;
   cudaStream_t s;
@@ -131,10 +133,14 @@ static void run_conf(tu_rng *r, const gconf *g) {
   GU_CUDA(cudaGraphInstantiate(&exec, graph, 0));
 
   for (int rep = 0; rep < 3; ++rep) {
-    for (size_t i = 0; i < a_bytes; ++i) a[i] = rand_code(r, g->ab);
-    for (size_t i = 0; i < b_bytes; ++i) b[i] = rand_code(r, g->ab);
-    for (size_t i = 0; i < sfa_bytes; ++i) sfa[i] = (uint8_t)(g->sf == MXF_E8M0 ? tu_range(r, 120, 134) : tu_range(r, 0x10, 0x48));
-    for (size_t i = 0; i < sfb_bytes; ++i) sfb[i] = (uint8_t)(g->sf == MXF_E8M0 ? tu_range(r, 120, 134) : tu_range(r, 0x10, 0x48));
+    for (size_t i = 0; i < a_bytes; ++i)
+      a[i] = rand_code(r, g->ab);
+    for (size_t i = 0; i < b_bytes; ++i)
+      b[i] = rand_code(r, g->ab);
+    for (size_t i = 0; i < sfa_bytes; ++i)
+      sfa[i] = (uint8_t)(g->sf == MXF_E8M0 ? tu_range(r, 120, 134) : tu_range(r, 0x10, 0x48));
+    for (size_t i = 0; i < sfb_bytes; ++i)
+      sfb[i] = (uint8_t)(g->sf == MXF_E8M0 ? tu_range(r, 120, 134) : tu_range(r, 0x10, 0x48));
     const float prev = rep == 1 ? 1e30f : rep == 2 ? -2.0f : 0.25f;
     GU_CUDA(cudaMemcpy(da, a, a_bytes, cudaMemcpyHostToDevice));
     GU_CUDA(cudaMemcpy(db, b, b_bytes, cudaMemcpyHostToDevice));
@@ -155,7 +161,8 @@ static void run_conf(tu_rng *r, const gconf *g) {
     mxf_gemm_amax_desc h = d;
     void *hp[3] = {a, b, c_cpu};
     mxf_tensor *hts[3] = {&h.a, &h.b, &h.c};
-    for (int i = 0; i < 3; ++i) hts[i]->data = hp[i], hts[i]->device = MXF_DEVICE_CPU;
+    for (int i = 0; i < 3; ++i)
+      hts[i]->data = hp[i], hts[i]->device = MXF_DEVICE_CPU;
     h.sfa.data = sfa, h.sfb.data = sfb, h.amax.data = &amax_cpu;
     h.sfa.device = h.sfb.device = h.amax.device = MXF_DEVICE_CPU;
     h.alpha = &alpha;
@@ -194,7 +201,8 @@ static void run_conf(tu_rng *r, const gconf *g) {
     else
       TU_CHECK((double)equal >= 0.999 * (double)total, "replay %d: only %ld of %lld codes equal", rep, equal,
                (long long)total);
-    TU_CHECK(!isnan(amax_gpu) && fabs((double)amax_gpu - amax_cpu) <= 2e-6 * sqrt((double)K) * fabs((double)amax_cpu),
+    TU_CHECK(!isnan(amax_gpu) &&
+                 fabs((double)amax_gpu - amax_cpu) <= 2e-6 * sqrt((double)K) * fabs((double)amax_cpu),
              "replay %d: amax gpu %.9g cpu %.9g", rep, (double)amax_gpu, (double)amax_cpu);
   }
   GU_CUDA(cudaGraphExecDestroy(exec));
@@ -203,7 +211,8 @@ static void run_conf(tu_rng *r, const gconf *g) {
   mxf_plan_destroy(plan);
   if (w) GU_CUDA(cudaFree(w));
   void *dfree[6] = {da, db, dsfa, dsfb, dc, damax};
-  for (int i = 0; i < 6; ++i) GU_CUDA(cudaFree(dfree[i]));
+  for (int i = 0; i < 6; ++i)
+    GU_CUDA(cudaFree(dfree[i]));
   free(a), free(b), free(sfa), free(sfb), free(c_cpu), free(c_gpu);
 }
 
@@ -217,10 +226,12 @@ int main(void) {
       {257, 132, 160, 2, MXF_E2M1, MXF_E4M3, MXF_F32, 16, 1}, /* C-contiguous rows: 16-byte multiples */
       {64, 1008, 512, 1, MXF_E2M1, MXF_E8M0, MXF_E4M3, 32, 0},
   };
-  for (size_t i = 0; i < sizeof confs / sizeof confs[0]; ++i) run_conf(&r, &confs[i]);
+  for (size_t i = 0; i < sizeof confs / sizeof confs[0]; ++i)
+    run_conf(&r, &confs[i]);
   if (gu_device_cc() == 90) {
     setenv("MXF_GEMM_KERNEL", "portable", 1); /* the portable kernel under capture too */
-    for (size_t i = 0; i < sizeof confs / sizeof confs[0]; ++i) run_conf(&r, &confs[i]);
+    for (size_t i = 0; i < sizeof confs / sizeof confs[0]; ++i)
+      run_conf(&r, &confs[i]);
     unsetenv("MXF_GEMM_KERNEL");
   }
   return tu_finish("test_cuda_graph");

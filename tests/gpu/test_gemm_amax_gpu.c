@@ -58,9 +58,9 @@ typedef struct gcase {
   int accumulate;
   float prev; /* previous amax contents when accumulating */
   int special;
-  int sf_lo, sf_hi; /* e8m0 scale bytes of A drawn from [sf_lo, sf_hi] (0, 0: the default range) */
+  int sf_lo, sf_hi;   /* e8m0 scale bytes of A drawn from [sf_lo, sf_hi] (0, 0: the default range) */
   int sfb_lo, sfb_hi; /* and of B */
-  int widen;        /* widen one A row's and one B row's scale bytes (see run_all, 8.) */
+  int widen;          /* widen one A row's and one B row's scale bytes (see run_all, 8.) */
 } gcase;
 
 typedef struct gprob {
@@ -96,7 +96,8 @@ static size_t sf_size(int swz, int64_t mn, int64_t kbs, int64_t l) {
   return swz ? (size_t)(l * cdiv(mn, 128) * cdiv(kbs, 4) * 512) : (size_t)(l * mn * kbs);
 }
 
-static mxf_tensor sf_tensor(int swz, void *data, mxf_dtype dt, int64_t mn, int64_t kbs, int64_t l, int32_t dev) {
+static mxf_tensor sf_tensor(int swz, void *data, mxf_dtype dt, int64_t mn, int64_t kbs, int64_t l,
+                            int32_t dev) {
   mxf_tensor t;
   memset(&t, 0, sizeof t);
   t.data = data;
@@ -105,7 +106,8 @@ static mxf_tensor sf_tensor(int swz, void *data, mxf_dtype dt, int64_t mn, int64
   if (swz) {
     int64_t s[6] = {l, cdiv(mn, 128), cdiv(kbs, 4), 32, 4, 4};
     t.ndim = 6;
-    for (int i = 0; i < 6; ++i) t.shape[i] = s[i];
+    for (int i = 0; i < 6; ++i)
+      t.shape[i] = s[i];
   } else {
     t.ndim = 3, t.shape[0] = l, t.shape[1] = mn, t.shape[2] = kbs;
   }
@@ -127,8 +129,8 @@ static void mat_layout(tu_rng *r, int64_t rows, int64_t cols, int64_t l, int bit
   *bytes = (size_t)(((l - 1) * ls + span) * bits + 7) / 8 + 16;
 }
 
-static mxf_tensor mat_tensor(void *data, mxf_dtype dt, int64_t rows, int64_t cols, int64_t l, const int64_t s[3],
-                             int32_t dev) {
+static mxf_tensor mat_tensor(void *data, mxf_dtype dt, int64_t rows, int64_t cols, int64_t l,
+                             const int64_t s[3], int32_t dev) {
   mxf_tensor t;
   memset(&t, 0, sizeof t);
   t.data = data;
@@ -152,7 +154,9 @@ static void set_code(uint8_t *buf, mxf_dtype ab, int64_t idx, uint8_t c) {
 static double decode_ab(mxf_dtype ab, uint8_t c) {
   return ab == MXF_E4M3 ? mxf_e4m3_to_f32(c) : ab == MXF_E5M2 ? mxf_e5m2_to_f32(c) : mxf_e2m1_to_f32(c);
 }
-static double decode_sf(mxf_dtype sf, uint8_t c) { return sf == MXF_E4M3 ? mxf_e4m3_to_f32(c) : mxf_e8m0_to_f32(c); }
+static double decode_sf(mxf_dtype sf, uint8_t c) {
+  return sf == MXF_E4M3 ? mxf_e4m3_to_f32(c) : mxf_e8m0_to_f32(c);
+}
 
 /* A random finite code. */
 static uint8_t rand_code(tu_rng *r, mxf_dtype ab) {
@@ -182,8 +186,10 @@ static void fill_operand(tu_rng *r, const gcase *gc, int is_b, uint8_t *buf, siz
   memset(sf, 0xFF, sf_bytes);
   for (int64_t l = 0; l < gc->l; ++l)
     for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t k = 0; k < gc->k; ++k) set_code(buf, gc->ab, l * s[2] + i * s[0] + k * s[1], rand_code(r, gc->ab));
-      for (int64_t b = 0; b < kb; ++b) sf[sf_offset(sf_swz, i, b, l, rows, kb)] = rand_scale(r, gc, is_b);
+      for (int64_t k = 0; k < gc->k; ++k)
+        set_code(buf, gc->ab, l * s[2] + i * s[0] + k * s[1], rand_code(r, gc->ab));
+      for (int64_t b = 0; b < kb; ++b)
+        sf[sf_offset(sf_swz, i, b, l, rows, kb)] = rand_scale(r, gc, is_b);
     }
 }
 
@@ -223,7 +229,8 @@ static void widen_rows(tu_rng *r, const gcase *gc, gprob *p) {
   const int64_t i = gc->m > 128 ? tu_range(r, 128, gc->m < 256 ? gc->m - 1 : 255) : 0;
   const int64_t j = gc->n > 256 ? tu_range(r, 256, gc->n < 512 ? gc->n - 1 : 511) : 0;
   p->sfa[sf_offset(gc->sfa_swz, i, tu_range(r, 0, p->kb - 1), 0, gc->m, p->kb)] = (uint8_t)(gc->sf_lo - 25);
-  p->sfb[sf_offset(gc->sfb_swz, j, tu_range(r, 0, p->kb - 1), gc->l - 1, gc->n, p->kb)] = (uint8_t)(gc->sfb_hi + 25);
+  p->sfb[sf_offset(gc->sfb_swz, j, tu_range(r, 0, p->kb - 1), gc->l - 1, gc->n, p->kb)] =
+      (uint8_t)(gc->sfb_hi + 25);
 }
 
 /* f64 oracle: ref = alpha * Σ Â·B̂, Σ|Â·B̂|, and the allowance of dequantized values
@@ -237,12 +244,14 @@ static void oracle(const gcase *gc, gprob *p) {
   for (int64_t l = 0; l < L; ++l) {
     for (int64_t i = 0; i < M; ++i)
       for (int64_t k = 0; k < K; ++k)
-        ad[i * K + k] = decode_ab(gc->ab, get_code(p->a, gc->ab, l * p->as[2] + i * p->as[0] + k * p->as[1])) *
-                        decode_sf(gc->sf, p->sfa[sf_offset(gc->sfa_swz, i, k / gc->sf_vec, l, M, p->kb)]);
+        ad[i * K + k] =
+            decode_ab(gc->ab, get_code(p->a, gc->ab, l * p->as[2] + i * p->as[0] + k * p->as[1])) *
+            decode_sf(gc->sf, p->sfa[sf_offset(gc->sfa_swz, i, k / gc->sf_vec, l, M, p->kb)]);
     for (int64_t j = 0; j < N; ++j)
       for (int64_t k = 0; k < K; ++k)
-        bd[j * K + k] = decode_ab(gc->ab, get_code(p->b, gc->ab, l * p->bs[2] + j * p->bs[0] + k * p->bs[1])) *
-                        decode_sf(gc->sf, p->sfb[sf_offset(gc->sfb_swz, j, k / gc->sf_vec, l, N, p->kb)]);
+        bd[j * K + k] =
+            decode_ab(gc->ab, get_code(p->b, gc->ab, l * p->bs[2] + j * p->bs[0] + k * p->bs[1])) *
+            decode_sf(gc->sf, p->sfb[sf_offset(gc->sfb_swz, j, k / gc->sf_vec, l, N, p->kb)]);
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         double s = 0.0, sa = 0.0, st = 0.0;
@@ -253,8 +262,10 @@ static void oracle(const gcase *gc, gprob *p) {
           sa += fabs(t);
           const double ax = fabs(x[k]), ay = fabs(y[k]), lo = 0x1p-126, hi = 0x1.fffffep127;
           if (ax < lo || ay < lo) {
-            if ((ax < lo && ay > hi) || (ay < lo && ax > hi)) st = INFINITY;
-            else st += fabs(t) + 0x1p-133 * (ax + ay);
+            if ((ax < lo && ay > hi) || (ay < lo && ax > hi))
+              st = INFINITY;
+            else
+              st += fabs(t) + 0x1p-133 * (ax + ay);
           }
         }
         p->ref[(l * M + i) * N + j] = alpha * s;
@@ -297,14 +308,15 @@ static float c_value(mxf_dtype c, uint32_t code) {
 
 static void describe(const gcase *gc, char *s, size_t n) {
   snprintf(s, n,
-           "[%s] M=%lld N=%lld K=%lld L=%lld ab=%s sf=%s/%d sfa=%s sfb=%s A=%s B=%s C=%s/%s pad=%d alpha=%g acc=%d "
+           "[%s] M=%lld N=%lld K=%lld L=%lld ab=%s sf=%s/%d sfa=%s sfb=%s A=%s B=%s C=%s/%s pad=%d alpha=%g "
+           "acc=%d "
            "prev=%g special=%d scales=[%d,%d]/[%d,%d] widen=%d",
            kernel_mode, (long long)gc->m, (long long)gc->n, (long long)gc->k, (long long)gc->l,
            mxf_dtype_name(gc->ab), mxf_dtype_name(gc->sf), gc->sf_vec, gc->sfa_swz ? "swz" : "compact",
-           gc->sfb_swz ? "swz" : "compact", gc->a_mmajor ? "m-major" : "k-major", gc->b_nmajor ? "n-major" : "k-major",
-           mxf_dtype_name(gc->c), gc->c_mmajor ? "m-major" : "n-major", gc->pad,
-           gc->use_alpha ? (double)gc->alpha : 1.0, gc->accumulate, (double)gc->prev, gc->special, gc->sf_lo, gc->sf_hi,
-           gc->sfb_lo, gc->sfb_hi, gc->widen);
+           gc->sfb_swz ? "swz" : "compact", gc->a_mmajor ? "m-major" : "k-major",
+           gc->b_nmajor ? "n-major" : "k-major", mxf_dtype_name(gc->c), gc->c_mmajor ? "m-major" : "n-major",
+           gc->pad, gc->use_alpha ? (double)gc->alpha : 1.0, gc->accumulate, (double)gc->prev, gc->special,
+           gc->sf_lo, gc->sf_hi, gc->sfb_lo, gc->sfb_hi, gc->widen);
 }
 
 /* ------------------------------------------------------------ one case */
@@ -434,8 +446,10 @@ static void run_case(tu_rng *r, const gcase *gc) {
             memset(mask + idx * cb / 8, 0xFF, (size_t)cb / 8);
           const double ref = p.ref[(l * M + i) * N + j];
           const float reff = (float)ref;
-          if (isnan(ref)) ref_nan = 1;
-          else if (fabs(ref) > ref_amax) ref_amax = fabs(ref);
+          if (isnan(ref))
+            ref_nan = 1;
+          else if (fabs(ref) > ref_amax)
+            ref_amax = fabs(ref);
           const uint32_t g = read_c(c_gpu, gc->c, idx), cpu = read_c(c_cpu, gc->c, idx);
           const float gv = c_value(gc->c, g), cv = c_value(gc->c, cpu);
           const double tiny = p.tiny[(l * M + i) * N + j], asum = p.asum[(l * M + i) * N + j];
@@ -460,8 +474,8 @@ static void run_case(tu_rng *r, const gcase *gc) {
             const double bound = 1e-5 * asum + tiny + 1e-30 * (double)K;
             const int fine = (isinf(gv) || isinf(cv)) ? gv == cv : fabs((double)gv - (double)cv) <= bound;
             if (!fine && ++bad <= 5)
-              printf("  extreme-scale mismatch at (%lld,%lld,%lld): gpu %g cpu %g\n", (long long)i, (long long)j,
-                     (long long)l, (double)gv, (double)cv);
+              printf("  extreme-scale mismatch at (%lld,%lld,%lld): gpu %g cpu %g\n", (long long)i,
+                     (long long)j, (long long)l, (double)gv, (double)cv);
             continue;
           }
           if (!narrow) {
@@ -480,10 +494,11 @@ static void run_case(tu_rng *r, const gcase *gc) {
                     orf = tu_code_ordinal(gc->c, want, &nan_r);
             ++n_total;
             if (nan_g || nan_r) {
-              if (nan_g == nan_r) ++n_equal;
+              if (nan_g == nan_r)
+                ++n_equal;
               else if (++bad <= 5)
-                printf("  NaN code mismatch at (%lld,%lld,%lld): gpu 0x%x want 0x%x\n", (long long)i, (long long)j,
-                       (long long)l, g, want);
+                printf("  NaN code mismatch at (%lld,%lld,%lld): gpu 0x%x want 0x%x\n", (long long)i,
+                       (long long)j, (long long)l, g, want);
               continue;
             }
             if (og == orf) ++n_equal;
@@ -497,8 +512,8 @@ static void run_case(tu_rng *r, const gcase *gc) {
             if (ohi - olo > 1) {
               ++n_relaxed;
               if ((og < olo - 1 || og > ohi + 1) && ++bad <= 5)
-                printf("  code outside the f32 accumulation interval at (%lld,%lld,%lld): gpu 0x%x\n", (long long)i,
-                       (long long)j, (long long)l, g);
+                printf("  code outside the f32 accumulation interval at (%lld,%lld,%lld): gpu 0x%x\n",
+                       (long long)i, (long long)j, (long long)l, g);
               continue;
             }
             if (llabs(og - orf) > 1 && ++bad <= 5)
@@ -614,8 +629,9 @@ static void run_all(tu_rng *r, int small) {
       run_case(r, &gc);
     }
   /* 2. the named shapes, each format, f32 and bf16 C */
-  static const int64_t shapes[][4] = {{300, 200, 96, 1}, {1, 4096, 1024, 1}, {77, 45, 33, 3}, {129, 257, 64, 2},
-                                      {128, 128, 32, 1}, {5, 3, 34, 1},       {260, 9, 130, 3}};
+  static const int64_t shapes[][4] = {{300, 200, 96, 1}, {1, 4096, 1024, 1}, {77, 45, 33, 3},
+                                      {129, 257, 64, 2}, {128, 128, 32, 1},  {5, 3, 34, 1},
+                                      {260, 9, 130, 3}};
   const int nshapes = small ? 0 : (int)(sizeof shapes / sizeof shapes[0]);
   for (int si = 0; si < nshapes; ++si)
     for (int fi = 0; fi < N_FORMATS; ++fi)
@@ -627,8 +643,8 @@ static void run_all(tu_rng *r, int small) {
       }
   /* 3. layouts exhaustively for MXFP8 on one odd shape */
   for (int lay = 0; lay < 16; lay += small ? 3 : 1) {
-    gcase gc = random_case(r, &k_formats[lay & 1], lay & 8 ? MXF_BF16 : MXF_F32, small ? 37 : 133, small ? 29 : 71,
-                           small ? 45 : 97, 2);
+    gcase gc = random_case(r, &k_formats[lay & 1], lay & 8 ? MXF_BF16 : MXF_F32, small ? 37 : 133,
+                           small ? 29 : 71, small ? 45 : 97, 2);
     gc.a_mmajor = (lay >> 1) & 1;
     gc.b_nmajor = (lay >> 2) & 1;
     gc.c_mmajor = (lay >> 3) & 1;
@@ -642,8 +658,9 @@ static void run_all(tu_rng *r, int small) {
     for (int sp = SP_NANINF; sp <= SP_EXTREME; ++sp) {
       const fmt *f = &k_formats[fi];
       if (sp == SP_EXTREME && f->sf != MXF_E8M0) continue;
-      gcase gc = random_case(r, f, tu_range(r, 0, 1) ? MXF_F32 : k_cdtypes[tu_range(r, 1, 5)], tu_range(r, 1, 90),
-                             tu_range(r, 1, 90), even_if(tu_range(r, 1, 100), f), tu_range(r, 1, 2));
+      gcase gc =
+          random_case(r, f, tu_range(r, 0, 1) ? MXF_F32 : k_cdtypes[tu_range(r, 1, 5)], tu_range(r, 1, 90),
+                      tu_range(r, 1, 90), even_if(tu_range(r, 1, 100), f), tu_range(r, 1, 2));
       gc.special = sp;
       if (sp == SP_EXTREME) gc.c = MXF_F32, gc.c_mmajor = 0;
       run_case(r, &gc);
@@ -694,8 +711,8 @@ static void run_all(tu_rng *r, int small) {
    * some tiles take the element-wise path between ring-stored ones. f32 C (through the
    * warps' own staging) on the same shapes */
   if (!small) {
-    static const int64_t multi[][4] = {{1024, 8192, 96, 1},  {2048, 4096, 320, 1}, {1280, 2304, 200, 3},
-                                       {1024, 8192, 96, 1},  {2048, 4096, 192, 1}, {1280, 2304, 320, 2}};
+    static const int64_t multi[][4] = {{1024, 8192, 96, 1}, {2048, 4096, 320, 1}, {1280, 2304, 200, 3},
+                                       {1024, 8192, 96, 1}, {2048, 4096, 192, 1}, {1280, 2304, 320, 2}};
     static const mxf_dtype multi_c[] = {MXF_BF16, MXF_BF16, MXF_F16, MXF_F32, MXF_F32, MXF_F32};
     for (int si = 0; si < (int)(sizeof multi_c / sizeof multi_c[0]); ++si) {
       gcase gc = random_case(r, &k_formats[si % 3 == 1 ? 2 : 0], multi_c[si], multi[si][0], multi[si][1],
@@ -716,15 +733,16 @@ static void run_all(tu_rng *r, int small) {
       {124, 131, 124, 131}, {70, 77, 176, 183}, {44, 51, 200, 207}, {184, 191, 66, 73}, {190, 197, 58, 65}};
   for (int fi = 0; fi < 2; ++fi)
     for (int ri = 0; ri < 5; ri += small ? 4 : 1) {
-      gcase gc = random_case(r, &k_formats[fi], ri & 1 ? MXF_F32 : MXF_BF16, small ? 200 : 300, small ? 300 : 600,
-                             small ? 64 : 256, 2);
+      gcase gc = random_case(r, &k_formats[fi], ri & 1 ? MXF_F32 : MXF_BF16, small ? 200 : 300,
+                             small ? 300 : 600, small ? 64 : 256, 2);
       gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
-      gc.sf_lo = ranges[ri][0], gc.sf_hi = ranges[ri][1], gc.sfb_lo = ranges[ri][2], gc.sfb_hi = ranges[ri][3];
+      gc.sf_lo = ranges[ri][0], gc.sf_hi = ranges[ri][1], gc.sfb_lo = ranges[ri][2],
+      gc.sfb_hi = ranges[ri][3];
       gc.widen = ri == 0;
       run_case(r, &gc);
     }
   /* 7. amax accumulate with each kind of previous value */
-  static const uint32_t prevs[] = {0xBF800000u /* -1 */, 0x80000000u /* -0 */, 0x7FC00000u /* NaN */,
+  static const uint32_t prevs[] = {0xBF800000u /* -1 */,   0x80000000u /* -0 */,  0x7FC00000u /* NaN */,
                                    0x7149F2CAu /* 1e30 */, 0x3F000000u /* 0.5 */, 0x7F800000u /* inf */};
   for (int i = 0; i < 6; i += small ? 2 : 1) {
     gcase gc = random_case(r, &k_formats[i % N_FORMATS], MXF_F32, 33, 65, 64, 1);
@@ -784,8 +802,8 @@ int main(void) {
     if (g_total[c] == 0) continue;
     printf("C %s: %ld of %ld codes equal encode(ref) (%ld ill-conditioned, checked against their interval)\n",
            mxf_dtype_name(c), g_equal[c], g_total[c], g_relaxed[c]);
-    TU_CHECK((double)g_equal[c] >= 0.999 * (double)g_total[c], "C %s: only %ld of %ld codes equal encode(ref)",
-             mxf_dtype_name(c), g_equal[c], g_total[c]);
+    TU_CHECK((double)g_equal[c] >= 0.999 * (double)g_total[c],
+             "C %s: only %ld of %ld codes equal encode(ref)", mxf_dtype_name(c), g_equal[c], g_total[c]);
   }
   printf("kernels used: cuda/sm90 %ld, cuda/portable %ld, other %ld, refused %ld\n", kernel_counts[0],
          kernel_counts[1], kernel_counts[2], kernel_counts[3]);

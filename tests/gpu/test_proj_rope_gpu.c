@@ -136,14 +136,16 @@ static void gen_inputs(tu_rng *r, const pcase *c, pin *in) {
 }
 
 static void free_inputs(pin *in) {
-  free(in->x), free(in->w), free(in->xs), free(in->ws), free(in->cosv), free(in->sinv), free(in->xh), free(in->wh);
+  free(in->x), free(in->w), free(in->xs), free(in->ws), free(in->cosv), free(in->sinv), free(in->xh),
+      free(in->wh);
 }
 
 /* ------------------------------------------------------------ running */
 /* Runs on `dev` with the given (host or device) pointers; returns the status and the
  * kernel name of the plan. */
-static mxf_status run_proj(const pcase *c, int32_t dev, const void *x, const void *w, const void *xs, const void *ws,
-                           const void *cosv, const void *sinv, const pout *o, char *kernel, size_t kernel_len) {
+static mxf_status run_proj(const pcase *c, int32_t dev, const void *x, const void *w, const void *xs,
+                           const void *ws, const void *cosv, const void *sinv, const pout *o, char *kernel,
+                           size_t kernel_len) {
   const int64_t T = c->t, K = c->k, N = c->h * c->d;
   int64_t sx[2] = {T, K}, sxs[2] = {T, K / 32};
   int64_t sw[2] = {c->out_in ? N : K, c->out_in ? K : N};
@@ -165,9 +167,10 @@ static mxf_status run_proj(const pcase *c, int32_t dev, const void *x, const voi
   d.out_scales_row = tu_tensor(o->s_row, MXF_E8M0, 3, ssr);
   d.out_col = tu_tensor(o->q_col, MXF_E4M3, 3, so);
   d.out_scales_col = tu_tensor(o->s_col, MXF_E8M0, 3, ssc);
-  mxf_tensor *all[] = {&d.x, &d.w, &d.x_scale, &d.w_scale, &d.cos, &d.sin,
-                       &d.out_row, &d.out_scales_row, &d.out_col, &d.out_scales_col};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) all[i]->device = dev;
+  mxf_tensor *all[] = {&d.x,   &d.w,       &d.x_scale,        &d.w_scale, &d.cos,
+                       &d.sin, &d.out_row, &d.out_scales_row, &d.out_col, &d.out_scales_col};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+    all[i]->device = dev;
   d.flags = (c->out_in ? MXF_PROJ_W_OUT_IN : 0u) | (c->fp32 ? MXF_PROJ_FP32_EPILOGUE : 0u);
   mxf_plan *plan = NULL;
   mxf_status st = mxf_proj_rope_plan(&plan, &d);
@@ -195,14 +198,16 @@ static void oracle_token(const pcase *c, const pin *in, int64_t t, float *out) {
   float *y = tu_malloc(sizeof(float) * (size_t)N);
   for (int64_t n = 0; n < N; ++n) {
     double acc = 0.0;
-    for (int64_t k = 0; k < K; ++k) acc += (double)in->xh[t * K + k] * (double)in->wh[n * K + k];
+    for (int64_t k = 0; k < K; ++k)
+      acc += (double)in->xh[t * K + k] * (double)in->wh[n * K + k];
     const float f = (float)acc;
     y[n] = c->fp32 ? f : mxf_round_bf16(f);
   }
   for (int64_t h = 0; h < c->h; ++h) {
     const float *yh = y + h * D;
     float *oh = out + h * D;
-    for (int64_t d = 0; d < nope; ++d) oh[d] = yh[d];
+    for (int64_t d = 0; d < nope; ++d)
+      oh[d] = yh[d];
     for (int64_t j = 0; j < half; ++j) {
       const float p = yh[nope + 2 * j], q = yh[nope + 2 * j + 1];
       const float c0 = mxf_bf16_to_f32(in->cosv[t * rope + j]), s0 = mxf_bf16_to_f32(in->sinv[t * rope + j]);
@@ -224,14 +229,15 @@ static double deq(uint8_t code, uint8_t s) {
   return (double)mxf_e4m3_to_f32(code) * ldexp(1.0, s - 127);
 }
 
-static void compare_dir(const pcase *c, const char *tag, const char *dir, int col, const pout *g, const pout *w,
-                        const int64_t *samples, int nsamp, const float *ref) {
+static void compare_dir(const pcase *c, const char *tag, const char *dir, int col, const pout *g,
+                        const pout *w, const int64_t *samples, int nsamp, const float *ref) {
   const int64_t T = c->t, H = c->h, D = c->d, N = H * D;
   const uint8_t *gq = col ? g->q_col : g->q_row, *wq = col ? w->q_col : w->q_row;
   const uint8_t *gs = col ? g->s_col : g->s_row, *wsc = col ? w->s_col : w->s_row;
   const int64_t ns = col ? n_scol(c) : n_srow(c), nq = n_out(c);
   int64_t s_bad = 0, q_bad = 0, far = 0, first_far = -1, excused = 0;
-  for (int64_t i = 0; i < ns; ++i) s_bad += gs[i] != wsc[i];
+  for (int64_t i = 0; i < ns; ++i)
+    s_bad += gs[i] != wsc[i];
   for (int64_t t = 0; t < T; ++t)
     for (int64_t n = 0; n < N; ++n) {
       const int64_t i = t * N + n;
@@ -275,19 +281,21 @@ static void compare_dir(const pcase *c, const char *tag, const char *dir, int co
       }
     }
   if (c->data != DATA_RANDOM) {
-    TU_CHECK(s_bad == 0 && q_bad == 0, "%s %s: exact data: %lld scale bytes, %lld codes differ from the cpu backend",
-             tag, dir, (long long)s_bad, (long long)q_bad);
+    TU_CHECK(s_bad == 0 && q_bad == 0,
+             "%s %s: exact data: %lld scale bytes, %lld codes differ from the cpu backend", tag, dir,
+             (long long)s_bad, (long long)q_bad);
   } else {
     /* tiny outputs: one flipped block is allowed (0.1 % of fewer than 1000 blocks is < 1) */
-    TU_CHECK((double)s_bad <= 0.001 * (double)ns || s_bad <= 1, "%s %s: %lld of %lld scale bytes differ (> 0.1 %%)",
-             tag, dir, (long long)s_bad, (long long)ns);
-    TU_CHECK((double)q_bad <= 0.01 * (double)nq || q_bad <= 32, "%s %s: %lld of %lld codes differ (> 1 %%)", tag, dir,
-             (long long)q_bad, (long long)nq);
+    TU_CHECK((double)s_bad <= 0.001 * (double)ns || s_bad <= 1,
+             "%s %s: %lld of %lld scale bytes differ (> 0.1 %%)", tag, dir, (long long)s_bad, (long long)ns);
+    TU_CHECK((double)q_bad <= 0.01 * (double)nq || q_bad <= 32, "%s %s: %lld of %lld codes differ (> 1 %%)",
+             tag, dir, (long long)q_bad, (long long)nq);
   }
-  TU_CHECK((double)excused <= 1e-4 * (double)nq + 8, "%s %s: %lld RoPE codes near cancellation differ (too many)", tag,
-           dir, (long long)excused);
-  TU_CHECK(far == 0, "%s %s: %lld codes more than one step away; first at %lld: gpu 0x%02x cpu 0x%02x", tag, dir,
-           (long long)far, (long long)first_far, first_far >= 0 ? gq[first_far] : 0, first_far >= 0 ? wq[first_far] : 0);
+  TU_CHECK((double)excused <= 1e-4 * (double)nq + 8,
+           "%s %s: %lld RoPE codes near cancellation differ (too many)", tag, dir, (long long)excused);
+  TU_CHECK(far == 0, "%s %s: %lld codes more than one step away; first at %lld: gpu 0x%02x cpu 0x%02x", tag,
+           dir, (long long)far, (long long)first_far, first_far >= 0 ? gq[first_far] : 0,
+           first_far >= 0 ? wq[first_far] : 0);
 
   if (c->data != DATA_RANDOM || !ref) return;
   int64_t within = 0, total = 0;
@@ -303,8 +311,9 @@ static void compare_dir(const pcase *c, const char *tag, const char *dir, int co
       within += fabs(v - rv) <= 0.1 + 0.1 * fabs(rv);
     }
   }
-  TU_CHECK(total == 0 || within >= 0.95 * (double)total, "%s %s: cuDNN criterion: %lld of %lld within 0.1 + 0.1|ref|",
-           tag, dir, (long long)within, (long long)total);
+  TU_CHECK(total == 0 || within >= 0.95 * (double)total,
+           "%s %s: cuDNN criterion: %lld of %lld within 0.1 + 0.1|ref|", tag, dir, (long long)within,
+           (long long)total);
 }
 
 /* ------------------------------------------------------------ one case */
@@ -316,11 +325,13 @@ static void *dev_copy_shifted(const void *h, size_t n, int shift, size_t elem) {
 
 static void run_case(tu_rng *r, const pcase *c) {
   char tag[200];
-  snprintf(tag, sizeof tag, "T=%lld K=%lld H=%lld D=%lld rope=%lld %s %s%s%s%s%s", (long long)c->t, (long long)c->k,
-           (long long)c->h, (long long)c->d, (long long)c->rope, c->mx ? "mxfp8" : "bf16",
+  snprintf(tag, sizeof tag, "T=%lld K=%lld H=%lld D=%lld rope=%lld %s %s%s%s%s%s", (long long)c->t,
+           (long long)c->k, (long long)c->h, (long long)c->d, (long long)c->rope, c->mx ? "mxfp8" : "bf16",
            c->out_in ? "out-in" : "in-out", c->fp32 ? " fp32-epilogue" : "",
-           c->data == DATA_INT ? " int-data" : c->data == DATA_NANINF ? " nan/inf" : "", c->shift ? " shifted" : "",
-           c->oshift ? " misaligned-outputs" : "");
+           c->data == DATA_INT      ? " int-data"
+           : c->data == DATA_NANINF ? " nan/inf"
+                                    : "",
+           c->shift ? " shifted" : "", c->oshift ? " misaligned-outputs" : "");
   pin in;
   gen_inputs(r, c, &in);
   const int64_t nq = n_out(c), nsr = n_srow(c), nsc = n_scol(c);
@@ -328,7 +339,8 @@ static void run_case(tu_rng *r, const pcase *c) {
   want.q_row = tu_malloc((size_t)nq), want.q_col = tu_malloc((size_t)nq);
   want.s_row = tu_malloc((size_t)nsr), want.s_col = tu_malloc((size_t)nsc);
   char kname[64];
-  mxf_status st = run_proj(c, MXF_DEVICE_CPU, in.x, in.w, in.xs, in.ws, in.cosv, in.sinv, &want, kname, sizeof kname);
+  mxf_status st =
+      run_proj(c, MXF_DEVICE_CPU, in.x, in.w, in.xs, in.ws, in.cosv, in.sinv, &want, kname, sizeof kname);
   if (!TU_CHECK(st == MXF_OK, "%s: cpu status %s (%s)", tag, mxf_status_string(st), mxf_last_error())) {
     free_inputs(&in);
     return;
@@ -336,18 +348,22 @@ static void run_case(tu_rng *r, const pcase *c) {
   /* oracle on sampled tokens */
   int nsamp = c->t < 384 ? (int)c->t : 384;
   int64_t *samples = tu_malloc(sizeof(int64_t) * (size_t)nsamp);
-  for (int i = 0; i < nsamp; ++i) samples[i] = c->t <= 384 ? i : tu_range(r, 0, c->t - 1);
+  for (int i = 0; i < nsamp; ++i)
+    samples[i] = c->t <= 384 ? i : tu_range(r, 0, c->t - 1);
   float *ref = NULL;
   if (c->data == DATA_RANDOM) {
     ref = tu_malloc(sizeof(float) * (size_t)nsamp * (size_t)(c->h * c->d));
-    for (int i = 0; i < nsamp; ++i) oracle_token(c, &in, samples[i], ref + (int64_t)i * c->h * c->d);
+    for (int i = 0; i < nsamp; ++i)
+      oracle_token(c, &in, samples[i], ref + (int64_t)i * c->h * c->d);
   }
 
   const size_t in_elem = c->mx ? 1 : 2;
-  uint8_t *xd = dev_copy_shifted(in.x, in.xb, c->shift, in_elem), *wd = dev_copy_shifted(in.w, in.wb, c->shift, in_elem);
+  uint8_t *xd = dev_copy_shifted(in.x, in.xb, c->shift, in_elem),
+          *wd = dev_copy_shifted(in.w, in.wb, c->shift, in_elem);
   uint8_t *xsd = c->mx ? dev_copy_shifted(in.xs, in.xsb, 0, 1) : NULL;
   uint8_t *wsd = c->mx ? dev_copy_shifted(in.ws, in.wsb, 0, 1) : NULL;
-  uint8_t *cd = dev_copy_shifted(in.cosv, in.csb, c->shift, 2), *sd = dev_copy_shifted(in.sinv, in.csb, c->shift, 2);
+  uint8_t *cd = dev_copy_shifted(in.cosv, in.csb, c->shift, 2),
+          *sd = dev_copy_shifted(in.sinv, in.csb, c->shift, 2);
   pout gd, got;
   const size_t os = (size_t)c->oshift;
   gd.q_row = gu_dmalloc((size_t)nq + GUARD + os), gd.q_col = gu_dmalloc((size_t)nq + GUARD + os);
@@ -359,7 +375,8 @@ static void run_case(tu_rng *r, const pcase *c) {
 
   /* on the H200: the default choice, the portable kernel, and for MXFP8 both sm90 paths
    * (dequantization in the mainloop and by a pre-pass) whatever T */
-  static const char *mode_env[4][2] = {{NULL, NULL}, {"portable", NULL}, {NULL, "prepass"}, {NULL, "mainloop"}};
+  static const char *mode_env[4][2] = {
+      {NULL, NULL}, {"portable", NULL}, {NULL, "prepass"}, {NULL, "mainloop"}};
   /* the in-mainloop MXFP8 path is left out of the small (sanitizer) runs: racecheck reports
    * hazards there that are not yet explained (bench/NOTES.md) */
   const int modes = gu_device_cc() == 90 ? (c->mx ? (gu_small() ? 3 : 4) : 2) : 1;
@@ -374,15 +391,17 @@ static void run_case(tu_rng *r, const pcase *c) {
       unsetenv("MXF_PROJ_MXFP8");
     gu_dpoison(go.q_row, (size_t)nq + GUARD, 0xA5), gu_dpoison(go.q_col, (size_t)nq + GUARD, 0xA5);
     gu_dpoison(go.s_row, (size_t)nsr + GUARD, 0xA5), gu_dpoison(go.s_col, (size_t)nsc + GUARD, 0xA5);
-    st = run_proj(c, MXF_DEVICE_CUDA(0), xd + c->shift * in_elem, wd + c->shift * in_elem, xsd, wsd, cd + c->shift * 2,
-                  sd + c->shift * 2, &go, kname, sizeof kname);
+    st = run_proj(c, MXF_DEVICE_CUDA(0), xd + c->shift * in_elem, wd + c->shift * in_elem, xsd, wsd,
+                  cd + c->shift * 2, sd + c->shift * 2, &go, kname, sizeof kname);
     char mtag[280];
     snprintf(mtag, sizeof mtag, "%s [%s%s%s]", tag, st == MXF_OK ? kname : "?", mode_env[mode][1] ? " " : "",
              mode_env[mode][1] ? mode_env[mode][1] : "");
-    if (!TU_CHECK(st == MXF_OK, "%s: cuda status %s (%s)", mtag, mxf_status_string(st), mxf_last_error())) continue;
+    if (!TU_CHECK(st == MXF_OK, "%s: cuda status %s (%s)", mtag, mxf_status_string(st), mxf_last_error()))
+      continue;
     kernel_counts[strcmp(kname, "cuda/sm90") == 0 ? 0 : strcmp(kname, "cuda/portable") == 0 ? 1 : 2]++;
     gu_to_host(got.q_row, go.q_row, (size_t)nq + GUARD), gu_to_host(got.q_col, go.q_col, (size_t)nq + GUARD);
-    gu_to_host(got.s_row, go.s_row, (size_t)nsr + GUARD), gu_to_host(got.s_col, go.s_col, (size_t)nsc + GUARD);
+    gu_to_host(got.s_row, go.s_row, (size_t)nsr + GUARD),
+        gu_to_host(got.s_col, go.s_col, (size_t)nsc + GUARD);
     TU_CHECK(tu_all_bytes(got.q_row + nq, GUARD, 0xA5) && tu_all_bytes(got.q_col + nq, GUARD, 0xA5) &&
                  tu_all_bytes(got.s_row + nsr, GUARD, 0xA5) && tu_all_bytes(got.s_col + nsc, GUARD, 0xA5),
              "%s: bytes past the end of an output were written", mtag);
@@ -459,8 +478,8 @@ int main(void) {
     pcase d32 = {100, 96, 3, 32, 32, 1, 1, 0, DATA_RANDOM, 0, 0}; /* nope = 0 */
     run_case(&r, &d32);
   }
-  printf("test_proj_rope_gpu: kernel runs: sm90 %ld, portable %ld, other %ld\n", kernel_counts[0], kernel_counts[1],
-         kernel_counts[2]);
+  printf("test_proj_rope_gpu: kernel runs: sm90 %ld, portable %ld, other %ld\n", kernel_counts[0],
+         kernel_counts[1], kernel_counts[2]);
   return tu_finish("test_proj_rope_gpu");
 }
 
