@@ -52,6 +52,17 @@ uint32_t mxj_encode(mxf_dtype c, float x) {
   }
 }
 
+float mxj_decode(mxf_dtype c, uint32_t code) {
+  switch (c) {
+  case MXF_F32: return mxf_f32_from_bits(code);
+  case MXF_F16: return mxf_f16_to_f32((uint16_t)code);
+  case MXF_BF16: return mxf_bf16_to_f32((uint16_t)code);
+  case MXF_E4M3: return mxf_e4m3_to_f32((uint8_t)code);
+  case MXF_E5M2: return mxf_e5m2_to_f32((uint8_t)code);
+  default: return mxf_e2m1_to_f32((uint8_t)code);
+  }
+}
+
 uint32_t mxj_code_at(mxf_dtype c, const void *p, int64_t i) {
   const uint8_t *b = p;
   switch (c) {

@@ -47,6 +47,8 @@ int64_t mxj_counts_total(const mxj_counts *n);
 /* ------------------------------------------------------------ codes */
 /* f32 x encoded to C dtype c by SPEC §0 (f32: its bits; e2m1: the 4-bit code). */
 uint32_t mxj_encode(mxf_dtype c, float x);
+/* The value of a code of C dtype c (the inverse of mxj_encode; every code is exact in f32). */
+float mxj_decode(mxf_dtype c, uint32_t code);
 /* Code i of an array of C dtype c (f32 bits, 16-bit words, bytes, packed e2m1). */
 uint32_t mxj_code_at(mxf_dtype c, const void *p, int64_t i);
 /* Position of a code on the number line (sign-magnitude -> integer, ±0 both 0, neighbours

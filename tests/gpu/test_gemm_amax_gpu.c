@@ -280,17 +280,6 @@ static void oracle(const gcase *gc, gprob *p) {
   free(bd);
 }
 
-static float c_value(mxf_dtype c, uint32_t code) {
-  switch (c) {
-  case MXF_F32: return mxf_f32_from_bits(code);
-  case MXF_F16: return mxf_f16_to_f32((uint16_t)code);
-  case MXF_BF16: return mxf_bf16_to_f32((uint16_t)code);
-  case MXF_E4M3: return mxf_e4m3_to_f32((uint8_t)code);
-  case MXF_E5M2: return mxf_e5m2_to_f32((uint8_t)code);
-  default: return mxf_e2m1_to_f32((uint8_t)code);
-  }
-}
-
 static void describe(const gcase *gc, char *s, size_t n) {
   snprintf(s, n,
            "[%s] M=%lld N=%lld K=%lld L=%lld ab=%s sf=%s/%d sfa=%s sfb=%s A=%s B=%s C=%s/%s pad=%d alpha=%g "
@@ -437,7 +426,7 @@ static void run_case(tu_rng *r, const gcase *gc) {
           else if (fabs(ref) > ref_amax)
             ref_amax = fabs(ref);
           const uint32_t g = mxj_code_at(gc->c, c_gpu, idx), cpu = mxj_code_at(gc->c, c_cpu, idx);
-          const float gv = c_value(gc->c, g), cv = c_value(gc->c, cpu);
+          const float gv = mxj_decode(gc->c, g), cv = mxj_decode(gc->c, cpu);
           if (extreme) {
             /* no bound where a tiny value meets an overflowing one, or where f32 partial
              * sums may overflow (their order then decides between inf, -inf and NaN) */
