@@ -466,11 +466,16 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
              (long long)rs.checked, (long long)rs.c.exact, (long long)rs.c.within, (long long)rs.c.max_step,
              (long long)rs.c.wrong);
       if (rs.c.wrong) {
-        int64_t w = rs.c.first_wrong;
-        printf(
-            "  check: first wrong C[%lld, %lld, %lld] = %.9g (code 0x%x), f64 reference %.9g, bound %.3g\n",
-            (long long)(w / (M * N)), (long long)(w / N % M), (long long)(w % N), fc_decode(c_dt, hc, w),
-            rs.wrong_code, rs.wrong_ref.ref, rs.wrong_ref.delta);
+        const int64_t w = rs.c.first_wrong;
+        char at[64];
+        if (L > 1)
+          snprintf(at, sizeof at, "%lld, ", (long long)(w / (M * N)));
+        else
+          at[0] = 0;
+        printf("  check: first wrong C[%s%lld, %lld] = %.9g (code 0x%x); f64 reference %.9g ± %.3g, encoded "
+               "0x%x\n",
+               at, (long long)(w / N % M), (long long)(w % N), fc_decode(c_dt, hc, w), rs.wrong_code,
+               rs.wrong_ref.ref, rs.wrong_ref.delta, mxj_encode(c_dt, (float)rs.wrong_ref.ref));
       }
       printf("  check: C equal to encode(ref) %.4f%% (typical data: >= 99.9%%)", 100.0 * c_equal);
       if (c_dt == MXF_F32) printf(", relative Frobenius error %.3g", rel_fro);
