@@ -20,7 +20,6 @@
 /* The geometry of one request, as the tool sees it. */
 typedef struct proj_geom {
   int64_t t, k, h, d, rope, nope;
-  int mxfp8, w_out_in, fp32_epilogue;
 } proj_geom;
 
 static void usage(FILE *f) {
@@ -153,9 +152,6 @@ int mxf_cmd_proj_rope(int argc, char **argv) {
     goto done;
   }
   p.h = HD / p.d;
-  p.mxfp8 = mxfp8;
-  p.w_out_in = w_out_in;
-  p.fp32_epilogue = fp32;
   int64_t T = p.t, H = p.h, D = p.d, TB = mxf_cdiv(T, 32);
 
   mxf_proj_rope_desc d;
