@@ -1,7 +1,7 @@
 """`mxfuse gemm-amax / proj-rope --check` on DeepSeek-sized layers: a correct CPU result
 passes SPEC §5's rule (exit status 0) even where a large K leaves outputs undetermined,
-and an output with one determined code changed fails it (exit status 1), judged again
-from the saved files with --check-output.
+and an output with one determined code changed fails it (exit status 1), judged from
+the saved files with --check-output.
 
 MXFUSE_CLI names the built `mxfuse` binary (ctest sets it). Fixed seeds: the data is
 the same on every run, so a failure replays as it is.
@@ -19,12 +19,16 @@ CLI = os.environ.get("MXFUSE_CLI", "")
 pytestmark = pytest.mark.skipif(not CLI or not os.path.exists(CLI), reason="MXFUSE_CLI not set")
 
 
-def check(*args, rc):
-    """Runs `mxfuse ARGS --device cpu --json`, asserts its exit status, returns its check."""
+def mxfuse(*args, rc=0):
+    """Runs `mxfuse ARGS --device cpu --json`, asserts its exit status, returns its summary."""
     p = subprocess.run([CLI, *map(str, args), "--device", "cpu", "--json"], capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == rc, f"mxfuse {' '.join(map(str, args))}: rc {p.returncode}\n{p.stdout}\n{p.stderr}"
-    return json.loads(p.stdout)["check"]
+    return json.loads(p.stdout)
+
+
+def check(*args, rc):
+    return mxfuse(*args, rc=rc)["check"]
 
 
 def mx_quantize(v):
@@ -51,26 +55,35 @@ def kv_a(tmp_path_factory):
 def test_gemm_amax_check_kv_a(kv_a):
     d, a, sfa, b, sfb = kv_a
     layer = d / "layer.safetensors"
-    ck = check("gemm-amax", "--in", layer, "--c-dtype", "bf16", "--check", "--out", d / "c", rc=0)
+    ck = check("gemm-amax", "--in", layer, "--c-dtype", "bf16", "--check", rc=0)
     assert ck["passed"] and ck["c_wrong"] == 0
     assert ck["c_undetermined_within"] > 0  # K = 7168 leaves outputs no f32 order can promise
     assert ck["c_determined_equal"] + ck["c_undetermined_within"] == ck["checked"]
 
-    # Row 0 is always checked. Its element whose f64 reference lies nearest a bf16 value
-    # (relative to the code spacing), among the large ones, is determined by a wide margin.
+
+def test_gemm_amax_check_catches_one_code(kv_a):
+    """The layer's first 64 rows (C checked whole, a quarter of the work of the sampled
+    check above): one determined code of the saved C changed, judged with --check-output."""
+    d, a, sfa, b, sfb = kv_a
+    save_file({"a": a[:64], "sfa": sfa[:64]}, d / "a64.safetensors")
+    args = ["gemm-amax", "--in", d / "layer.safetensors", "--a", d / "a64.safetensors", "--sfa",
+            d / "a64.safetensors", "--c-dtype", "bf16"]
+    mxfuse(*args, "--out", d / "c64")
+    # Row 0's element whose f64 reference lies nearest a bf16 value (relative to the code
+    # spacing), among the large ones, is determined by a wide margin.
     ref = (a[0].astype(np.float64) * np.repeat(2.0 ** (sfa[0].astype(np.float64) - 127), 32)) @ \
           (b.astype(np.float64) * np.repeat(2.0 ** (sfb.astype(np.float64) - 127), 32, axis=1)).T
     near = ref.astype(np.float32).astype(md.bfloat16)
     gap = np.abs(ref - near.astype(np.float64)) / (np.abs(ref) * 2.0 ** -7)
     cand = np.flatnonzero((gap < 0.05) & (np.abs(ref) > np.median(np.abs(ref))))
     n = int(cand[np.argmax(np.abs(ref[cand]))])
-    c = np.load(d / "c" / "c.npy")
+    c = np.load(d / "c64" / "c.npy")
     assert c[0, n] == near.view(np.uint16)[n]
     os.makedirs(d / "bad")
     c[0, n] ^= 1  # the neighbouring bf16 code
     np.save(d / "bad" / "c.npy", c)
-    np.save(d / "bad" / "amax.npy", np.load(d / "c" / "amax.npy"))
-    ck = check("gemm-amax", "--in", layer, "--c-dtype", "bf16", "--check-output", d / "bad", rc=1)
+    np.save(d / "bad" / "amax.npy", np.load(d / "c64" / "amax.npy"))
+    ck = check(*args, "--check-output", d / "bad", rc=1)
     assert not ck["passed"] and ck["c_wrong"] == 1 and ck["c_first_wrong"] == n
 
 
