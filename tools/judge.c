@@ -14,15 +14,6 @@ void mxj_counts_init(mxj_counts *n) {
   n->first_wrong = -1;
 }
 
-void mxj_counts_add(mxj_counts *total, const mxj_counts *part) {
-  if (!total->wrong && part->wrong) total->first_wrong = part->first_wrong;
-  total->exact += part->exact;
-  total->within += part->within;
-  total->wrong += part->wrong;
-  total->equal += part->equal;
-  if (part->max_step > total->max_step) total->max_step = part->max_step;
-}
-
 int64_t mxj_counts_total(const mxj_counts *n) { return n->exact + n->within + n->wrong; }
 
 static void count(mxj_counts *n, mxj_verdict v, int equal, int64_t step, int64_t index) {

@@ -35,12 +35,10 @@ typedef struct mxj_counts {
   int64_t exact, within, wrong;
   int64_t equal;       /* equal to the plain reference (encode(ref)), determined or not */
   int64_t max_step;    /* the largest distance in codes from the reference among `within` */
-  int64_t first_wrong; /* the caller's index of the first wrong output; -1: none */
+  int64_t first_wrong; /* the caller's index of the first wrong output (-1 when none) */
 } mxj_counts;
 
 void mxj_counts_init(mxj_counts *n);
-/* Adds part to total (first_wrong: total's if it has one). */
-void mxj_counts_add(mxj_counts *total, const mxj_counts *part);
 /* Outputs counted. */
 int64_t mxj_counts_total(const mxj_counts *n);
 
