@@ -2,9 +2,13 @@
  * test_proj_rope_cpu.c — projection GEMM + RoPE + dual MXFP8 on the CPU backend
  * (SPEC §2) against an oracle written here: y accumulated in f64 from the decoded
  * inputs and rounded once to f32, then staging, RoPE and both quantization directions
- * in f32 exactly as SPEC §2.3 words them (SPEC §5), on the tests' formats and MXFP8 rule
+ * in f32 exactly as SPEC §2.3 words them, on the tests' formats and MXFP8 rule
  * (tests/common/oracle.c, independent of src/formats.h).
  *
+ * Every case is judged by SPEC §5 through tools/judge.h, whose reference (the same chain
+ * on formats.h) must first equal this oracle byte for byte: every determined block (all
+ * its staged values beyond the reach of any f32 summation order) equals the reference
+ * bit for bit; undetermined blocks are counted, and those that differ printed.
  * Three kinds of data:
  *   - a hand-checked case (T=2, K=32, H=1, D=32, rope=8) whose dequantized outputs and
  *     scale bytes are written below;
@@ -12,17 +16,8 @@
  *     in any order, so the backend must equal the oracle byte for byte — also with NaN
  *     and inf injected;
  *   - random data, where the backend's f32 GEMM may round differently from the f64 sum
- *     and flip a bf16 staging rounding: >= 99.9 % of scale bytes and >= 99 % of codes
- *     equal, every code at most one e4m3 step away where the block scales agree (and
- *     the values one step apart where they do not). The oracle also carries, per value,
- *     the interval that the rigorous any-order f32 accumulation bound of y leads to
- *     through staging, RoPE and the scale rule (all monotone). Under heavy cancellation
- *     an f32 sum may legitimately land more than one step away relative to the block
- *     scale: such a code is accepted when the interval allows the backend's scale byte
- *     and puts its code within one step of the codes of the interval's ends. Per case,
- *     differences the interval allows exactly are not held against the rates (a tiny
- *     case has no room for one legitimate flip); over the whole run the plain rates hold.
- *     All such differences are counted and printed.
+ *     and flip a bf16 staging rounding: over the whole run >= 99.9 % of scale bytes and
+ *     >= 99 % of codes equal the oracle's.
  * Always: the cuDNN criterion (>= 95 % of dequantized values within 0.1 + 0.1·|ref| per
  * direction), both weight orientations, bf16 and MXFP8 inputs, with and without the
  * fp32 epilogue, T = 1, 33, 130 and 300 (more than one token chunk), non-default
@@ -33,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "judge.h"
 #include "oracle.h"
 #include "testutil.h"
 
@@ -53,9 +49,6 @@ static int64_t pn(const prob *p) { return p->h * p->d; }
 typedef struct outs {
   uint8_t *q_row, *s_row, *q_col, *s_col;
   float *ref; /* oracle only: the f32 values that were quantized, (T, H, D) */
-  /* oracle only: [lo, hi] holds the value of `ref` that ANY f32 accumulation order of y
-   * leads to (the error bound of y pushed through staging and RoPE), (T, H, D) */
-  float *lo, *hi;
 } outs;
 
 static int64_t n_srow(const prob *p) { return p->t * p->h * (p->d / 32); }
@@ -69,8 +62,6 @@ static outs outs_alloc(const prob *p, int with_ref) {
   o.s_row = (uint8_t *)tu_malloc((size_t)n_srow(p));
   o.s_col = (uint8_t *)tu_malloc((size_t)n_scol(p));
   o.ref = with_ref ? (float *)tu_malloc(sizeof(float) * (size_t)n) : NULL;
-  o.lo = with_ref ? (float *)tu_malloc(sizeof(float) * (size_t)n) : NULL;
-  o.hi = with_ref ? (float *)tu_malloc(sizeof(float) * (size_t)n) : NULL;
   return o;
 }
 
@@ -80,53 +71,27 @@ static void outs_free(outs *o) {
   free(o->s_row);
   free(o->s_col);
   free(o->ref);
-  free(o->lo);
-  free(o->hi);
 }
 
-/* [lo, hi] of fl(v·c) for v in [vlo, vhi]: f32 rounding is monotone, so the ends come
- * from the ends (swapped when c < 0). */
-static void mul_range(float vlo, float vhi, float c, float *lo, float *hi) {
-  float a = vlo * c, b = vhi * c;
-  *lo = c < 0.0f ? b : a;
-  *hi = c < 0.0f ? a : b;
-}
-
-/* SPEC §2.3 in f64 then f32, straight from its words. Alongside, the interval [lo, hi]
- * of every quantized value that an f32 GEMM summing in any order may lead to: y ± the
- * rigorous accumulation bound (tu_f32_sum_bound), then staging and RoPE applied to the
- * interval ends — every step is a monotone f32 rounding of a monotone function of its
- * inputs, so the ends carry their own roundings (the half ulps) exactly. */
+/* SPEC §2.3 in f64 then f32, straight from its words. */
 static void oracle(const prob *p, outs *o) {
   const int64_t T = p->t, K = p->k, H = p->h, D = p->d, N = pn(p), rope = p->rope, nope = D - rope;
   const int64_t half = rope / 2;
-  float *out = o->ref, *lo = o->lo, *hi = o->hi;
+  float *out = o->ref;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t n = 0; n < N; ++n) {
-      double acc = 0.0, sabs = 0.0;
-      for (int64_t k = 0; k < K; ++k) {
-        double term = (double)p->xh[t * K + k] * (double)p->wh[n * K + k];
-        acc += term;
-        sabs += fabs(term);
-      }
+      double acc = 0.0;
+      for (int64_t k = 0; k < K; ++k)
+        acc += (double)p->xh[t * K + k] * (double)p->wh[n * K + k];
       float y = (float)acc;
-      double e = tu_f32_sum_bound(K, sabs);
-      /* nearest-rounding y ± e still bounds every f32 within [acc - e, acc + e] */
-      float ylo = isfinite(acc) && isfinite(e) ? (float)(acc - e) : y;
-      float yhi = isfinite(acc) && isfinite(e) ? (float)(acc + e) : y;
       out[t * N + n] = p->fp32 ? y : tu_bf16_round(y);
-      lo[t * N + n] = p->fp32 ? ylo : tu_bf16_round(ylo);
-      hi[t * N + n] = p->fp32 ? yhi : tu_bf16_round(yhi);
     }
-  float *pairs = (float *)tu_malloc(sizeof(float) * (size_t)(rope > 0 ? 3 * rope : 1));
+  float *pairs = (float *)tu_malloc(sizeof(float) * (size_t)(rope > 0 ? rope : 1));
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < H; ++h) {
-      float *y = out + t * N + h * D, *yl = lo + t * N + h * D, *yh = hi + t * N + h * D;
-      for (int64_t i = 0; i < rope; ++i) {
+      float *y = out + t * N + h * D;
+      for (int64_t i = 0; i < rope; ++i)
         pairs[i] = y[nope + i];
-        pairs[rope + i] = yl[nope + i];
-        pairs[2 * rope + i] = yh[nope + i];
-      }
       for (int64_t j = 0; j < half; ++j) {
         float pv = pairs[2 * j], qv = pairs[2 * j + 1];
         float c0 = tu_bf16_value(p->cosv[t * rope + j]), s0 = tu_bf16_value(p->sinv[t * rope + j]);
@@ -138,18 +103,6 @@ static void oracle(const prob *p, outs *o) {
         float d = qv * c1;
         y[nope + j] = a - b;
         y[nope + half + j] = c + d;
-        /* the same on the interval: min(a) - max(b) .. max(a) - min(b), and so on */
-        float pl = pairs[rope + 2 * j], ph = pairs[2 * rope + 2 * j];
-        float ql = pairs[rope + 2 * j + 1], qh = pairs[2 * rope + 2 * j + 1];
-        float al, ah, bl, bh, cl, ch, dl, dh;
-        mul_range(pl, ph, c0, &al, &ah);
-        mul_range(ql, qh, s0, &bl, &bh);
-        mul_range(pl, ph, s1, &cl, &ch);
-        mul_range(ql, qh, c1, &dl, &dh);
-        yl[nope + j] = al - bh;
-        yh[nope + j] = ah - bl;
-        yl[nope + half + j] = cl + dl;
-        yh[nope + half + j] = ch + dh;
       }
     }
   free(pairs);
@@ -235,171 +188,79 @@ static int run_checked(const prob *p, outs *got, int one_call, const char *tag) 
 }
 
 /* ------------------------------------------------------------ comparisons */
-static uint8_t row_scale(const prob *p, const uint8_t *s, int64_t t, int64_t n) {
-  return s[(t * p->h + n / p->d) * (p->d / 32) + (n % p->d) / 32];
-}
-static uint8_t col_scale(const prob *p, const uint8_t *s, int64_t t, int64_t n) {
-  return s[(t / 32) * pn(p) + n];
-}
-
-/* scales_bound / codes_bound: differences from the oracle that the f32 accumulation
- * bound allows exactly (bound_allows with slack 0); explained: codes more than one step
- * from the oracle's that it allows within one step. */
+/* Over the whole run, per direction (row, col), random data only. */
 typedef struct stats {
-  int64_t scales, scales_eq, scales_bound, codes, codes_eq, codes_bound, far, close_ref, explained;
+  int64_t scales, scales_eq, codes, codes_eq, undetermined, undetermined_differ;
 } stats;
-
-/* The scale bytes the block of element (t, n) may get from any value in its elements'
- * [lo, hi] intervals: the rule is monotone in amax, and amax lies between the largest
- * smallest-possible |v| and the largest largest-possible |v|. */
-static void block_scale_range(const prob *p, const outs *want, int col, int64_t t, int64_t n, uint8_t *blo,
-                              uint8_t *bhi) {
-  const int64_t N = pn(p);
-  int64_t e0, cnt, step;
-  if (col) {
-    int64_t t0 = t / 32 * 32;
-    e0 = t0 * N + n, cnt = p->t - t0 < 32 ? p->t - t0 : 32, step = N;
-  } else {
-    e0 = t * N + n / 32 * 32, cnt = 32, step = 1; /* D % 32 == 0: blocks never cross heads */
-  }
-  float alo = 0.0f, ahi = 0.0f;
-  for (int64_t i = 0; i < cnt; ++i) {
-    float l = want->lo[e0 + i * step], h = want->hi[e0 + i * step];
-    float mn = l <= 0.0f && h >= 0.0f ? 0.0f : fminf(fabsf(l), fabsf(h)), mx = fmaxf(fabsf(l), fabsf(h));
-    if (mn > alo) alo = mn;
-    if (mx > ahi) ahi = mx;
-  }
-  *blo = tu_mx_scale_byte(alo);
-  *bhi = tu_mx_scale_byte(ahi);
-}
-
-/* Whether the f32 accumulation bound allows the backend's result for element (t, n):
- * its scale byte sg is one the block may get (block_scale_range) and, with that byte,
- * its code lies within `slack` steps of the codes of the element's [lo, hi] ends (the
- * quantization is monotone in the value). */
-static int bound_allows(const prob *p, const outs *want, int col, int64_t t, int64_t n, uint8_t code,
-                        uint8_t sg, int slack) {
-  int64_t e = t * pn(p) + n;
-  float l = want->lo[e], h = want->hi[e];
-  if (isnan(l) || isnan(h) || sg == 0xFF || code == 0x7F || code == 0xFF) return 0;
-  uint8_t blo, bhi;
-  block_scale_range(p, want, col, t, n, &blo, &bhi);
-  if (sg < blo || sg > bhi) return 0;
-  float inv = tu_mx_inv(sg);
-  int olo = tu_e4m3_ordinal(tu_e4m3_nearest(l * inv)), ohi = tu_e4m3_ordinal(tu_e4m3_nearest(h * inv));
-  int og = tu_e4m3_ordinal(code);
-  return og >= olo - slack && og <= ohi + slack;
-}
-
-/* One direction: codes, scale bytes, step distance, and the cuDNN criterion. With
- * `bounded` (random data), differences are also judged against the f32 accumulation
- * bound (see oracle()) and counted: a code more than one step from the oracle's is still
- * accepted when the bound allows it within one step. */
-static void compare_dir(const prob *p, const outs *got, const outs *want, int col, int bounded, stats *s,
-                        int64_t *first) {
-  const int64_t T = p->t, N = pn(p);
-  const uint8_t *gq = col ? got->q_col : got->q_row, *wq = col ? want->q_col : want->q_row;
-  const uint8_t *gs = col ? got->s_col : got->s_row, *ws = col ? want->s_col : want->s_row;
-  int64_t ns = col ? n_scol(p) : n_srow(p);
-  s->scales += ns;
-  for (int64_t i = 0; i < ns; ++i) {
-    s->scales_eq += gs[i] == ws[i];
-    if (gs[i] != ws[i] && bounded) {
-      /* a representative element of block i: col (token block, n), row (t, h*D + 32*b) */
-      int64_t t = col ? i / N * 32 : i / (N / 32), n = col ? i % N : i % (N / 32) * 32;
-      uint8_t blo, bhi;
-      block_scale_range(p, want, col, t, n, &blo, &bhi);
-      s->scales_bound += gs[i] >= blo && gs[i] <= bhi;
-    }
-  }
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t n = 0; n < N; ++n) {
-      int64_t e = t * N + n;
-      uint8_t sg = col ? col_scale(p, gs, t, n) : row_scale(p, gs, t, n);
-      uint8_t sw = col ? col_scale(p, ws, t, n) : row_scale(p, ws, t, n);
-      double vg = tu_mx_value(gq[e], sg), vw = tu_mx_value(wq[e], sw), ref = (double)want->ref[e];
-      ++s->codes;
-      if (gq[e] == wq[e])
-        ++s->codes_eq;
-      else if (bounded && bound_allows(p, want, col, t, n, gq[e], sg, 0))
-        ++s->codes_bound;
-      int near;
-      if (isnan(vg) || isnan(vw))
-        near = isnan(vg) && isnan(vw);
-      else if (sg == sw)
-        near = abs(tu_e4m3_ordinal(gq[e]) - tu_e4m3_ordinal(wq[e])) <= 1 || (vg == 0.0 && vw == 0.0);
-      else /* the block's scale flipped: the values must still be one e4m3 step apart */
-        near =
-            fabs(vg - vw) <= ldexp(fmax(fabs(vg), fabs(vw)), -3) + ldexp(1.0, (sg > sw ? sg : sw) - 127 - 9);
-      if (!near && bounded && bound_allows(p, want, col, t, n, gq[e], sg, 1)) {
-        near = 1;
-        ++s->explained;
-      }
-      if (!near) {
-        ++s->far;
-        if (*first < 0) *first = e;
-      }
-      if (isnan(ref) ? isnan(vg) : fabs(vg - ref) <= 0.1 + 0.1 * fabs(ref)) ++s->close_ref;
-    }
-}
-
-/* Over the whole run, per direction (row, col), random data only: the stats summed. */
 static stats g_random[2];
 
-/* exact: integer data, byte-for-byte equality. cudnn: apply the cuDNN criterion (not
- * to data with an injected inf, which zeroes the other values of its blocks). */
+static int bytes_equal(const uint8_t *a, const uint8_t *b, int64_t n) { return memcmp(a, b, (size_t)n) == 0; }
+
+/* exact: integer data, byte-for-byte equality with the oracle. cudnn: apply the cuDNN
+ * criterion (not to data with an injected inf, which zeroes the other values of its
+ * blocks). Every case: the judge's reference equals the oracle, and the judge's verdict. */
 static void compare(const prob *p, const outs *got, const outs *want, int exact, int cudnn, const char *tag) {
+  const int64_t nq = p->t * pn(p);
+  const mxj_proj_inputs in = {.t = p->t,
+                              .k = p->k,
+                              .h = p->h,
+                              .d = p->d,
+                              .rope = p->rope,
+                              .mxfp8 = p->mxfp8,
+                              .w_out_in = p->out_in,
+                              .fp32_epilogue = p->fp32,
+                              .x = p->mxfp8 ? (const void *)p->xq : p->xb,
+                              .w = p->mxfp8 ? (const void *)p->wq : p->wb,
+                              .x_scale = p->xs,
+                              .w_scale = p->wsc,
+                              .cos = p->cosv,
+                              .sin = p->sinv};
+  mxj_proj_ref jr;
+  if (!TU_CHECK(mxj_proj_ref_alloc(&jr, p->t, p->h, p->d, 1) == 0 &&
+                    mxj_proj_reference(&in, NULL, NULL, &jr, NULL, NULL) == 0,
+                "%s: the judge's reference: out of memory", tag))
+    return;
+  TU_CHECK(bytes_equal(jr.q.q_row, want->q_row, nq) && bytes_equal(jr.q.q_col, want->q_col, nq) &&
+               bytes_equal(jr.q.s_row, want->s_row, n_srow(p)) &&
+               bytes_equal(jr.q.s_col, want->s_col, n_scol(p)),
+           "%s: the judge's reference (formats.h) differs from the oracle (oracle.c)", tag);
+  const mxj_proj_outputs g = {got->q_row, got->s_row, got->q_col, got->s_col};
+  mxj_proj_counts c[2];
+  mxj_proj_judge(&in, NULL, NULL, &jr, &g, c);
   for (int col = 0; col < 2; ++col) {
-    stats s = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t first = -1;
-    compare_dir(p, got, want, col, !exact, &s, &first);
     const char *dir = col ? "col" : "row";
-    if (!exact) {
-      stats *g = &g_random[col];
-      g->scales += s.scales, g->scales_eq += s.scales_eq, g->scales_bound += s.scales_bound;
-      g->codes += s.codes, g->codes_eq += s.codes_eq, g->codes_bound += s.codes_bound;
-      g->explained += s.explained;
-      if (s.scales_bound || s.codes_bound || s.explained)
-        printf("  %s %s: within the f32 accumulation bound: %lld scale bytes and %lld codes differ from the "
-               "oracle, %lld codes by more than one step\n",
-               tag, dir, (long long)s.scales_bound, (long long)s.codes_bound, (long long)s.explained);
-    }
-    const uint8_t *gq = col ? got->q_col : got->q_row, *wq = col ? want->q_col : want->q_row;
+    const mxj_counts *b = &c[col].blocks;
+    TU_CHECK(b->wrong == 0, "%s %s: %lld determined blocks differ from the reference; first: block %lld", tag,
+             dir, (long long)b->wrong, (long long)b->first_wrong);
+    const int64_t undet_differ = mxj_counts_total(b) - b->equal;
+    if (undet_differ)
+      printf("  %s %s: %lld of %lld blocks undetermined, %lld of them differ (largest code step %lld)\n", tag,
+             dir, (long long)b->within, (long long)mxj_counts_total(b), (long long)undet_differ,
+             (long long)b->max_step);
     if (exact) {
+      const uint8_t *gq = col ? got->q_col : got->q_row, *wq = col ? want->q_col : want->q_row;
       int64_t fe = -1;
-      for (int64_t e = 0; e < p->t * pn(p) && fe < 0; ++e)
+      for (int64_t e = 0; e < nq && fe < 0; ++e)
         if (gq[e] != wq[e]) fe = e;
       TU_CHECK(
-          s.scales_eq == s.scales && s.codes_eq == s.codes,
+          c[col].scales_equal == c[col].scales && c[col].codes_equal == c[col].codes,
           "%s %s: exact data, %lld/%lld scale bytes and %lld/%lld codes differ; first code (t=%lld, n=%lld) "
           "got 0x%02x want 0x%02x",
-          tag, dir, (long long)(s.scales - s.scales_eq), (long long)s.scales,
-          (long long)(s.codes - s.codes_eq), (long long)s.codes, (long long)(fe < 0 ? 0 : fe / pn(p)),
-          (long long)(fe < 0 ? 0 : fe % pn(p)), fe < 0 ? 0 : gq[fe], fe < 0 ? 0 : wq[fe]);
+          tag, dir, (long long)(c[col].scales - c[col].scales_equal), (long long)c[col].scales,
+          (long long)(c[col].codes - c[col].codes_equal), (long long)c[col].codes,
+          (long long)(fe < 0 ? 0 : fe / pn(p)), (long long)(fe < 0 ? 0 : fe % pn(p)), fe < 0 ? 0 : gq[fe],
+          fe < 0 ? 0 : wq[fe]);
+    } else {
+      stats *s = &g_random[col];
+      s->scales += c[col].scales, s->scales_eq += c[col].scales_equal;
+      s->codes += c[col].codes, s->codes_eq += c[col].codes_equal;
+      s->undetermined += b->within, s->undetermined_differ += undet_differ;
     }
-    /* SPEC §5's rates absorb y's rounding differences statistically, but one case can be
-     * tiny (T = 1: a column block is one value, 192 scale bytes) and one legitimate flip —
-     * an amax on a scale boundary such as 448·2^-9, or y near 0 under cancellation — then
-     * breaks 99.9 %, and a flipped scale changes every code of its block. So per case a
-     * difference the rigorous bound allows exactly is not held against the rate (it is
-     * counted and printed); every other difference is. The plain rates, counting every
-     * difference, are asserted over the whole run in main(), where the sample is large. */
-    TU_CHECK((s.scales_eq + s.scales_bound) * 1000 >= s.scales * 999,
-             "%s %s: only %lld of %lld scale bytes equal the oracle (%lld more within the f32 bound)", tag,
-             dir, (long long)s.scales_eq, (long long)s.scales, (long long)s.scales_bound);
-    TU_CHECK((s.codes_eq + s.codes_bound) * 100 >= s.codes * 99,
-             "%s %s: only %lld of %lld codes equal the oracle (%lld more within the f32 bound)", tag, dir,
-             (long long)s.codes_eq, (long long)s.codes, (long long)s.codes_bound);
-    TU_CHECK(
-        s.far == 0,
-        "%s %s: %lld codes more than one step from the oracle; first (t=%lld, n=%lld) got 0x%02x want 0x%02x",
-        tag, dir, (long long)s.far, (long long)(first < 0 ? 0 : first / pn(p)),
-        (long long)(first < 0 ? 0 : first % pn(p)), first < 0 ? 0 : gq[first], first < 0 ? 0 : wq[first]);
     if (cudnn)
-      TU_CHECK(s.close_ref * 100 >= s.codes * 95,
-               "%s %s: cuDNN criterion: only %lld of %lld within 0.1 + 0.1|ref|", tag, dir,
-               (long long)s.close_ref, (long long)s.codes);
+      TU_CHECK(mxj_cudnn_ok(&c[col]), "%s %s: cuDNN criterion: only %lld of %lld within 0.1 + 0.1|ref|", tag,
+               dir, (long long)c[col].close, (long long)c[col].close_n);
   }
+  mxj_proj_ref_free(&jr);
 }
 
 /* ------------------------------------------------------------ data */
@@ -654,11 +515,10 @@ int main(void) {
   for (int col = 0; col < 2; ++col) {
     const stats *g = &g_random[col];
     const char *dir = col ? "col" : "row";
-    printf(
-        "random data, %s: %lld of %lld scale bytes and %lld of %lld codes equal the oracle; within the f32 "
-        "accumulation bound: %lld scale bytes, %lld codes differ, %lld codes by more than one step\n",
-        dir, (long long)g->scales_eq, (long long)g->scales, (long long)g->codes_eq, (long long)g->codes,
-        (long long)g->scales_bound, (long long)g->codes_bound, (long long)g->explained);
+    printf("random data, %s: %lld of %lld scale bytes and %lld of %lld codes equal the oracle; %lld blocks "
+           "undetermined, %lld of them differ\n",
+           dir, (long long)g->scales_eq, (long long)g->scales, (long long)g->codes_eq, (long long)g->codes,
+           (long long)g->undetermined, (long long)g->undetermined_differ);
     TU_CHECK(g->scales_eq * 1000 >= g->scales * 999,
              "random data %s: only %lld of %lld scale bytes equal the oracle", dir, (long long)g->scales_eq,
              (long long)g->scales);

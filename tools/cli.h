@@ -147,17 +147,6 @@ typedef enum mxf_cli_op {
 /* mxf_<op>_run on the default stream; args points to the op's args struct. */
 mxf_status mxf_cli_run(mxf_cli_op op, const mxf_plan *plan, const void *args, void *ws, size_t ws_size);
 
-/* ------------------------------------------------------------ host references */
-/*
- * SPEC §2.3 steps 2-3 for one (token, head), as the demo and `proj-rope --check` compute
- * them: y holds the D = nope + rope GEMM results, each already rounded once to f32, and
- * is staged through bf16 in place unless fp32_epilogue; out gets the nope features as
- * they are and RoPE of the interleaved pairs into halves with the token's cos / sin rows
- * (bf16), one f32 rounding per product and per sum (the tool builds without contraction).
- */
-void mxf_cli_proj_epilogue(float *y, int64_t nope, int64_t rope, const uint16_t *cos_t, const uint16_t *sin_t,
-                           int fp32_epilogue, float *out);
-
 /* ------------------------------------------------------------ timing */
 /* Monotonic wall clock in milliseconds. */
 double mxf_cli_now_ms(void);

@@ -375,24 +375,6 @@ mxf_status mxf_cli_run(mxf_cli_op op, const mxf_plan *plan, const void *args, vo
   return MXF_ERR_INTERNAL;
 }
 
-/* ------------------------------------------------------------ host references */
-void mxf_cli_proj_epilogue(float *y, int64_t nope, int64_t rope, const uint16_t *cos_t, const uint16_t *sin_t,
-                           int fp32_epilogue, float *out) {
-  const int64_t half = rope / 2;
-  if (!fp32_epilogue)
-    for (int64_t d = 0; d < nope + rope; ++d)
-      y[d] = mxf_round_bf16(y[d]);
-  for (int64_t d = 0; d < nope; ++d)
-    out[d] = y[d];
-  for (int64_t j = 0; j < half; ++j) {
-    float p = y[nope + 2 * j], q = y[nope + 2 * j + 1];
-    float pc = p * mxf_bf16_to_f32(cos_t[j]), qs = q * mxf_bf16_to_f32(sin_t[j]);
-    float ps = p * mxf_bf16_to_f32(sin_t[half + j]), qc = q * mxf_bf16_to_f32(cos_t[half + j]);
-    out[nope + j] = pc - qs;
-    out[nope + half + j] = ps + qc;
-  }
-}
-
 /* ------------------------------------------------------------ timing */
 double mxf_cli_now_ms(void) {
   struct timespec ts;

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "formats.h"
+#include "judge.h"
 
 /* ------------------------------------------------------------ context and operands */
 void fc_init(fc_ctx *c, const char *cmd) {
@@ -121,6 +122,38 @@ int fc_operand_get(fc_ctx *c, const char *spec, const char *name, int required, 
     return -1;
   }
   return 1;
+}
+
+int fc_check_output_opt(fc_ctx *c, const char *src) {
+  if (!src) return fc_parse_device(c);
+  if (c->out) {
+    mxf_cli_err(c->cmd, "--check-output judges outputs saved earlier: --out has nothing to write");
+    return -1;
+  }
+  c->check = 1;
+  c->device = MXF_DEVICE_CPU;
+  return 0;
+}
+
+int fc_output_get(fc_ctx *c, const char *src, const char *name, mxf_dtype dt, int ndim, const int64_t *shape,
+                  fc_operand *op) {
+  size_t n = strlen(src);
+  char *spec = malloc(n + strlen(name) + 16);
+  if (!spec) {
+    mxf_cli_err(c->cmd, "out of memory");
+    return -1;
+  }
+  sprintf(spec, has_suffix(src, n, ".safetensors") ? "%s:%s" : "%s/%s.npy", src, name);
+  int rc = fc_operand_get(c, spec, name, 1, op) < 0 || fc_as(c, op, dt) ? -1 : 0;
+  free(spec);
+  if (!rc && (op->t->ndim != ndim || memcmp(op->t->shape, shape, sizeof(int64_t) * (size_t)ndim))) {
+    char a[256], b[256];
+    mxf_cli_err(c->cmd, "%s has shape %s; the request's %s is %s", op->what,
+                mxf_cli_shape_str(a, sizeof a, op->t->shape, op->t->ndim), name,
+                mxf_cli_shape_str(b, sizeof b, shape, ndim));
+    rc = -1;
+  }
+  return rc;
 }
 
 int fc_as(fc_ctx *c, fc_operand *op, mxf_dtype want) {
@@ -237,65 +270,13 @@ double fc_decode(mxf_dtype dt, const void *p, int64_t i) {
   }
 }
 
-uint32_t fc_encode(mxf_dtype dt, float v) {
-  switch (dt) {
-  case MXF_F32: return mxf_f32_bits(v);
-  case MXF_F16: return mxf_f32_to_f16(v);
-  case MXF_BF16: return mxf_f32_to_bf16(v);
-  case MXF_E4M3: return mxf_f32_to_e4m3(v);
-  case MXF_E5M2: return mxf_f32_to_e5m2(v);
-  case MXF_E2M1: return mxf_f32_to_e2m1(v);
-  default: return 0;
-  }
-}
-
-static uint32_t code_at(mxf_dtype dt, const void *p, int64_t i) {
-  switch (dt) {
-  case MXF_F32: return ((const uint32_t *)p)[i];
-  case MXF_F16:
-  case MXF_BF16: return ((const uint16_t *)p)[i];
-  case MXF_E2M1: return mxf_e2m1_get(p, i);
-  default: return ((const uint8_t *)p)[i];
-  }
-}
-
-/* Sign-magnitude code -> a position on a line where neighbours differ by one. */
-static int64_t code_ordinal(uint32_t code, int bits) {
-  uint32_t sign = 1u << (bits - 1), mag = code & (sign - 1);
-  return (code & sign) ? -(int64_t)mag : (int64_t)mag;
-}
-
-static int code_is_nan(mxf_dtype dt, uint32_t code) {
-  switch (dt) {
-  case MXF_E4M3: return (code & 0x7F) == 0x7F;
-  case MXF_E5M2: return (code & 0x7F) > 0x7C;
-  case MXF_E8M0:
-  case MXF_U8: return code == 0xFF;
-  case MXF_BF16: return (code & 0x7FFF) > 0x7F80;
-  case MXF_F16: return (code & 0x7FFF) > 0x7C00;
-  case MXF_F32: return (code & 0x7FFFFFFF) > 0x7F800000u;
-  default: return 0;
-  }
-}
-
 fc_cmp fc_compare_codes(mxf_dtype dt, const void *x, const void *y, int64_t n) {
   fc_cmp r = {n, 0, -1, 0};
-  int bits = dt == MXF_E2M1 ? 4 : dt == MXF_F32 ? 32 : (dt == MXF_F16 || dt == MXF_BF16) ? 16 : 8;
-  int unsigned_codes = dt == MXF_E8M0 || dt == MXF_U8;
   for (int64_t i = 0; i < n; ++i) {
-    uint32_t a = code_at(dt, x, i), b = code_at(dt, y, i);
-    int an = code_is_nan(dt, a), bn = code_is_nan(dt, b);
-    int64_t step;
-    if (an || bn) {
-      step = (an && bn) ? 0 : INT64_MAX;
-    } else if (unsigned_codes) {
-      step = a > b ? (int64_t)(a - b) : (int64_t)(b - a);
-    } else {
-      int64_t oa = code_ordinal(a, bits), ob = code_ordinal(b, bits);
-      step = oa > ob ? oa - ob : ob - oa;
-      if (step == 1 && (a & ((1u << (bits - 1)) - 1)) == 0 && (b & ((1u << (bits - 1)) - 1)) == 0)
-        step = 0; /* +0 vs -0 */
-    }
+    int an, bn;
+    int64_t oa = mxj_code_ordinal(dt, mxj_code_at(dt, x, i), &an),
+            ob = mxj_code_ordinal(dt, mxj_code_at(dt, y, i), &bn);
+    int64_t step = (an || bn) ? ((an && bn) ? 0 : INT64_MAX) : oa > ob ? oa - ob : ob - oa; /* ±0 both at 0 */
     if (step == 0) ++r.equal;
     if (step > r.max_step) {
       r.max_step = step;

@@ -52,6 +52,16 @@ int fc_parse_device(fc_ctx *c);
  * found, 0 when absent and !required, -1 on an error (printed).
  */
 int fc_operand_get(fc_ctx *c, const char *spec, const char *name, int required, fc_operand *op);
+/*
+ * --check-output SRC (NULL when absent): the outputs saved in SRC are judged instead of
+ * computed, so --check is on, --out is refused and the request is planned on the CPU
+ * without running. Without it, parses --device. -1 (reported) on a usage error.
+ */
+int fc_check_output_opt(fc_ctx *c, const char *src);
+/* The output `name` as --out saved it in src (SRC.safetensors:name or SRC/name.npy),
+ * read as dtype dt; -1 (reported) when missing or not of the given shape. */
+int fc_output_get(fc_ctx *c, const char *src, const char *name, mxf_dtype dt, int ndim, const int64_t *shape,
+                  fc_operand *op);
 /* tio_tensor_as with the message printed. */
 int fc_as(fc_ctx *c, fc_operand *op, mxf_dtype want);
 /* Converts an f32 operand to bf16 in place (RNE); other dtypes are left alone. */
@@ -92,8 +102,6 @@ double fc_cmp_equal_share(const fc_cmp *r);
 long long fc_cmp_max_step(const fc_cmp *r);
 /* Decoded value of element i of a tensor of dtype dt (f32, f16, bf16, fp8, e2m1, e8m0). */
 double fc_decode(mxf_dtype dt, const void *p, int64_t i);
-/* Encodes an f32 value to dt's bits (for fp8 / e2m1 returns the code). */
-uint32_t fc_encode(mxf_dtype dt, float v);
 
 /* --out handling: saves and prints/records where; prints the error on failure. */
 int fc_save(fc_ctx *c, const char *dest, const tio_tensor *ts, int n);
@@ -112,8 +120,13 @@ void fc_json_outputs(FILE *f, const char *dest, const tio_tensor *ts, int n);
   "  --out DEST          a .safetensors file, or a directory that gets NAME.npy per\n"                       \
   "                      output (created if missing); nothing is written on an error\n"                      \
   "  --device D          cpu | cuda | cuda:N | auto (default: auto)\n"                                       \
-  "  --check             compare with a reference and print the SPEC section 5 metrics;\n"                   \
-  "                      exit status 1 if they fail\n"                                                       \
+  "  --check             check the result against a host reference (SPEC section 5);\n"                      \
+  "                      exit status 1 when it fails\n"                                                      \
   "  --json              print a machine-readable summary on stdout\n"
+
+#define FC_USAGE_CHECK_OUTPUT                                                                                \
+  "  --check-output SRC  judge the outputs saved in SRC (a .safetensors file or a\n"                         \
+  "                      directory of NAME.npy, as --out writes them) instead of\n"                          \
+  "                      computing them: the operation does not run; implies --check\n"
 
 #endif /* MXF_CMD_FILES_H */

@@ -6,6 +6,10 @@
  * holds (K, M) or (L, K, M)); B likewise with N. Scale factors are compact (MN, Kb) /
  * (L, MN, Kb), or swizzled (R, K', 32, 4, 4) / (L, R, K', 32, 4, 4) / flat bytes.
  * C is written (M, N) or (L, M, N), amax as a (1,) f32 array.
+ *
+ * --check judges C and amax by SPEC §5 through tools/judge.h (each element of C against
+ * its f64 reference and f32-accumulation bound); --check-output SRC judges outputs saved
+ * earlier (by --out) instead of computing them.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -13,6 +17,7 @@
 
 #include "cmd_files.h"
 #include "formats.h"
+#include "judge.h"
 
 static void usage(FILE *f) {
   fprintf(f,
@@ -32,16 +37,19 @@ static void usage(FILE *f) {
           "  --c-dtype T       f32 (default) | f16 | bf16 | e4m3 | e5m2 | e2m1\n"
           "  --alpha X         scale of the result (default 1)\n"
           "  --a-mmajor        the A file holds (K, M): A is m-major\n"
-          "  --b-nmajor        the B file holds (K, N): B is n-major\n" FC_USAGE_COMMON "\n" FC_USAGE_OPERANDS
+          "  --b-nmajor        the B file holds (K, N): B is n-major\n" FC_USAGE_COMMON FC_USAGE_CHECK_OUTPUT
+          "\n" FC_USAGE_OPERANDS
           "Shapes: A (M, K) or (L, M, K); B (N, K) or (L, N, K); scales compact (MN, Kb) or\n"
           "(L, MN, Kb), or swizzled (R, K', 32, 4, 4), (L, R, K', 32, 4, 4) or flat.\n");
 }
 
 typedef struct gemm_ref_stats {
-  double fro_err, fro_ref, amax_ref;
+  double fro_err, fro_ref, amax_ref; /* f32 C: the relative Frobenius error, for information */
   int amax_ref_nan;
-  int64_t nonfinite_mismatch, checked;
-  fc_cmp codes;
+  int64_t checked;
+  mxj_counts c;
+  mxj_ref wrong_ref; /* the first wrong element's reference and code */
+  uint32_t wrong_code;
 } gemm_ref_stats;
 
 /* Index (in values) of A's element (m, k, l) for the file layout. */
@@ -100,7 +108,7 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
   }
   fc_ctx c;
   fc_init(&c, cmd);
-  const char *sa = NULL, *sb = NULL, *ssfa = NULL, *ssfb = NULL, *v;
+  const char *sa = NULL, *sb = NULL, *ssfa = NULL, *ssfb = NULL, *given = NULL, *v;
   mxf_dtype ab_want = MXF_DTYPE_INVALID, sf_want = MXF_E8M0, c_dt = MXF_F32;
   int64_t sf_vec = 0;
   int a_mmajor = 0, b_nmajor = 0;
@@ -121,6 +129,8 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
       ssfa = v;
     else if (OPT("--sfb"))
       ssfb = v;
+    else if (OPT("--check-output"))
+      given = v;
     else if (OPT("--ab-dtype")) {
       ab_want = tio_dtype_parse(v);
       if (ab_want != MXF_E4M3 && ab_want != MXF_E5M2 && ab_want != MXF_E2M1 && ab_want != MXF_E2M1X2) {
@@ -169,7 +179,7 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
     return MXF_CLI_USAGE;
   }
   if (!sf_vec) sf_vec = sf_want == MXF_E4M3 ? 16 : 32;
-  if (fc_parse_device(&c)) return MXF_CLI_USAGE;
+  if (fc_check_output_opt(&c, given)) return MXF_CLI_USAGE;
   const char *out = c.out;
 
   int rc = MXF_CLI_FAIL;
@@ -179,7 +189,6 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
   float amax = NAN;
   mxf_plan *plan = NULL;
   double *ra = NULL, *rb = NULL;
-  uint8_t *refc = NULL;
   char sh[256];
   if (fc_operand_get(&c, sa, "a", 1, &A) < 0 || fc_operand_get(&c, sb, "b", 1, &B) < 0 ||
       fc_operand_get(&c, ssfa, "sfa", 1, &SFA) < 0 || fc_operand_get(&c, ssfb, "sfb", 1, &SFB) < 0)
@@ -302,43 +311,52 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
   size_t cbytes = (size_t)tio_dtype_bytes(c_dt, M * N * L);
   size_t crow = (size_t)tio_dtype_bytes(c_dt, N), cldb = (size_t)tio_dtype_bytes(c_dt, cld);
   size_t cdev_bytes = cldb * (size_t)(M * L);
-  fc_stage(&c, "copying inputs");
-  if (!(da = fc_upload(&c, a_host, a_bytes)) || !(db = fc_upload(&c, b_host, b_bytes)) ||
-      !(dsfa = fc_upload(&c, SFA.t->data, SFA.t->nbytes)) ||
-      !(dsfb = fc_upload(&c, SFB.t->data, SFB.t->nbytes)) || !(dc = fc_dev_output(&c, cdev_bytes)) ||
-      !(damax = fc_dev_output(&c, 4)))
+  if (!given) fc_stage(&c, "copying inputs");
+  if (!given && (!(da = fc_upload(&c, a_host, a_bytes)) || !(db = fc_upload(&c, b_host, b_bytes)) ||
+                 !(dsfa = fc_upload(&c, SFA.t->data, SFA.t->nbytes)) ||
+                 !(dsfb = fc_upload(&c, SFB.t->data, SFB.t->nbytes)) ||
+                 !(dc = fc_dev_output(&c, cdev_bytes)) || !(damax = fc_dev_output(&c, 4))))
     goto done;
   mxf_gemm_amax_args args = {da, db, dsfa, dsfb, dc, damax, have_alpha ? &alpha : NULL};
-  double ms;
-  if (fc_run(&c, MXF_CLI_GEMM_AMAX, "gemm_amax", plan, &args, &ms) != MXF_OK) goto done;
-  hc = tio_copy_aligned(NULL, cdev_bytes);
-  if (!hc || fc_download(&c, hc, dc, cdev_bytes) || fc_download(&c, &amax, damax, 4)) goto done;
-  if (cldb != crow) /* drop the row padding */
-    for (int64_t r = 0; r < M * L; ++r)
-      memmove(hc + (size_t)r * crow, hc + (size_t)r * cldb, crow);
-
-  /* outputs */
+  double ms = 0.0;
   int64_t cshape[3], one = 1;
   int cnd = 0;
   if (nd == 3) cshape[cnd++] = L;
   cshape[cnd++] = M;
   cshape[cnd++] = N;
+  if (given) { /* judge what SRC holds: C and amax as --out wrote them */
+    fc_operand GC, GA;
+    if (fc_output_get(&c, given, "c", c_dt, cnd, cshape, &GC) ||
+        fc_output_get(&c, given, "amax", MXF_F32, 1, &one, &GA) ||
+        !(hc = tio_copy_aligned(GC.t->data, cbytes)))
+      goto done;
+    memcpy(&amax, GA.t->data, 4);
+  } else {
+    if (fc_run(&c, MXF_CLI_GEMM_AMAX, "gemm_amax", plan, &args, &ms) != MXF_OK) goto done;
+    hc = tio_copy_aligned(NULL, cdev_bytes);
+    if (!hc || fc_download(&c, hc, dc, cdev_bytes) || fc_download(&c, &amax, damax, 4)) goto done;
+    if (cldb != crow) /* drop the row padding */
+      for (int64_t r = 0; r < M * L; ++r)
+        memmove(hc + (size_t)r * crow, hc + (size_t)r * cldb, crow);
+  }
+
+  /* outputs */
   tio_tensor outs[2] = {tio_tensor_view("c", c_dt, cnd, cshape, hc),
                         tio_tensor_view("amax", MXF_F32, 1, &one, &amax)};
   if (fc_save(&c, out, outs, 2)) goto done;
 
-  /* reference check: f64 accumulation of the decoded inputs (SPEC §5) */
+  /* reference check: each element of C judged against its f64 reference (SPEC §5) */
   gemm_ref_stats rs;
   memset(&rs, 0, sizeof rs);
+  mxj_counts_init(&rs.c);
   int64_t row_step = 1;
   int sampled_amax_ok = 1;
   int pass = 1;
-  double tol = 1e-6 * sqrt((double)K);
+  double tol = mxj_amax_tolerance(K);
   if (c.check) {
     ra = malloc(sizeof(double) * (size_t)(M * K > 0 ? M * K : 1));
     rb = malloc(sizeof(double) * (size_t)(N * K > 0 ? N * K : 1));
-    refc = tio_copy_aligned(NULL, cbytes);
-    if (!ra || !rb || !refc) {
+    if (!ra || !rb) {
       mxf_cli_err(cmd, "--check: out of memory for the reference");
       goto done;
     }
@@ -346,46 +364,28 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
     double macs = (double)M * (double)N * (double)K * (double)L;
     row_step = macs > 4294967296.0 ? (int64_t)ceil(macs / 4294967296.0) : 1;
     double work = (double)mxf_cdiv(M, row_step) * (double)N * (double)L, done_ = 0;
-    rs.codes.max_step_pos = -1;
     for (int64_t l = 0; l < L; ++l) {
       decode_operand(ra, A.t, SFA.t, swz[0], M, K, l, !a_mmajor, (int)sf_vec, code_dt);
       decode_operand(rb, B.t, SFB.t, swz[1], N, K, l, !b_nmajor, (int)sf_vec, code_dt);
       for (int64_t m = 0; m < M; m += row_step) {
         fc_progress(&c, "checking against the f64 reference", done_, work);
         for (int64_t n = 0; n < N; ++n) {
-          double acc = 0;
-          const double *x = ra + m * K, *y = rb + n * K;
-          for (int64_t k = 0; k < K; ++k)
-            acc += x[k] * y[k];
-          acc *= (double)alpha;
-          int64_t idx = (l * M + m) * N + n;
-          if (isnan(acc))
+          const mxj_ref r = mxj_gemm_ref(ra + m * K, rb + n * K, K, (double)alpha);
+          const int64_t idx = (l * M + m) * N + n;
+          const uint32_t code = mxj_code_at(c_dt, hc, idx);
+          if (isnan(r.ref))
             rs.amax_ref_nan = 1;
-          else if (fabs(acc) > rs.amax_ref)
-            rs.amax_ref = fabs(acc);
-          float accf = (float)acc;
-          if (c_dt == MXF_F32) {
-            float got = ((const float *)hc)[idx];
-            if (isfinite(acc) && isfinite(accf)) {
-              rs.fro_err += (got - acc) * (got - acc);
-              rs.fro_ref += acc * acc;
-            } else if (!(isnan(acc) ? isnan(got) : got == accf)) {
-              rs.nonfinite_mismatch++;
-            }
-          } else if (c_dt == MXF_E2M1) {
-            mxf_e2m1_set(refc, idx, (uint8_t)fc_encode(c_dt, accf));
-          } else if (c_dt == MXF_F16 || c_dt == MXF_BF16) {
-            ((uint16_t *)refc)[idx] = (uint16_t)fc_encode(c_dt, accf);
-          } else {
-            refc[idx] = (uint8_t)fc_encode(c_dt, accf);
+          else if (fabs(r.ref) > rs.amax_ref)
+            rs.amax_ref = fabs(r.ref);
+          if (mxj_gemm_judge(c_dt, &r, code, &rs.c, idx) == MXJ_WRONG && rs.c.wrong == 1)
+            rs.wrong_ref = r, rs.wrong_code = code;
+          if (c_dt == MXF_F32 && isfinite(r.ref)) {
+            double got = fc_decode(c_dt, hc, idx);
+            if (isfinite(got)) rs.fro_err += (got - r.ref) * (got - r.ref), rs.fro_ref += r.ref * r.ref;
           }
         }
         done_ += (double)N;
         rs.checked += N;
-        if (c_dt != MXF_F32) { /* this row's codes (e2m1 rows are whole bytes: N is even) */
-          size_t off = (size_t)tio_dtype_bytes(c_dt, (l * M + m) * N);
-          fc_cmp_add(&rs.codes, fc_compare_codes(c_dt, hc + off, refc + off, N), (l * M + m) * N);
-        }
       }
     }
     fc_stage_done(&c);
@@ -407,15 +407,9 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
   }
   double rel_fro = rs.fro_ref > 0 ? sqrt(rs.fro_err / rs.fro_ref) : sqrt(rs.fro_err);
   double amax_rel = rs.amax_ref > 0 ? fabs((double)amax - rs.amax_ref) / rs.amax_ref : fabs((double)amax);
-  int amax_ok =
-      rs.amax_ref_nan ? isnan(amax) : (!isnan(amax) && (isinf(rs.amax_ref) ? isinf(amax) : amax_rel <= tol));
-  int c_ok;
-  if (c_dt == MXF_F32)
-    c_ok = rel_fro <= tol && rs.nonfinite_mismatch == 0;
-  else
-    c_ok = rs.codes.max_step <= 1 && rs.codes.equal >= 0.999 * (double)rs.codes.n;
-  if (row_step > 1) amax_ok = sampled_amax_ok;
-  if (c.check) pass = amax_ok && c_ok;
+  int amax_ok = row_step > 1 ? sampled_amax_ok : mxj_amax_ok(amax, rs.amax_ref, rs.amax_ref_nan, K);
+  if (c.check) pass = amax_ok && rs.c.wrong == 0;
+  const double c_equal = mxj_share(rs.c.equal, rs.checked);
 
   char devs[32];
   mxf_cli_device_str(devs, sizeof devs, c.device);
@@ -434,12 +428,16 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
     fc_json_outputs(stdout, out, outs, 2);
     if (c.check) {
       printf(", \"check\": {\"passed\": %s, \"tolerance\": %.3g, ", pass ? "true" : "false", tol);
-      if (c_dt == MXF_F32)
-        printf("\"c_rel_frobenius\": %.6g, \"c_nonfinite_mismatches\": %lld, ", rel_fro,
-               (long long)rs.nonfinite_mismatch);
-      else
-        printf("\"c_codes_equal\": %.6f, \"c_max_code_step\": %lld, ", fc_cmp_equal_share(&rs.codes),
-               fc_cmp_max_step(&rs.codes));
+      if (given) {
+        printf("\"checked_output\": ");
+        mxf_cli_json_str(stdout, given);
+        printf(", ");
+      }
+      printf("\"c_determined_equal\": %lld, \"c_undetermined_within\": %lld, \"c_wrong\": %lld, ",
+             (long long)rs.c.exact, (long long)rs.c.within, (long long)rs.c.wrong);
+      if (rs.c.wrong) printf("\"c_first_wrong\": %lld, ", (long long)rs.c.first_wrong);
+      printf("\"c_codes_equal\": %.6f, \"c_max_code_step\": %lld, ", c_equal, (long long)rs.c.max_step);
+      if (c_dt == MXF_F32) printf("\"c_rel_frobenius\": %.6g, ", rel_fro);
       printf("\"row_step\": %lld, \"checked\": %lld, \"amax_ref\": ", (long long)row_step,
              (long long)rs.checked);
       if (rs.amax_ref_nan)
@@ -455,18 +453,33 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
     printf("gemm-amax: M=%lld N=%lld K=%lld L=%lld, %s x %s scales (sf_vec %d) -> C %s\n", (long long)M,
            (long long)N, (long long)K, (long long)L, tio_dtype_name(code_dt),
            sf_want == MXF_E4M3 ? "ue4m3" : "e8m0", (int)sf_vec, tio_dtype_name(c_dt));
-    printf("  device %s, backend %s, %.3f ms\n", devs, mxf_plan_backend(plan), ms);
+    if (given)
+      printf("  c and amax read from %s (the operation did not run; plan: device %s, backend %s)\n", given,
+             devs, mxf_plan_backend(plan));
+    else
+      printf("  device %s, backend %s, %.3f ms\n", devs, mxf_plan_backend(plan), ms);
     printf("  amax = %.9g\n", (double)amax);
     if (out) printf("  wrote c %s and amax to %s\n", mxf_cli_shape_str(sh, sizeof sh, cshape, cnd), out);
     if (c.check) {
-      if (c_dt == MXF_F32)
-        printf("  check: C relative Frobenius error %.3g (limit %.3g), non-finite mismatches %lld\n", rel_fro,
-               tol, (long long)rs.nonfinite_mismatch);
-      else
-        printf(
-            "  check: C codes equal to encode(ref) %.4f%% (need >= 99.9%%), max step %s%lld (limit 1)\n",
-            100.0 * fc_cmp_equal_share(&rs.codes), rs.codes.max_step == INT64_MAX ? "NaN vs number at " : "",
-            rs.codes.max_step == INT64_MAX ? (long long)rs.codes.max_step_pos : (long long)rs.codes.max_step);
+      printf("  check: C, %lld elements: %lld determined and equal, %lld undetermined within the bound "
+             "(largest step %lld), %lld wrong\n",
+             (long long)rs.checked, (long long)rs.c.exact, (long long)rs.c.within, (long long)rs.c.max_step,
+             (long long)rs.c.wrong);
+      if (rs.c.wrong) {
+        const int64_t w = rs.c.first_wrong;
+        char at[64];
+        if (L > 1)
+          snprintf(at, sizeof at, "%lld, ", (long long)(w / (M * N)));
+        else
+          at[0] = 0;
+        printf("  check: first wrong C[%s%lld, %lld] = %.9g (code 0x%x); f64 reference %.9g ± %.3g, encoded "
+               "0x%x\n",
+               at, (long long)(w / N % M), (long long)(w % N), fc_decode(c_dt, hc, w), rs.wrong_code,
+               rs.wrong_ref.ref, rs.wrong_ref.delta, mxj_encode(c_dt, (float)rs.wrong_ref.ref));
+      }
+      printf("  check: C equal to encode(ref) %.4f%% (typical data: >= 99.9%%)", 100.0 * c_equal);
+      if (c_dt == MXF_F32) printf(", relative Frobenius error %.3g", rel_fro);
+      printf("\n");
       if (row_step > 1)
         printf("  check: amax %.9g vs %.9g, the largest |ref| of the sampled rows (must not be below it)\n",
                (double)amax, rs.amax_ref_nan ? NAN : rs.amax_ref);
@@ -497,7 +510,6 @@ done:
   free(b_pad);
   free(ra);
   free(rb);
-  free(refc);
   fc_free(&c);
   return rc;
 }

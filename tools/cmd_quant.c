@@ -9,6 +9,7 @@
 
 #include "cmd_files.h"
 #include "formats.h"
+#include "judge.h"
 
 static void quant_usage(FILE *f) {
   fprintf(f, "usage: mxfuse quantize X [--dir rows|cols|both] [--out DEST] [--device D] [--check] [--json]\n"
@@ -317,7 +318,7 @@ int mxf_cmd_dequantize(int argc, char **argv) {
       for (int64_t col = 0; col < cols; ++col) {
         uint8_t sb = dir == MXF_QUANT_ROWS ? s[r * S.t->shape[1] + col / 32] : s[(r / 32) * cols + col];
         float want = mxf_e4m3_to_f32(q[r * cols + col]) * mxf_e8m0_to_f32(sb);
-        uint32_t wb = fc_encode(ydt, want);
+        uint32_t wb = mxj_encode(ydt, want);
         uint32_t got =
             ydt == MXF_F32 ? ((const uint32_t *)hy)[r * cols + col] : ((const uint16_t *)hy)[r * cols + col];
         int same = got == wb || (mxf_f32_isnan(want) && (ydt == MXF_F32 ? (got & 0x7FFFFFFFu) > 0x7F800000u

@@ -98,13 +98,3 @@ uint8_t tu_mx_block(const float *v, int n, int64_t stride, uint8_t *codes, int64
 double tu_mx_value(uint8_t code, uint8_t s) {
   return s == 0xFF ? NAN : tu_e4m3_value(code) * ldexp(1.0, s - 127);
 }
-
-int tu_e4m3_ordinal(uint8_t code) { return (code & 0x80) ? -(int)(code & 0x7F) : (int)(code & 0x7F); }
-
-float tu_mx_inv(uint8_t b) { return b >= 254 ? 0.0f : (float)ldexp(1.0, 127 - b); }
-
-double tu_f32_sum_bound(int64_t n, double sum_abs) {
-  double m = (double)(n + 1) * 0x1p-24;
-  if (!(m < 0.5) || !isfinite(sum_abs)) return INFINITY;
-  return m / (1.0 - m) * sum_abs + (double)(n + 1) * 0x1p-149;
-}

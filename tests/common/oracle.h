@@ -31,18 +31,4 @@ uint8_t tu_mx_scale_byte(float amax);
 uint8_t tu_mx_block(const float *v, int n, int64_t stride, uint8_t *codes, int64_t code_stride);
 double tu_mx_value(uint8_t code, uint8_t s);
 
-/* The position of an e4m3 code on the number line: sign times (code & 0x7F), so that
- * neighbouring values differ by one and ±0 both sit at 0 (NaN codes land at ±127). */
-int tu_e4m3_ordinal(uint8_t code);
-
-/* The f32 multiplier 2^(127-b) of scale byte b (0 for b = 254), as SPEC §2.3 step 4. */
-float tu_mx_inv(uint8_t b);
-
-/* A bound on |f32 sum - exact sum| for n terms added in f32 in ANY order (SPEC §1.2, §2.3
- * allow any), each term an f32 product rounded at most once, given sum_abs = the exact
- * Σ|term|: γ_(n+1)·sum_abs with γ_m = m·2^-24 / (1 - m·2^-24), plus 2^-149 per rounding
- * for subnormal results. It also covers an oracle's own f64 accumulation of the same
- * terms. Returns +inf where the bound is meaningless (n too large, sum_abs not finite). */
-double tu_f32_sum_bound(int64_t n, double sum_abs);
-
 #endif

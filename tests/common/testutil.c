@@ -1,7 +1,5 @@
 #include "testutil.h"
 
-#include "formats.h"
-
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -100,27 +98,4 @@ mxf_tensor tu_tensor(void *data, mxf_dtype dtype, int ndim, const int64_t *shape
   for (int i = 0; i < ndim; ++i)
     t.shape[i] = shape[i];
   return t;
-}
-
-uint32_t tu_encode_narrow(mxf_dtype c, float x) {
-  switch (c) {
-  case MXF_F16: return mxf_f32_to_f16(x);
-  case MXF_BF16: return mxf_f32_to_bf16(x);
-  case MXF_E4M3: return mxf_f32_to_e4m3(x);
-  case MXF_E5M2: return mxf_f32_to_e5m2(x);
-  default: return mxf_f32_to_e2m1(x);
-  }
-}
-
-int64_t tu_code_ordinal(mxf_dtype c, uint32_t code, int *nan) {
-  uint32_t mag, sign;
-  *nan = 0;
-  switch (c) {
-  case MXF_F16: mag = code & 0x7FFF, sign = (code >> 15) & 1, *nan = mag > 0x7C00; break;
-  case MXF_BF16: mag = code & 0x7FFF, sign = (code >> 15) & 1, *nan = mag > 0x7F80; break;
-  case MXF_E4M3: mag = code & 0x7F, sign = (code >> 7) & 1, *nan = mag == 0x7F; break;
-  case MXF_E5M2: mag = code & 0x7F, sign = (code >> 7) & 1, *nan = mag > 0x7C; break;
-  default: mag = code & 0x7, sign = (code >> 3) & 1; break;
-  }
-  return sign ? -(int64_t)mag : (int64_t)mag;
 }

@@ -48,14 +48,6 @@ int tu_all_bytes(const void *p, size_t n, uint8_t byte);
 /* malloc that never returns NULL (aborts the test, never the library). */
 void *tu_malloc(size_t n);
 
-/* ------------------------------------------------------------ narrow C codes */
-/* The code of f32 x in a narrow C dtype (f16, bf16, e4m3, e5m2, e2m1), by the library's
- * encoders (src/formats.h): what a backend must produce for an exact accumulator. */
-uint32_t tu_encode_narrow(mxf_dtype c, float x);
-/* Position of a code of a narrow dtype on the number line (sign-magnitude -> integer; ±0
- * both 0; neighbouring codes differ by 1); *nan set for NaN codes. */
-int64_t tu_code_ordinal(mxf_dtype c, uint32_t code, int *nan);
-
 /* A tensor descriptor with C-contiguous strides (all zero). */
 mxf_tensor tu_tensor(void *data, mxf_dtype dtype, int ndim, const int64_t *shape);
 

@@ -6,11 +6,13 @@
  * runs it on the CPU backend (host tensors) and on the CUDA backend (device copies of the
  * same bytes, C and amax poisoned with 0xA5 first), and checks the CUDA result
  *   - against the f64 oracle written here (decoded values from formats.h, the SF offset
- *     from the SPEC §1.1 formula): f32 C within relative Frobenius 1e-6·sqrt(K); narrower
- *     C equal to encode(ref) or one code away, >= 99.9 % equal; amax within relative
- *     1e-6·sqrt(K), NaN exactly when ref has a NaN;
- *   - against the CPU backend: the same NaN positions, narrow codes at most one step
- *     apart, the same amax class (NaN / inf / finite);
+ *     from the SPEC §1.1 formula), every element judged by SPEC §5 through
+ *     tools/judge.h: bit for bit where no f32 summation order can change the rounding
+ *     (determined), between the codes of ref ± δ elsewhere (f32 C: within δ + ulp(ref));
+ *     narrower C >= 99.9 % equal to encode(ref); amax within relative 1e-6·sqrt(K), NaN
+ *     exactly when ref has a NaN;
+ *   - against the CPU backend: the same NaN positions, the same amax class (NaN / inf /
+ *     finite);
  *   - C's padding bytes (between rows and batches, the other nibble of e2m1) untouched.
  * Outside the exactness window (scale bytes 0, 1, 253, 254) a sanity bound replaces the
  * contract: NaN where the CPU has NaN, finite values within 1e-5·Σ|terms| of the CPU.
@@ -38,6 +40,7 @@
 
 #include "formats.h"
 #include "gpu_util.h"
+#include "judge.h"
 #include "mxfuse.h"
 #include "testutil.h"
 
@@ -58,9 +61,9 @@ typedef struct gcase {
   int accumulate;
   float prev; /* previous amax contents when accumulating */
   int special;
-  int sf_lo, sf_hi; /* e8m0 scale bytes of A drawn from [sf_lo, sf_hi] (0, 0: the default range) */
+  int sf_lo, sf_hi;   /* e8m0 scale bytes of A drawn from [sf_lo, sf_hi] (0, 0: the default range) */
   int sfb_lo, sfb_hi; /* and of B */
-  int widen;        /* widen one A row's and one B row's scale bytes (see run_all, 8.) */
+  int widen;          /* widen one A row's and one B row's scale bytes (see run_all, 8.) */
 } gcase;
 
 typedef struct gprob {
@@ -68,14 +71,14 @@ typedef struct gprob {
   int64_t kb;
   size_t a_bytes, b_bytes, c_bytes, sfa_bytes, sfb_bytes;
   uint8_t *a, *b, *sfa, *sfb;
-  double *ref;  /* (l, m, n) */
-  double *asum; /* Σ|terms| per element, for the sanity bound */
-  double *tiny; /* allowance for operands below 2^-126 (inf: one met an f32 overflow) */
+  mxj_ref *ref; /* (l, m, n): the judge's reference and bound */
+  double *asum; /* extreme scales: Σ|terms| per element, for the sanity bound */
+  double *tiny; /* extreme scales: allowance for operands below 2^-126 (inf: one met an f32 overflow) */
 } gprob;
 
 static const char *kernel_mode = "default";
 static long kernel_counts[4]; /* sm90, portable, other, refused */
-static long g_equal[MXF_DTYPE_COUNT], g_total[MXF_DTYPE_COUNT], g_relaxed[MXF_DTYPE_COUNT];
+static long g_equal[MXF_DTYPE_COUNT], g_total[MXF_DTYPE_COUNT], g_undet[MXF_DTYPE_COUNT];
 
 /* ------------------------------------------------------------ helpers */
 static int64_t rup(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
@@ -96,7 +99,8 @@ static size_t sf_size(int swz, int64_t mn, int64_t kbs, int64_t l) {
   return swz ? (size_t)(l * cdiv(mn, 128) * cdiv(kbs, 4) * 512) : (size_t)(l * mn * kbs);
 }
 
-static mxf_tensor sf_tensor(int swz, void *data, mxf_dtype dt, int64_t mn, int64_t kbs, int64_t l, int32_t dev) {
+static mxf_tensor sf_tensor(int swz, void *data, mxf_dtype dt, int64_t mn, int64_t kbs, int64_t l,
+                            int32_t dev) {
   mxf_tensor t;
   memset(&t, 0, sizeof t);
   t.data = data;
@@ -105,7 +109,8 @@ static mxf_tensor sf_tensor(int swz, void *data, mxf_dtype dt, int64_t mn, int64
   if (swz) {
     int64_t s[6] = {l, cdiv(mn, 128), cdiv(kbs, 4), 32, 4, 4};
     t.ndim = 6;
-    for (int i = 0; i < 6; ++i) t.shape[i] = s[i];
+    for (int i = 0; i < 6; ++i)
+      t.shape[i] = s[i];
   } else {
     t.ndim = 3, t.shape[0] = l, t.shape[1] = mn, t.shape[2] = kbs;
   }
@@ -127,8 +132,8 @@ static void mat_layout(tu_rng *r, int64_t rows, int64_t cols, int64_t l, int bit
   *bytes = (size_t)(((l - 1) * ls + span) * bits + 7) / 8 + 16;
 }
 
-static mxf_tensor mat_tensor(void *data, mxf_dtype dt, int64_t rows, int64_t cols, int64_t l, const int64_t s[3],
-                             int32_t dev) {
+static mxf_tensor mat_tensor(void *data, mxf_dtype dt, int64_t rows, int64_t cols, int64_t l,
+                             const int64_t s[3], int32_t dev) {
   mxf_tensor t;
   memset(&t, 0, sizeof t);
   t.data = data;
@@ -152,7 +157,9 @@ static void set_code(uint8_t *buf, mxf_dtype ab, int64_t idx, uint8_t c) {
 static double decode_ab(mxf_dtype ab, uint8_t c) {
   return ab == MXF_E4M3 ? mxf_e4m3_to_f32(c) : ab == MXF_E5M2 ? mxf_e5m2_to_f32(c) : mxf_e2m1_to_f32(c);
 }
-static double decode_sf(mxf_dtype sf, uint8_t c) { return sf == MXF_E4M3 ? mxf_e4m3_to_f32(c) : mxf_e8m0_to_f32(c); }
+static double decode_sf(mxf_dtype sf, uint8_t c) {
+  return sf == MXF_E4M3 ? mxf_e4m3_to_f32(c) : mxf_e8m0_to_f32(c);
+}
 
 /* A random finite code. */
 static uint8_t rand_code(tu_rng *r, mxf_dtype ab) {
@@ -182,8 +189,10 @@ static void fill_operand(tu_rng *r, const gcase *gc, int is_b, uint8_t *buf, siz
   memset(sf, 0xFF, sf_bytes);
   for (int64_t l = 0; l < gc->l; ++l)
     for (int64_t i = 0; i < rows; ++i) {
-      for (int64_t k = 0; k < gc->k; ++k) set_code(buf, gc->ab, l * s[2] + i * s[0] + k * s[1], rand_code(r, gc->ab));
-      for (int64_t b = 0; b < kb; ++b) sf[sf_offset(sf_swz, i, b, l, rows, kb)] = rand_scale(r, gc, is_b);
+      for (int64_t k = 0; k < gc->k; ++k)
+        set_code(buf, gc->ab, l * s[2] + i * s[0] + k * s[1], rand_code(r, gc->ab));
+      for (int64_t b = 0; b < kb; ++b)
+        sf[sf_offset(sf_swz, i, b, l, rows, kb)] = rand_scale(r, gc, is_b);
     }
 }
 
@@ -223,13 +232,15 @@ static void widen_rows(tu_rng *r, const gcase *gc, gprob *p) {
   const int64_t i = gc->m > 128 ? tu_range(r, 128, gc->m < 256 ? gc->m - 1 : 255) : 0;
   const int64_t j = gc->n > 256 ? tu_range(r, 256, gc->n < 512 ? gc->n - 1 : 511) : 0;
   p->sfa[sf_offset(gc->sfa_swz, i, tu_range(r, 0, p->kb - 1), 0, gc->m, p->kb)] = (uint8_t)(gc->sf_lo - 25);
-  p->sfb[sf_offset(gc->sfb_swz, j, tu_range(r, 0, p->kb - 1), gc->l - 1, gc->n, p->kb)] = (uint8_t)(gc->sfb_hi + 25);
+  p->sfb[sf_offset(gc->sfb_swz, j, tu_range(r, 0, p->kb - 1), gc->l - 1, gc->n, p->kb)] =
+      (uint8_t)(gc->sfb_hi + 25);
 }
 
-/* f64 oracle: ref = alpha * Σ Â·B̂, Σ|Â·B̂|, and the allowance of dequantized values
- * below 2^-126, which a GPU may round to bf16's subnormal grid or flush (SPEC §1.2):
- * each such term may be off by all of itself plus 2^-133 times the other factor. A tiny
- * value meeting an infinite (f32-overflowing) one may give NaN instead of inf: no bound. */
+/* f64 oracle: ref = alpha * Σ Â·B̂ with its bound (tools/judge.h); for extreme scales also
+ * Σ|Â·B̂| and the allowance of dequantized values below 2^-126, which a GPU may round to
+ * bf16's subnormal grid or flush (SPEC §1.2): each such term may be off by all of itself
+ * plus 2^-133 times the other factor. A tiny value meeting an infinite (f32-overflowing)
+ * one may give NaN instead of inf: no bound. */
 static void oracle(const gcase *gc, gprob *p) {
   const int64_t M = gc->m, N = gc->n, K = gc->k, L = gc->l;
   double *ad = tu_malloc(sizeof(double) * (size_t)(M * K)), *bd = tu_malloc(sizeof(double) * (size_t)(N * K));
@@ -237,27 +248,30 @@ static void oracle(const gcase *gc, gprob *p) {
   for (int64_t l = 0; l < L; ++l) {
     for (int64_t i = 0; i < M; ++i)
       for (int64_t k = 0; k < K; ++k)
-        ad[i * K + k] = decode_ab(gc->ab, get_code(p->a, gc->ab, l * p->as[2] + i * p->as[0] + k * p->as[1])) *
-                        decode_sf(gc->sf, p->sfa[sf_offset(gc->sfa_swz, i, k / gc->sf_vec, l, M, p->kb)]);
+        ad[i * K + k] =
+            decode_ab(gc->ab, get_code(p->a, gc->ab, l * p->as[2] + i * p->as[0] + k * p->as[1])) *
+            decode_sf(gc->sf, p->sfa[sf_offset(gc->sfa_swz, i, k / gc->sf_vec, l, M, p->kb)]);
     for (int64_t j = 0; j < N; ++j)
       for (int64_t k = 0; k < K; ++k)
-        bd[j * K + k] = decode_ab(gc->ab, get_code(p->b, gc->ab, l * p->bs[2] + j * p->bs[0] + k * p->bs[1])) *
-                        decode_sf(gc->sf, p->sfb[sf_offset(gc->sfb_swz, j, k / gc->sf_vec, l, N, p->kb)]);
+        bd[j * K + k] =
+            decode_ab(gc->ab, get_code(p->b, gc->ab, l * p->bs[2] + j * p->bs[0] + k * p->bs[1])) *
+            decode_sf(gc->sf, p->sfb[sf_offset(gc->sfb_swz, j, k / gc->sf_vec, l, N, p->kb)]);
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
-        double s = 0.0, sa = 0.0, st = 0.0;
+        double sa = 0.0, st = 0.0;
         const double *x = ad + i * K, *y = bd + j * K;
-        for (int64_t k = 0; k < K; ++k) {
+        for (int64_t k = 0; k < K && gc->special == SP_EXTREME; ++k) {
           double t = x[k] * y[k];
-          s += t;
           sa += fabs(t);
           const double ax = fabs(x[k]), ay = fabs(y[k]), lo = 0x1p-126, hi = 0x1.fffffep127;
           if (ax < lo || ay < lo) {
-            if ((ax < lo && ay > hi) || (ay < lo && ax > hi)) st = INFINITY;
-            else st += fabs(t) + 0x1p-133 * (ax + ay);
+            if ((ax < lo && ay > hi) || (ay < lo && ax > hi))
+              st = INFINITY;
+            else
+              st += fabs(t) + 0x1p-133 * (ax + ay);
           }
         }
-        p->ref[(l * M + i) * N + j] = alpha * s;
+        p->ref[(l * M + i) * N + j] = mxj_gemm_ref(x, y, K, alpha);
         p->asum[(l * M + i) * N + j] = fabs(alpha) * sa;
         p->tiny[(l * M + i) * N + j] = fabs(alpha) * st;
       }
@@ -266,45 +280,17 @@ static void oracle(const gcase *gc, gprob *p) {
   free(bd);
 }
 
-static uint32_t read_c(const uint8_t *buf, mxf_dtype c, int64_t idx) {
-  switch (c) {
-  case MXF_F32: {
-    uint32_t u;
-    memcpy(&u, buf + idx * 4, 4);
-    return u;
-  }
-  case MXF_F16:
-  case MXF_BF16: {
-    uint16_t h;
-    memcpy(&h, buf + idx * 2, 2);
-    return h;
-  }
-  case MXF_E2M1: return mxf_e2m1_get(buf, idx);
-  default: return buf[idx];
-  }
-}
-
-static float c_value(mxf_dtype c, uint32_t code) {
-  switch (c) {
-  case MXF_F32: return mxf_f32_from_bits(code);
-  case MXF_F16: return mxf_f16_to_f32((uint16_t)code);
-  case MXF_BF16: return mxf_bf16_to_f32((uint16_t)code);
-  case MXF_E4M3: return mxf_e4m3_to_f32((uint8_t)code);
-  case MXF_E5M2: return mxf_e5m2_to_f32((uint8_t)code);
-  default: return mxf_e2m1_to_f32((uint8_t)code);
-  }
-}
-
 static void describe(const gcase *gc, char *s, size_t n) {
   snprintf(s, n,
-           "[%s] M=%lld N=%lld K=%lld L=%lld ab=%s sf=%s/%d sfa=%s sfb=%s A=%s B=%s C=%s/%s pad=%d alpha=%g acc=%d "
+           "[%s] M=%lld N=%lld K=%lld L=%lld ab=%s sf=%s/%d sfa=%s sfb=%s A=%s B=%s C=%s/%s pad=%d alpha=%g "
+           "acc=%d "
            "prev=%g special=%d scales=[%d,%d]/[%d,%d] widen=%d",
            kernel_mode, (long long)gc->m, (long long)gc->n, (long long)gc->k, (long long)gc->l,
            mxf_dtype_name(gc->ab), mxf_dtype_name(gc->sf), gc->sf_vec, gc->sfa_swz ? "swz" : "compact",
-           gc->sfb_swz ? "swz" : "compact", gc->a_mmajor ? "m-major" : "k-major", gc->b_nmajor ? "n-major" : "k-major",
-           mxf_dtype_name(gc->c), gc->c_mmajor ? "m-major" : "n-major", gc->pad,
-           gc->use_alpha ? (double)gc->alpha : 1.0, gc->accumulate, (double)gc->prev, gc->special, gc->sf_lo, gc->sf_hi,
-           gc->sfb_lo, gc->sfb_hi, gc->widen);
+           gc->sfb_swz ? "swz" : "compact", gc->a_mmajor ? "m-major" : "k-major",
+           gc->b_nmajor ? "n-major" : "k-major", mxf_dtype_name(gc->c), gc->c_mmajor ? "m-major" : "n-major",
+           gc->pad, gc->use_alpha ? (double)gc->alpha : 1.0, gc->accumulate, (double)gc->prev, gc->special,
+           gc->sf_lo, gc->sf_hi, gc->sfb_lo, gc->sfb_hi, gc->widen);
 }
 
 /* ------------------------------------------------------------ one case */
@@ -330,7 +316,7 @@ static void run_case(tu_rng *r, const gcase *gc) {
   if (gc->special == SP_EXTREME) inject_extremes(r, gc, &p);
   if (gc->widen) widen_rows(r, gc, &p);
   const size_t nout = (size_t)(M * N * L);
-  p.ref = tu_malloc(sizeof(double) * nout);
+  p.ref = tu_malloc(sizeof(mxj_ref) * nout);
   p.asum = tu_malloc(sizeof(double) * nout);
   p.tiny = tu_malloc(sizeof(double) * nout);
   oracle(gc, &p);
@@ -413,10 +399,11 @@ static void run_case(tu_rng *r, const gcase *gc) {
 
   if (ok && gok) {
     const int extreme = gc->special == SP_EXTREME;
-    const double tol = 1e-6 * sqrt((double)(K > 0 ? K : 1));
-    double err2 = 0.0, ref2 = 0.0, ref_amax = 0.0;
+    double ref_amax = 0.0;
     int ref_nan = 0;
-    long n_equal = 0, n_total = 0, n_relaxed = 0, bad = 0, bad_cpu = 0, nan_mismatch = 0;
+    long bad = 0, nan_mismatch = 0;
+    mxj_counts jc;
+    mxj_counts_init(&jc);
     int ext_unbounded = 0;
     double ext_bound = 0.0;
     const int narrow = gc->c != MXF_F32;
@@ -426,22 +413,24 @@ static void run_case(tu_rng *r, const gcase *gc) {
     for (int64_t l = 0; l < L; ++l)
       for (int64_t i = 0; i < M; ++i)
         for (int64_t j = 0; j < N; ++j) {
-          const int64_t idx = l * p.cs[2] + i * p.cs[0] + j * p.cs[1];
+          const int64_t idx = l * p.cs[2] + i * p.cs[0] + j * p.cs[1], e = (l * M + i) * N + j;
           const int cb = c_bits(gc->c);
           if (cb == 4)
             mask[idx >> 1] |= (uint8_t)(0xF << ((idx & 1) * 4));
           else
             memset(mask + idx * cb / 8, 0xFF, (size_t)cb / 8);
-          const double ref = p.ref[(l * M + i) * N + j];
-          const float reff = (float)ref;
-          if (isnan(ref)) ref_nan = 1;
-          else if (fabs(ref) > ref_amax) ref_amax = fabs(ref);
-          const uint32_t g = read_c(c_gpu, gc->c, idx), cpu = read_c(c_cpu, gc->c, idx);
-          const float gv = c_value(gc->c, g), cv = c_value(gc->c, cpu);
-          const double tiny = p.tiny[(l * M + i) * N + j], asum = p.asum[(l * M + i) * N + j];
+          const mxj_ref *jr = &p.ref[e];
+          const double ref = jr->ref;
+          if (isnan(ref))
+            ref_nan = 1;
+          else if (fabs(ref) > ref_amax)
+            ref_amax = fabs(ref);
+          const uint32_t g = mxj_code_at(gc->c, c_gpu, idx), cpu = mxj_code_at(gc->c, c_cpu, idx);
+          const float gv = mxj_decode(gc->c, g), cv = mxj_decode(gc->c, cpu);
           if (extreme) {
             /* no bound where a tiny value meets an overflowing one, or where f32 partial
              * sums may overflow (their order then decides between inf, -inf and NaN) */
+            const double tiny = p.tiny[e], asum = p.asum[e];
             if (isinf(tiny) || asum > 1e37) {
               ext_unbounded = 1;
               continue;
@@ -457,57 +446,16 @@ static void run_case(tu_rng *r, const gcase *gc) {
           if (extreme) {
             /* sanity only: finite results near the CPU's, infinities where sums are huge */
             if (isnan(gv)) continue;
-            const double bound = 1e-5 * asum + tiny + 1e-30 * (double)K;
+            const double bound = 1e-5 * p.asum[e] + p.tiny[e] + 1e-30 * (double)K;
             const int fine = (isinf(gv) || isinf(cv)) ? gv == cv : fabs((double)gv - (double)cv) <= bound;
             if (!fine && ++bad <= 5)
-              printf("  extreme-scale mismatch at (%lld,%lld,%lld): gpu %g cpu %g\n", (long long)i, (long long)j,
-                     (long long)l, (double)gv, (double)cv);
+              printf("  extreme-scale mismatch at (%lld,%lld,%lld): gpu %g cpu %g\n", (long long)i,
+                     (long long)j, (long long)l, (double)gv, (double)cv);
             continue;
           }
-          if (!narrow) {
-            if (isnan(ref) || isinf(ref)) {
-              if (!(isnan(ref) ? isnan(gv) : gv == reff) && ++bad <= 5)
-                printf("  special mismatch at (%lld,%lld,%lld): gpu %g ref %g\n", (long long)i, (long long)j,
-                       (long long)l, (double)gv, ref);
-            } else {
-              err2 += ((double)gv - ref) * ((double)gv - ref);
-              ref2 += ref * ref;
-            }
-          } else {
-            int nan_g, nan_c, nan_r;
-            const uint32_t want = tu_encode_narrow(gc->c, reff);
-            int64_t og = tu_code_ordinal(gc->c, g, &nan_g), oc = tu_code_ordinal(gc->c, cpu, &nan_c),
-                    orf = tu_code_ordinal(gc->c, want, &nan_r);
-            ++n_total;
-            if (nan_g || nan_r) {
-              if (nan_g == nan_r) ++n_equal;
-              else if (++bad <= 5)
-                printf("  NaN code mismatch at (%lld,%lld,%lld): gpu 0x%x want 0x%x\n", (long long)i, (long long)j,
-                       (long long)l, g, want);
-              continue;
-            }
-            if (og == orf) ++n_equal;
-            /* heavy cancellation: f32 accumulation in any order (tensor cores may truncate:
-             * 2^-23 per step) is only within eb = (K+1)·2^-23·Σ|terms| of ref; where that
-             * interval spans more than two codes, check against the interval's codes */
-            const double eb = (double)(K + 1) * 0x1p-23 * asum;
-            int n1, n2;
-            const int64_t olo = tu_code_ordinal(gc->c, tu_encode_narrow(gc->c, (float)(ref - eb)), &n1),
-                          ohi = tu_code_ordinal(gc->c, tu_encode_narrow(gc->c, (float)(ref + eb)), &n2);
-            if (ohi - olo > 1) {
-              ++n_relaxed;
-              if ((og < olo - 1 || og > ohi + 1) && ++bad <= 5)
-                printf("  code outside the f32 accumulation interval at (%lld,%lld,%lld): gpu 0x%x\n", (long long)i,
-                       (long long)j, (long long)l, g);
-              continue;
-            }
-            if (llabs(og - orf) > 1 && ++bad <= 5)
-              printf("  code mismatch at (%lld,%lld,%lld): gpu 0x%x want 0x%x (ref %.9g)\n", (long long)i,
-                     (long long)j, (long long)l, g, want, ref);
-            if (!nan_c && llabs(og - oc) > 1 && ohi - olo <= 1 && ++bad_cpu <= 5)
-              printf("  gpu/cpu code distance > 1 at (%lld,%lld,%lld): gpu 0x%x cpu 0x%x\n", (long long)i,
-                     (long long)j, (long long)l, g, cpu);
-          }
+          if (mxj_gemm_judge(gc->c, jr, g, &jc, e) == MXJ_WRONG && jc.wrong <= 5)
+            printf("  wrong at (%lld,%lld,%lld): gpu 0x%x (cpu 0x%x), f64 reference %.9g, bound %.3g\n",
+                   (long long)i, (long long)j, (long long)l, g, cpu, ref, jr->delta);
         }
     long pad_bad = 0;
     for (size_t b = 0; b < p.c_bytes; ++b)
@@ -515,19 +463,16 @@ static void run_case(tu_rng *r, const gcase *gc) {
     free(mask);
 
     TU_CHECK(nan_mismatch == 0, "%ld NaN positions differ from the CPU backend: %s", nan_mismatch, what);
-    TU_CHECK(bad == 0, "%ld elements off: %s", bad, what);
-    TU_CHECK(bad_cpu == 0, "%ld elements more than one code from the CPU backend: %s", bad_cpu, what);
+    TU_CHECK(bad == 0, "%ld elements off the sanity bound: %s", bad, what);
+    TU_CHECK(jc.wrong == 0, "%lld elements wrong by SPEC section 5: %s", (long long)jc.wrong, what);
     TU_CHECK(pad_bad == 0, "%ld padding bytes of C were written: %s", pad_bad, what);
-    if (!extreme && !narrow) {
-      double rel = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
-      TU_CHECK(rel <= tol, "f32 C relative Frobenius error %.3g > %.3g: %s", rel, tol, what);
-    }
+    const long n_total = (long)mxj_counts_total(&jc), n_equal = (long)jc.equal;
     if (!extreme && narrow && n_total > 0) {
       /* SPEC's >= 99.9 % is a rate, checked per C dtype over the whole run in main();
        * one case only has to be close to it */
       TU_CHECK(n_total - n_equal <= 2 + n_total / 100, "only %ld of %ld codes equal encode(ref): %s", n_equal,
                n_total, what);
-      g_equal[gc->c] += n_equal, g_total[gc->c] += n_total, g_relaxed[gc->c] += n_relaxed;
+      g_equal[gc->c] += n_equal, g_total[gc->c] += n_total, g_undet[gc->c] += (long)jc.within;
     }
     /* amax */
     const int prev_nan = gc->accumulate && isnan(gc->prev);
@@ -542,14 +487,10 @@ static void run_case(tu_rng *r, const gcase *gc) {
                      ? amax_gpu == amax_cpu
                      : fabs((double)amax_gpu - (double)amax_cpu) <= ext_bound + 1e-30 * (double)K,
                  "amax gpu %g vs cpu %g: %s", (double)amax_gpu, (double)amax_cpu, what);
-    } else if (want_nan) {
-      TU_CHECK(isnan(amax_gpu), "amax %g; expected NaN: %s", (double)amax_gpu, what);
     } else {
-      TU_CHECK(!isnan(amax_gpu) && amax_gpu >= 0 &&
-                   (isinf(want_amax) ? (double)amax_gpu == want_amax
-                                     : fabs((double)amax_gpu - want_amax) <= tol * want_amax),
-               "amax %.9g; expected %.9g: %s", (double)amax_gpu, want_amax, what);
-      TU_CHECK(!signbit(amax_gpu), "amax is -0 or negative: %s", what);
+      TU_CHECK(mxj_amax_ok(amax_gpu, want_amax, want_nan, K) && (want_nan || amax_gpu >= 0),
+               "amax %.9g; expected %.9g%s: %s", (double)amax_gpu, want_amax, want_nan ? " (NaN)" : "", what);
+      if (!want_nan) TU_CHECK(!signbit(amax_gpu), "amax is -0 or negative: %s", what);
     }
   }
 
@@ -614,8 +555,9 @@ static void run_all(tu_rng *r, int small) {
       run_case(r, &gc);
     }
   /* 2. the named shapes, each format, f32 and bf16 C */
-  static const int64_t shapes[][4] = {{300, 200, 96, 1}, {1, 4096, 1024, 1}, {77, 45, 33, 3}, {129, 257, 64, 2},
-                                      {128, 128, 32, 1}, {5, 3, 34, 1},       {260, 9, 130, 3}};
+  static const int64_t shapes[][4] = {{300, 200, 96, 1}, {1, 4096, 1024, 1}, {77, 45, 33, 3},
+                                      {129, 257, 64, 2}, {128, 128, 32, 1},  {5, 3, 34, 1},
+                                      {260, 9, 130, 3}};
   const int nshapes = small ? 0 : (int)(sizeof shapes / sizeof shapes[0]);
   for (int si = 0; si < nshapes; ++si)
     for (int fi = 0; fi < N_FORMATS; ++fi)
@@ -627,8 +569,8 @@ static void run_all(tu_rng *r, int small) {
       }
   /* 3. layouts exhaustively for MXFP8 on one odd shape */
   for (int lay = 0; lay < 16; lay += small ? 3 : 1) {
-    gcase gc = random_case(r, &k_formats[lay & 1], lay & 8 ? MXF_BF16 : MXF_F32, small ? 37 : 133, small ? 29 : 71,
-                           small ? 45 : 97, 2);
+    gcase gc = random_case(r, &k_formats[lay & 1], lay & 8 ? MXF_BF16 : MXF_F32, small ? 37 : 133,
+                           small ? 29 : 71, small ? 45 : 97, 2);
     gc.a_mmajor = (lay >> 1) & 1;
     gc.b_nmajor = (lay >> 2) & 1;
     gc.c_mmajor = (lay >> 3) & 1;
@@ -642,8 +584,9 @@ static void run_all(tu_rng *r, int small) {
     for (int sp = SP_NANINF; sp <= SP_EXTREME; ++sp) {
       const fmt *f = &k_formats[fi];
       if (sp == SP_EXTREME && f->sf != MXF_E8M0) continue;
-      gcase gc = random_case(r, f, tu_range(r, 0, 1) ? MXF_F32 : k_cdtypes[tu_range(r, 1, 5)], tu_range(r, 1, 90),
-                             tu_range(r, 1, 90), even_if(tu_range(r, 1, 100), f), tu_range(r, 1, 2));
+      gcase gc =
+          random_case(r, f, tu_range(r, 0, 1) ? MXF_F32 : k_cdtypes[tu_range(r, 1, 5)], tu_range(r, 1, 90),
+                      tu_range(r, 1, 90), even_if(tu_range(r, 1, 100), f), tu_range(r, 1, 2));
       gc.special = sp;
       if (sp == SP_EXTREME) gc.c = MXF_F32, gc.c_mmajor = 0;
       run_case(r, &gc);
@@ -694,8 +637,8 @@ static void run_all(tu_rng *r, int small) {
    * some tiles take the element-wise path between ring-stored ones. f32 C (through the
    * warps' own staging) on the same shapes */
   if (!small) {
-    static const int64_t multi[][4] = {{1024, 8192, 96, 1},  {2048, 4096, 320, 1}, {1280, 2304, 200, 3},
-                                       {1024, 8192, 96, 1},  {2048, 4096, 192, 1}, {1280, 2304, 320, 2}};
+    static const int64_t multi[][4] = {{1024, 8192, 96, 1}, {2048, 4096, 320, 1}, {1280, 2304, 200, 3},
+                                       {1024, 8192, 96, 1}, {2048, 4096, 192, 1}, {1280, 2304, 320, 2}};
     static const mxf_dtype multi_c[] = {MXF_BF16, MXF_BF16, MXF_F16, MXF_F32, MXF_F32, MXF_F32};
     for (int si = 0; si < (int)(sizeof multi_c / sizeof multi_c[0]); ++si) {
       gcase gc = random_case(r, &k_formats[si % 3 == 1 ? 2 : 0], multi_c[si], multi[si][0], multi[si][1],
@@ -716,15 +659,16 @@ static void run_all(tu_rng *r, int small) {
       {124, 131, 124, 131}, {70, 77, 176, 183}, {44, 51, 200, 207}, {184, 191, 66, 73}, {190, 197, 58, 65}};
   for (int fi = 0; fi < 2; ++fi)
     for (int ri = 0; ri < 5; ri += small ? 4 : 1) {
-      gcase gc = random_case(r, &k_formats[fi], ri & 1 ? MXF_F32 : MXF_BF16, small ? 200 : 300, small ? 300 : 600,
-                             small ? 64 : 256, 2);
+      gcase gc = random_case(r, &k_formats[fi], ri & 1 ? MXF_F32 : MXF_BF16, small ? 200 : 300,
+                             small ? 300 : 600, small ? 64 : 256, 2);
       gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
-      gc.sf_lo = ranges[ri][0], gc.sf_hi = ranges[ri][1], gc.sfb_lo = ranges[ri][2], gc.sfb_hi = ranges[ri][3];
+      gc.sf_lo = ranges[ri][0], gc.sf_hi = ranges[ri][1], gc.sfb_lo = ranges[ri][2],
+      gc.sfb_hi = ranges[ri][3];
       gc.widen = ri == 0;
       run_case(r, &gc);
     }
   /* 7. amax accumulate with each kind of previous value */
-  static const uint32_t prevs[] = {0xBF800000u /* -1 */, 0x80000000u /* -0 */, 0x7FC00000u /* NaN */,
+  static const uint32_t prevs[] = {0xBF800000u /* -1 */,   0x80000000u /* -0 */,  0x7FC00000u /* NaN */,
                                    0x7149F2CAu /* 1e30 */, 0x3F000000u /* 0.5 */, 0x7F800000u /* inf */};
   for (int i = 0; i < 6; i += small ? 2 : 1) {
     gcase gc = random_case(r, &k_formats[i % N_FORMATS], MXF_F32, 33, 65, 64, 1);
@@ -782,10 +726,10 @@ int main(void) {
   for (int ci = 1; ci < 6; ++ci) {
     const mxf_dtype c = k_cdtypes[ci];
     if (g_total[c] == 0) continue;
-    printf("C %s: %ld of %ld codes equal encode(ref) (%ld ill-conditioned, checked against their interval)\n",
-           mxf_dtype_name(c), g_equal[c], g_total[c], g_relaxed[c]);
-    TU_CHECK((double)g_equal[c] >= 0.999 * (double)g_total[c], "C %s: only %ld of %ld codes equal encode(ref)",
-             mxf_dtype_name(c), g_equal[c], g_total[c]);
+    printf("C %s: %ld of %ld codes equal encode(ref) (%ld undetermined, within the bound)\n",
+           mxf_dtype_name(c), g_equal[c], g_total[c], g_undet[c]);
+    TU_CHECK((double)g_equal[c] >= 0.999 * (double)g_total[c],
+             "C %s: only %ld of %ld codes equal encode(ref)", mxf_dtype_name(c), g_equal[c], g_total[c]);
   }
   printf("kernels used: cuda/sm90 %ld, cuda/portable %ld, other %ld, refused %ld\n", kernel_counts[0],
          kernel_counts[1], kernel_counts[2], kernel_counts[3]);

@@ -5,19 +5,15 @@
  * Each case builds one random problem on the host (seed printed; replay with MXF_SEED),
  * runs it on the CPU backend and on the CUDA backend (device copies of the same bytes,
  * outputs poisoned with 0xA5, guard bytes after each output), and checks per direction:
- *   - integer data (small integers, power-of-two scales: every f32 sum is exact in any
- *     order): codes and scale bytes identical to the CPU backend;
- *   - random data: >= 99.9 % of scale bytes and >= 99 % of codes identical; where the
- *     block scales agree every code at most one e4m3 step away, where they differ the
- *     dequantized values within one step of the coarser scale (a bf16 staging rounding
- *     flipped by another summation order moves a block amax across a power of two);
- *     RoPE outputs near cancellation (p*c ~ q*s) may move further after such a flip:
- *     excused when within 2^-5 of the largest value of their (t, h) row, and rare;
- *   - the cuDNN criterion against the f64 oracle (y in f64 -> f32 -> steps 2-3 of SPEC
- *     §2.3) on up to 384 sampled tokens: >= 95 % of dequantized values within
+ *   - against the f64 reference of SPEC §2.3 (tools/judge.h) on every 32-token block,
+ *     or on 12 random ones and the last when T > 512: every determined block (no f32
+ *     summation order can change its staged values) equal bit for bit (SPEC §5), and on
+ *     random data the cuDNN criterion, >= 95 % of dequantized values within
  *     0.1 + 0.1 |ref|;
- *   - NaN / inf injected into x (and a NaN x scale on the MXFP8 path): the same codes as
- *     the CPU backend (propagation does not depend on summation order);
+ *   - against the CPU backend on every byte: integer data (small integers, power-of-two
+ *     scales: every f32 sum is exact in any order) and NaN / inf injected into x (and a
+ *     NaN x scale on the MXFP8 path; propagation does not depend on summation order)
+ *     identical; random data >= 99.9 % of scale bytes and >= 99 % of codes identical;
  *   - guard bytes after every output untouched.
  * Coverage: T in {1, 31, 32, 130, 2048, 4096}, bf16 and MXFP8 inputs, out-in and in-out
  * weights, D = 192 (nope 128 + rope 64) and D = 96 (64 + 32), the fp32 epilogue, K not a
@@ -34,6 +30,7 @@
 
 #include "formats.h"
 #include "gpu_util.h"
+#include "judge.h"
 #include "mxfuse.h"
 #include "testutil.h"
 
@@ -51,7 +48,6 @@ typedef struct pin {
   uint8_t *x, *w, *xs, *ws; /* as the library reads them (bf16 as uint16 bytes) */
   uint16_t *cosv, *sinv;
   size_t xb, wb, xsb, wsb, csb;
-  float *xh, *wh; /* decoded x (T, K), w (N, K) */
 } pin;
 
 typedef struct pout {
@@ -71,8 +67,6 @@ static uint16_t bf16_of(float v) { return mxf_f32_to_bf16(v); }
 static void gen_inputs(tu_rng *r, const pcase *c, pin *in) {
   const int64_t T = c->t, K = c->k, N = c->h * c->d;
   memset(in, 0, sizeof *in);
-  in->xh = tu_malloc(sizeof(float) * (size_t)(T * K));
-  in->wh = tu_malloc(sizeof(float) * (size_t)(N * K));
   const double wsd = 1.0 / sqrt((double)K);
   if (!c->mx) {
     in->xb = (size_t)(T * K) * 2, in->wb = (size_t)(N * K) * 2;
@@ -84,14 +78,11 @@ static void gen_inputs(tu_rng *r, const pcase *c, pin *in) {
         v = k3 == 0 ? NAN : k3 == 1 ? -NAN : -INFINITY;
       }
       x[i] = bf16_of(v);
-      in->xh[i] = mxf_bf16_to_f32(x[i]);
     }
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k) {
         const float v = c->data != DATA_RANDOM ? (float)tu_range(r, -4, 4) : (float)(tu_normal(r) * wsd);
-        const uint16_t b = bf16_of(v);
-        w[c->out_in ? n * K + k : k * N + n] = b;
-        in->wh[n * K + k] = mxf_bf16_to_f32(b);
+        w[c->out_in ? n * K + k : k * N + n] = bf16_of(v);
       }
     in->x = (uint8_t *)x, in->w = (uint8_t *)w;
   } else {
@@ -115,15 +106,11 @@ static void gen_inputs(tu_rng *r, const pcase *c, pin *in) {
         uint8_t code = mxf_f32_to_e4m3(v);
         if (c->data == DATA_NANINF && tu_u32(r) % 5000u == 0) code = 0x7F;
         in->x[t * K + k] = code;
-        in->xh[t * K + k] = mxf_e4m3_to_f32(code) * mxf_e8m0_to_f32(in->xs[t * KB + k / 32]);
       }
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k) {
         const float v = c->data != DATA_RANDOM ? (float)tu_range(r, -4, 4) : (float)(tu_normal(r) * 16.0);
-        const uint8_t code = mxf_f32_to_e4m3(v);
-        const uint8_t s = c->out_in ? in->ws[n * KB + k / 32] : in->ws[(k / 32) * N + n];
-        in->w[c->out_in ? n * K + k : k * N + n] = code;
-        in->wh[n * K + k] = mxf_e4m3_to_f32(code) * mxf_e8m0_to_f32(s);
+        in->w[c->out_in ? n * K + k : k * N + n] = mxf_f32_to_e4m3(v);
       }
   }
   in->csb = (size_t)(T * c->rope) * 2;
@@ -136,14 +123,15 @@ static void gen_inputs(tu_rng *r, const pcase *c, pin *in) {
 }
 
 static void free_inputs(pin *in) {
-  free(in->x), free(in->w), free(in->xs), free(in->ws), free(in->cosv), free(in->sinv), free(in->xh), free(in->wh);
+  free(in->x), free(in->w), free(in->xs), free(in->ws), free(in->cosv), free(in->sinv);
 }
 
 /* ------------------------------------------------------------ running */
 /* Runs on `dev` with the given (host or device) pointers; returns the status and the
  * kernel name of the plan. */
-static mxf_status run_proj(const pcase *c, int32_t dev, const void *x, const void *w, const void *xs, const void *ws,
-                           const void *cosv, const void *sinv, const pout *o, char *kernel, size_t kernel_len) {
+static mxf_status run_proj(const pcase *c, int32_t dev, const void *x, const void *w, const void *xs,
+                           const void *ws, const void *cosv, const void *sinv, const pout *o, char *kernel,
+                           size_t kernel_len) {
   const int64_t T = c->t, K = c->k, N = c->h * c->d;
   int64_t sx[2] = {T, K}, sxs[2] = {T, K / 32};
   int64_t sw[2] = {c->out_in ? N : K, c->out_in ? K : N};
@@ -165,9 +153,10 @@ static mxf_status run_proj(const pcase *c, int32_t dev, const void *x, const voi
   d.out_scales_row = tu_tensor(o->s_row, MXF_E8M0, 3, ssr);
   d.out_col = tu_tensor(o->q_col, MXF_E4M3, 3, so);
   d.out_scales_col = tu_tensor(o->s_col, MXF_E8M0, 3, ssc);
-  mxf_tensor *all[] = {&d.x, &d.w, &d.x_scale, &d.w_scale, &d.cos, &d.sin,
-                       &d.out_row, &d.out_scales_row, &d.out_col, &d.out_scales_col};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i) all[i]->device = dev;
+  mxf_tensor *all[] = {&d.x,   &d.w,       &d.x_scale,        &d.w_scale, &d.cos,
+                       &d.sin, &d.out_row, &d.out_scales_row, &d.out_col, &d.out_scales_col};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; ++i)
+    all[i]->device = dev;
   d.flags = (c->out_in ? MXF_PROJ_W_OUT_IN : 0u) | (c->fp32 ? MXF_PROJ_FP32_EPILOGUE : 0u);
   mxf_plan *plan = NULL;
   mxf_status st = mxf_proj_rope_plan(&plan, &d);
@@ -188,123 +177,39 @@ static mxf_status run_proj(const pcase *c, int32_t dev, const void *x, const voi
   return st;
 }
 
-/* ------------------------------------------------------------ oracle (sampled tokens) */
-/* SPEC §2.3 steps 1-3 for token t: out[h*D + d], f32. */
-static void oracle_token(const pcase *c, const pin *in, int64_t t, float *out) {
-  const int64_t K = c->k, N = c->h * c->d, D = c->d, rope = c->rope, nope = D - rope, half = rope / 2;
-  float *y = tu_malloc(sizeof(float) * (size_t)N);
-  for (int64_t n = 0; n < N; ++n) {
-    double acc = 0.0;
-    for (int64_t k = 0; k < K; ++k) acc += (double)in->xh[t * K + k] * (double)in->wh[n * K + k];
-    const float f = (float)acc;
-    y[n] = c->fp32 ? f : mxf_round_bf16(f);
-  }
-  for (int64_t h = 0; h < c->h; ++h) {
-    const float *yh = y + h * D;
-    float *oh = out + h * D;
-    for (int64_t d = 0; d < nope; ++d) oh[d] = yh[d];
-    for (int64_t j = 0; j < half; ++j) {
-      const float p = yh[nope + 2 * j], q = yh[nope + 2 * j + 1];
-      const float c0 = mxf_bf16_to_f32(in->cosv[t * rope + j]), s0 = mxf_bf16_to_f32(in->sinv[t * rope + j]);
-      const float c1 = mxf_bf16_to_f32(in->cosv[t * rope + half + j]);
-      const float s1 = mxf_bf16_to_f32(in->sinv[t * rope + half + j]);
-      const float pc = p * c0, qs = q * s0, ps = p * s1, qc = q * c1;
-      oh[nope + j] = pc - qs;
-      oh[nope + half + j] = ps + qc;
-    }
-  }
-  free(y);
-}
-
 /* ------------------------------------------------------------ comparison */
-static int code_index(uint8_t c) { return (c & 0x80) ? -(int)(c & 0x7F) : (int)(c & 0x7F); }
-static int code_nan(uint8_t c) { return (c & 0x7F) == 0x7F; }
-static double deq(uint8_t code, uint8_t s) {
-  if (s == 0xFF || code_nan(code)) return NAN;
-  return (double)mxf_e4m3_to_f32(code) * ldexp(1.0, s - 127);
-}
-
-static void compare_dir(const pcase *c, const char *tag, const char *dir, int col, const pout *g, const pout *w,
-                        const int64_t *samples, int nsamp, const float *ref) {
-  const int64_t T = c->t, H = c->h, D = c->d, N = H * D;
+/* One direction of the CUDA result g: jc is its verdict against the f64 reference on the
+ * sampled token blocks; w is the CPU backend's result, compared on every byte. */
+static void compare_dir(const pcase *c, const char *tag, const char *dir, int col, const pout *g,
+                        const pout *w, const mxj_proj_counts *jc) {
   const uint8_t *gq = col ? g->q_col : g->q_row, *wq = col ? w->q_col : w->q_row;
   const uint8_t *gs = col ? g->s_col : g->s_row, *wsc = col ? w->s_col : w->s_row;
   const int64_t ns = col ? n_scol(c) : n_srow(c), nq = n_out(c);
-  int64_t s_bad = 0, q_bad = 0, far = 0, first_far = -1, excused = 0;
-  for (int64_t i = 0; i < ns; ++i) s_bad += gs[i] != wsc[i];
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t n = 0; n < N; ++n) {
-      const int64_t i = t * N + n;
-      const int64_t si = col ? (t / 32) * N + n : (t * H + n / D) * (D / 32) + (n % D) / 32;
-      if (gq[i] == wq[i]) continue;
-      ++q_bad;
-      int ok;
-      if (code_nan(gq[i]) || code_nan(wq[i]) || gs[si] == 0xFF || wsc[si] == 0xFF) {
-        ok = 0;
-      } else if (gs[si] == wsc[si]) {
-        ok = abs(code_index(gq[i]) - code_index(wq[i])) <= 1;
-      } else {
-        /* one step of the coarser scale, relative 1/8 for normal codes, 2^-9 absolute */
-        const int smax = gs[si] > wsc[si] ? gs[si] : wsc[si];
-        const double a = deq(gq[i], gs[si]), b = deq(wq[i], wsc[si]);
-        const double step = ldexp(1.0, smax - 127 - 9);
-        ok = abs((int)gs[si] - (int)wsc[si]) == 1 && fabs(a - b) <= 0.125 * fmax(fabs(a), fabs(b)) + step;
-      }
-      if (!ok && (n % D) >= D - c->rope && !code_nan(gq[i]) && !code_nan(wq[i]) && gs[si] != 0xFF &&
-          wsc[si] != 0xFF) {
-        /* a RoPE output p*c - q*s near cancellation: one bf16 ulp of a staged p or q (a
-         * flip under another summation order) moves it by up to 2^-7 (|p| + |q|), which
-         * can be many e4m3 steps of a small result. Excused when the difference is within
-         * 2^-5 of the largest value of the (t, h) row, and rare. */
-        const int64_t hh = n / D;
-        double rmax = 0.0;
-        for (int64_t dd = 0; dd < D; ++dd) {
-          const int64_t ri = t * N + hh * D + dd;
-          const double v = fabs(deq(w->q_row[ri], w->s_row[(t * H + hh) * (D / 32) + dd / 32]));
-          if (v > rmax) rmax = v;
-        }
-        const double a = deq(gq[i], gs[si]), b = deq(wq[i], wsc[si]);
-        if (fabs(a - b) <= ldexp(rmax, -5)) {
-          ++excused;
-          ok = 1;
-        }
-      }
-      if (!ok) {
-        if (first_far < 0) first_far = i;
-        ++far;
-      }
-    }
+  int64_t s_bad = 0, q_bad = 0;
+  for (int64_t i = 0; i < ns; ++i)
+    s_bad += gs[i] != wsc[i];
+  for (int64_t i = 0; i < nq; ++i)
+    q_bad += gq[i] != wq[i];
   if (c->data != DATA_RANDOM) {
-    TU_CHECK(s_bad == 0 && q_bad == 0, "%s %s: exact data: %lld scale bytes, %lld codes differ from the cpu backend",
-             tag, dir, (long long)s_bad, (long long)q_bad);
+    TU_CHECK(s_bad == 0 && q_bad == 0,
+             "%s %s: exact data: %lld scale bytes, %lld codes differ from the cpu backend", tag, dir,
+             (long long)s_bad, (long long)q_bad);
   } else {
     /* tiny outputs: one flipped block is allowed (0.1 % of fewer than 1000 blocks is < 1) */
-    TU_CHECK((double)s_bad <= 0.001 * (double)ns || s_bad <= 1, "%s %s: %lld of %lld scale bytes differ (> 0.1 %%)",
-             tag, dir, (long long)s_bad, (long long)ns);
-    TU_CHECK((double)q_bad <= 0.01 * (double)nq || q_bad <= 32, "%s %s: %lld of %lld codes differ (> 1 %%)", tag, dir,
-             (long long)q_bad, (long long)nq);
+    TU_CHECK((double)s_bad <= 0.001 * (double)ns || s_bad <= 1,
+             "%s %s: %lld of %lld scale bytes differ (> 0.1 %%)", tag, dir, (long long)s_bad, (long long)ns);
+    TU_CHECK((double)q_bad <= 0.01 * (double)nq || q_bad <= 32, "%s %s: %lld of %lld codes differ (> 1 %%)",
+             tag, dir, (long long)q_bad, (long long)nq);
+    TU_CHECK(mxj_cudnn_ok(jc), "%s %s: cuDNN criterion: %lld of %lld within 0.1 + 0.1|ref|", tag, dir,
+             (long long)jc->close, (long long)jc->close_n);
   }
-  TU_CHECK((double)excused <= 1e-4 * (double)nq + 8, "%s %s: %lld RoPE codes near cancellation differ (too many)", tag,
-           dir, (long long)excused);
-  TU_CHECK(far == 0, "%s %s: %lld codes more than one step away; first at %lld: gpu 0x%02x cpu 0x%02x", tag, dir,
-           (long long)far, (long long)first_far, first_far >= 0 ? gq[first_far] : 0, first_far >= 0 ? wq[first_far] : 0);
-
-  if (c->data != DATA_RANDOM || !ref) return;
-  int64_t within = 0, total = 0;
-  for (int si = 0; si < nsamp; ++si) {
-    const int64_t t = samples[si];
-    for (int64_t n = 0; n < N; ++n) {
-      const double rv = ref[(int64_t)si * N + n];
-      if (!isfinite(rv)) continue;
-      const int64_t i = t * N + n;
-      const int64_t sidx = col ? (t / 32) * N + n : (t * H + n / D) * (D / 32) + (n % D) / 32;
-      const double v = deq(gq[i], gs[sidx]);
-      ++total;
-      within += fabs(v - rv) <= 0.1 + 0.1 * fabs(rv);
-    }
-  }
-  TU_CHECK(total == 0 || within >= 0.95 * (double)total, "%s %s: cuDNN criterion: %lld of %lld within 0.1 + 0.1|ref|",
-           tag, dir, (long long)within, (long long)total);
+  const int64_t fw = jc->blocks.first_wrong;
+  TU_CHECK(jc->blocks.wrong == 0,
+           "%s %s: %lld of %lld determined blocks differ from the f64 reference; first: block %lld (scale "
+           "byte gpu "
+           "%u)",
+           tag, dir, (long long)jc->blocks.wrong, (long long)(jc->blocks.exact + jc->blocks.wrong),
+           (long long)fw, jc->blocks.wrong ? gs[fw] : 0u);
 }
 
 /* ------------------------------------------------------------ one case */
@@ -316,11 +221,13 @@ static void *dev_copy_shifted(const void *h, size_t n, int shift, size_t elem) {
 
 static void run_case(tu_rng *r, const pcase *c) {
   char tag[200];
-  snprintf(tag, sizeof tag, "T=%lld K=%lld H=%lld D=%lld rope=%lld %s %s%s%s%s%s", (long long)c->t, (long long)c->k,
-           (long long)c->h, (long long)c->d, (long long)c->rope, c->mx ? "mxfp8" : "bf16",
+  snprintf(tag, sizeof tag, "T=%lld K=%lld H=%lld D=%lld rope=%lld %s %s%s%s%s%s", (long long)c->t,
+           (long long)c->k, (long long)c->h, (long long)c->d, (long long)c->rope, c->mx ? "mxfp8" : "bf16",
            c->out_in ? "out-in" : "in-out", c->fp32 ? " fp32-epilogue" : "",
-           c->data == DATA_INT ? " int-data" : c->data == DATA_NANINF ? " nan/inf" : "", c->shift ? " shifted" : "",
-           c->oshift ? " misaligned-outputs" : "");
+           c->data == DATA_INT      ? " int-data"
+           : c->data == DATA_NANINF ? " nan/inf"
+                                    : "",
+           c->shift ? " shifted" : "", c->oshift ? " misaligned-outputs" : "");
   pin in;
   gen_inputs(r, c, &in);
   const int64_t nq = n_out(c), nsr = n_srow(c), nsc = n_scol(c);
@@ -328,26 +235,49 @@ static void run_case(tu_rng *r, const pcase *c) {
   want.q_row = tu_malloc((size_t)nq), want.q_col = tu_malloc((size_t)nq);
   want.s_row = tu_malloc((size_t)nsr), want.s_col = tu_malloc((size_t)nsc);
   char kname[64];
-  mxf_status st = run_proj(c, MXF_DEVICE_CPU, in.x, in.w, in.xs, in.ws, in.cosv, in.sinv, &want, kname, sizeof kname);
+  mxf_status st =
+      run_proj(c, MXF_DEVICE_CPU, in.x, in.w, in.xs, in.ws, in.cosv, in.sinv, &want, kname, sizeof kname);
   if (!TU_CHECK(st == MXF_OK, "%s: cpu status %s (%s)", tag, mxf_status_string(st), mxf_last_error())) {
     free_inputs(&in);
     return;
   }
-  /* oracle on sampled tokens */
-  int nsamp = c->t < 384 ? (int)c->t : 384;
-  int64_t *samples = tu_malloc(sizeof(int64_t) * (size_t)nsamp);
-  for (int i = 0; i < nsamp; ++i) samples[i] = c->t <= 384 ? i : tu_range(r, 0, c->t - 1);
-  float *ref = NULL;
-  if (c->data == DATA_RANDOM) {
-    ref = tu_malloc(sizeof(float) * (size_t)nsamp * (size_t)(c->h * c->d));
-    for (int i = 0; i < nsamp; ++i) oracle_token(c, &in, samples[i], ref + (int64_t)i * c->h * c->d);
+  /* the f64 reference on every token block, or on 12 random ones and the last */
+  const int64_t TB = (c->t + 31) / 32;
+  uint8_t *tb_sel = tu_malloc((size_t)TB);
+  for (int64_t tb = 0; tb < TB; ++tb)
+    tb_sel[tb] = TB <= 16;
+  for (int i = 0; i < 12 && TB > 16; ++i)
+    tb_sel[tu_range(r, 0, TB - 1)] = 1;
+  tb_sel[TB - 1] = 1;
+  const mxj_proj_inputs ji = {.t = c->t,
+                              .k = c->k,
+                              .h = c->h,
+                              .d = c->d,
+                              .rope = c->rope,
+                              .mxfp8 = c->mx,
+                              .w_out_in = c->out_in,
+                              .fp32_epilogue = c->fp32,
+                              .x = in.x,
+                              .w = in.w,
+                              .x_scale = in.xs,
+                              .w_scale = in.ws,
+                              .cos = in.cosv,
+                              .sin = in.sinv};
+  mxj_proj_ref jr;
+  if (!TU_CHECK(mxj_proj_ref_alloc(&jr, c->t, c->h, c->d, c->data == DATA_RANDOM) == 0 &&
+                    mxj_proj_reference(&ji, tb_sel, NULL, &jr, NULL, NULL) == 0,
+                "%s: the f64 reference: out of memory", tag)) {
+    free_inputs(&in);
+    return;
   }
 
   const size_t in_elem = c->mx ? 1 : 2;
-  uint8_t *xd = dev_copy_shifted(in.x, in.xb, c->shift, in_elem), *wd = dev_copy_shifted(in.w, in.wb, c->shift, in_elem);
+  uint8_t *xd = dev_copy_shifted(in.x, in.xb, c->shift, in_elem),
+          *wd = dev_copy_shifted(in.w, in.wb, c->shift, in_elem);
   uint8_t *xsd = c->mx ? dev_copy_shifted(in.xs, in.xsb, 0, 1) : NULL;
   uint8_t *wsd = c->mx ? dev_copy_shifted(in.ws, in.wsb, 0, 1) : NULL;
-  uint8_t *cd = dev_copy_shifted(in.cosv, in.csb, c->shift, 2), *sd = dev_copy_shifted(in.sinv, in.csb, c->shift, 2);
+  uint8_t *cd = dev_copy_shifted(in.cosv, in.csb, c->shift, 2),
+          *sd = dev_copy_shifted(in.sinv, in.csb, c->shift, 2);
   pout gd, got;
   const size_t os = (size_t)c->oshift;
   gd.q_row = gu_dmalloc((size_t)nq + GUARD + os), gd.q_col = gu_dmalloc((size_t)nq + GUARD + os);
@@ -359,7 +289,8 @@ static void run_case(tu_rng *r, const pcase *c) {
 
   /* on the H200: the default choice, the portable kernel, and for MXFP8 both sm90 paths
    * (dequantization in the mainloop and by a pre-pass) whatever T */
-  static const char *mode_env[4][2] = {{NULL, NULL}, {"portable", NULL}, {NULL, "prepass"}, {NULL, "mainloop"}};
+  static const char *mode_env[4][2] = {
+      {NULL, NULL}, {"portable", NULL}, {NULL, "prepass"}, {NULL, "mainloop"}};
   /* the in-mainloop MXFP8 path is left out of the small (sanitizer) runs: racecheck reports
    * hazards there that are not yet explained (docs/decisions.md, proj_rope: MXFP8 inputs) */
   const int modes = gu_device_cc() == 90 ? (c->mx ? (gu_small() ? 3 : 4) : 2) : 1;
@@ -374,20 +305,25 @@ static void run_case(tu_rng *r, const pcase *c) {
       unsetenv("MXF_PROJ_MXFP8");
     gu_dpoison(go.q_row, (size_t)nq + GUARD, 0xA5), gu_dpoison(go.q_col, (size_t)nq + GUARD, 0xA5);
     gu_dpoison(go.s_row, (size_t)nsr + GUARD, 0xA5), gu_dpoison(go.s_col, (size_t)nsc + GUARD, 0xA5);
-    st = run_proj(c, MXF_DEVICE_CUDA(0), xd + c->shift * in_elem, wd + c->shift * in_elem, xsd, wsd, cd + c->shift * 2,
-                  sd + c->shift * 2, &go, kname, sizeof kname);
+    st = run_proj(c, MXF_DEVICE_CUDA(0), xd + c->shift * in_elem, wd + c->shift * in_elem, xsd, wsd,
+                  cd + c->shift * 2, sd + c->shift * 2, &go, kname, sizeof kname);
     char mtag[280];
     snprintf(mtag, sizeof mtag, "%s [%s%s%s]", tag, st == MXF_OK ? kname : "?", mode_env[mode][1] ? " " : "",
              mode_env[mode][1] ? mode_env[mode][1] : "");
-    if (!TU_CHECK(st == MXF_OK, "%s: cuda status %s (%s)", mtag, mxf_status_string(st), mxf_last_error())) continue;
+    if (!TU_CHECK(st == MXF_OK, "%s: cuda status %s (%s)", mtag, mxf_status_string(st), mxf_last_error()))
+      continue;
     kernel_counts[strcmp(kname, "cuda/sm90") == 0 ? 0 : strcmp(kname, "cuda/portable") == 0 ? 1 : 2]++;
     gu_to_host(got.q_row, go.q_row, (size_t)nq + GUARD), gu_to_host(got.q_col, go.q_col, (size_t)nq + GUARD);
-    gu_to_host(got.s_row, go.s_row, (size_t)nsr + GUARD), gu_to_host(got.s_col, go.s_col, (size_t)nsc + GUARD);
+    gu_to_host(got.s_row, go.s_row, (size_t)nsr + GUARD),
+        gu_to_host(got.s_col, go.s_col, (size_t)nsc + GUARD);
     TU_CHECK(tu_all_bytes(got.q_row + nq, GUARD, 0xA5) && tu_all_bytes(got.q_col + nq, GUARD, 0xA5) &&
                  tu_all_bytes(got.s_row + nsr, GUARD, 0xA5) && tu_all_bytes(got.s_col + nsc, GUARD, 0xA5),
              "%s: bytes past the end of an output were written", mtag);
-    compare_dir(c, mtag, "rows", 0, &got, &want, samples, nsamp, ref);
-    compare_dir(c, mtag, "cols", 1, &got, &want, samples, nsamp, ref);
+    const mxj_proj_outputs gh = {got.q_row, got.s_row, got.q_col, got.s_col};
+    mxj_proj_counts jc[2];
+    mxj_proj_judge(&ji, tb_sel, NULL, &jr, &gh, jc);
+    compare_dir(c, mtag, "rows", 0, &got, &want, &jc[0]);
+    compare_dir(c, mtag, "cols", 1, &got, &want, &jc[1]);
   }
   unsetenv("MXF_PROJ_KERNEL");
   unsetenv("MXF_PROJ_MXFP8");
@@ -396,7 +332,8 @@ static void run_case(tu_rng *r, const pcase *c) {
   cudaFree(gd.q_row), cudaFree(gd.q_col), cudaFree(gd.s_row), cudaFree(gd.s_col);
   free(got.q_row), free(got.q_col), free(got.s_row), free(got.s_col);
   free(want.q_row), free(want.q_col), free(want.s_row), free(want.s_col);
-  free(samples), free(ref);
+  free(tb_sel);
+  mxj_proj_ref_free(&jr);
   free_inputs(&in);
 }
 
@@ -459,8 +396,8 @@ int main(void) {
     pcase d32 = {100, 96, 3, 32, 32, 1, 1, 0, DATA_RANDOM, 0, 0}; /* nope = 0 */
     run_case(&r, &d32);
   }
-  printf("test_proj_rope_gpu: kernel runs: sm90 %ld, portable %ld, other %ld\n", kernel_counts[0], kernel_counts[1],
-         kernel_counts[2]);
+  printf("test_proj_rope_gpu: kernel runs: sm90 %ld, portable %ld, other %ld\n", kernel_counts[0],
+         kernel_counts[1], kernel_counts[2]);
   return tu_finish("test_proj_rope_gpu");
 }
 
