@@ -118,7 +118,8 @@ void mxf_plan_destroy(mxf_plan *plan) {
                               size_t workspace_size, void *stream) {                                         \
     return mxf_plan_run(plan, OP, args, workspace, workspace_size, stream);                                  \
   }                                                                                                          \
-  mxf_status mxf_##name(const desc_t *desc, void *stream) {                                                  \
+  static mxf_status name##_one_call(const desc_t *desc, void *stream, int own_workspace, void *workspace,    \
+                                    size_t workspace_size) {                                                 \
     problem_t p;                                                                                             \
     int32_t device;                                                                                          \
     memset(&p, 0, sizeof p);                                                                                 \
@@ -127,7 +128,10 @@ void mxf_plan_destroy(mxf_plan *plan) {
     args_t args;                                                                                             \
     memset(&args, 0, sizeof args);                                                                           \
     make_args(&args, desc);                                                                                  \
-    return mxf_cache_run(OP, &p, sizeof p, device, stream, &args, 0, NULL, 0);                               \
+    return mxf_cache_run(OP, &p, sizeof p, device, stream, &args, own_workspace, workspace, workspace_size); \
+  }                                                                                                          \
+  mxf_status mxf_##name(const desc_t *desc, void *stream) {                                                  \
+    return name##_one_call(desc, stream, 0, NULL, 0);                                                        \
   }                                                                                                          \
   mxf_status mxf_##name##_workspace_size(const desc_t *desc, size_t *workspace_size) {                       \
     if (!workspace_size)                                                                                     \
@@ -141,15 +145,7 @@ void mxf_plan_destroy(mxf_plan *plan) {
   }                                                                                                          \
   mxf_status mxf_##name##_with_workspace(const desc_t *desc, void *workspace, size_t workspace_size,         \
                                          void *stream) {                                                     \
-    problem_t p;                                                                                             \
-    int32_t device;                                                                                          \
-    memset(&p, 0, sizeof p);                                                                                 \
-    mxf_status st = validate(desc, 1, &p, &device);                                                          \
-    if (st != MXF_OK) return st;                                                                             \
-    args_t args;                                                                                             \
-    memset(&args, 0, sizeof args);                                                                           \
-    make_args(&args, desc);                                                                                  \
-    return mxf_cache_run(OP, &p, sizeof p, device, stream, &args, 1, workspace, workspace_size);             \
+    return name##_one_call(desc, stream, 1, workspace, workspace_size);                                      \
   }
 
 static void gemm_args(mxf_gemm_amax_args *a, const mxf_gemm_amax_desc *d) {

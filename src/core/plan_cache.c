@@ -38,20 +38,22 @@ typedef struct cache_key {
   } p;
 } cache_key;
 
-typedef struct cache_entry {
-  int used;      /* slot holds a plan */
+/* What the plan entries and the arenas share: a slot of a small LRU table. */
+typedef struct slot_state {
+  int used;      /* holds something */
   int stale;     /* cleared while in use: free when refs drops to 0 */
   int refs;      /* runs in flight */
   uint64_t tick; /* last use, for LRU */
+} slot_state;
+
+typedef struct cache_entry {
+  slot_state s;
   cache_key key;
   mxf_plan *plan;
 } cache_entry;
 
 typedef struct arena {
-  int used;
-  int stale; /* cleared while in use: free when refs drops to 0 */
-  int refs;  /* runs in flight */
-  uint64_t tick;
+  slot_state s;
   int32_t device;
   const void *stream;
   const void *thread; /* NULL where the stream orders the runs */
@@ -66,6 +68,20 @@ static arena g_arenas[MXF_ARENAS];
 static uint64_t g_tick;
 static _Thread_local char g_thread_token; /* its address tells threads apart */
 
+/* The slot to fill in a table of n elements of `size` bytes, each starting with a
+ * slot_state: a free one, else the least recently used idle one, else -1. Under g_lock. */
+static int pick_slot(void *table, int n, size_t size) {
+  int best = -1;
+  for (int i = 0; i < n; ++i) {
+    const slot_state *t = (const slot_state *)((char *)table + (size_t)i * size);
+    if (!t->used) return i;
+    if (t->refs == 0 &&
+        (best < 0 || t->tick < ((const slot_state *)((char *)table + (size_t)best * size))->tick))
+      best = i;
+  }
+  return best;
+}
+
 /* ------------------------------------------------------------ plans */
 /* The cached plan of a problem (created on a miss, outside the lock: planning may be
  * slow), with a reference taken; *entry is NULL when every slot is in use and the plan
@@ -77,9 +93,9 @@ static mxf_status plan_acquire(const cache_key *key, size_t problem_size, mxf_pl
   pthread_mutex_lock(&g_lock);
   for (int i = 0; i < MXF_CACHE_ENTRIES; ++i) {
     cache_entry *e = &g_cache[i];
-    if (e->used && !e->stale && !memcmp(&e->key, key, sizeof *key)) {
-      e->refs++;
-      e->tick = ++g_tick;
+    if (e->s.used && !e->s.stale && !memcmp(&e->key, key, sizeof *key)) {
+      e->s.refs++;
+      e->s.tick = ++g_tick;
       *plan = e->plan;
       *entry = e;
       break;
@@ -90,21 +106,17 @@ static mxf_status plan_acquire(const cache_key *key, size_t problem_size, mxf_pl
 
   mxf_status st = mxf_plan_create(key->op, &key->p, problem_size, key->device, plan);
   if (st != MXF_OK) return st;
-  /* keep it: a free slot, else the least recently used idle one */
+  /* keep it (pick_slot: a free slot, else the least recently used idle one) */
   mxf_plan *victim = NULL;
   pthread_mutex_lock(&g_lock);
-  cache_entry *slot = NULL;
-  for (int i = 0; i < MXF_CACHE_ENTRIES && !slot; ++i)
-    if (!g_cache[i].used) slot = &g_cache[i];
-  if (!slot)
-    for (int i = 0; i < MXF_CACHE_ENTRIES; ++i)
-      if (g_cache[i].refs == 0 && (!slot || g_cache[i].tick < slot->tick)) slot = &g_cache[i];
+  int pick = pick_slot(g_cache, MXF_CACHE_ENTRIES, sizeof *g_cache);
+  cache_entry *slot = pick >= 0 ? &g_cache[pick] : NULL;
   if (slot) {
-    if (slot->used) victim = slot->plan;
+    if (slot->s.used) victim = slot->plan;
     memset(slot, 0, sizeof *slot);
-    slot->used = 1;
-    slot->refs = 1;
-    slot->tick = ++g_tick;
+    slot->s.used = 1;
+    slot->s.refs = 1;
+    slot->s.tick = ++g_tick;
     slot->key = *key;
     slot->plan = *plan;
     *entry = slot;
@@ -121,7 +133,7 @@ static void plan_release(mxf_plan *plan, cache_entry *e) {
   }
   mxf_plan *victim = NULL;
   pthread_mutex_lock(&g_lock);
-  if (--e->refs == 0 && e->stale) {
+  if (--e->s.refs == 0 && e->s.stale) {
     victim = e->plan;
     memset(e, 0, sizeof *e);
   }
@@ -156,22 +168,19 @@ static mxf_status workspace_acquire(const mxf_plan *plan, void *stream, size_t n
   pthread_mutex_lock(&g_lock);
   for (int i = 0; i < MXF_ARENAS && !a; ++i) {
     arena *x = &g_arenas[i];
-    if (x->used && !x->stale && x->device == plan->device && x->stream == stream && x->thread == thread)
+    if (x->s.used && !x->s.stale && x->device == plan->device && x->stream == stream && x->thread == thread)
       a = x;
   }
   if (!a) { /* a free slot, else the least recently used idle arena */
-    for (int i = 0; i < MXF_ARENAS && !a; ++i)
-      if (!g_arenas[i].used) a = &g_arenas[i];
-    if (!a)
-      for (int i = 0; i < MXF_ARENAS; ++i)
-        if (g_arenas[i].refs == 0 && (!a || g_arenas[i].tick < a->tick)) a = &g_arenas[i];
+    int pick = pick_slot(g_arenas, MXF_ARENAS, sizeof *g_arenas);
+    a = pick >= 0 ? &g_arenas[pick] : NULL;
     if (a) {
-      if (a->used) victim = a;
+      if (a->s.used) victim = a;
       old_ptr = victim ? victim->ptr : NULL;
       old_device = victim ? victim->device : 0;
       old_backend = victim ? victim->backend : NULL;
       memset(a, 0, sizeof *a);
-      a->used = 1;
+      a->s.used = 1;
       a->device = plan->device;
       a->stream = stream;
       a->thread = thread;
@@ -179,10 +188,10 @@ static mxf_status workspace_acquire(const mxf_plan *plan, void *stream, size_t n
     }
   }
   if (a && a->size >= need) {
-    a->refs++;
-  } else if (a && a->refs == 0) {
+    a->s.refs++;
+  } else if (a && a->s.refs == 0) {
     grow = 1; /* nobody else holds it: replace its memory */
-    a->refs = 1;
+    a->s.refs = 1;
     if (!old_ptr) {
       old_ptr = a->ptr;
       old_device = a->device;
@@ -193,7 +202,7 @@ static mxf_status workspace_acquire(const mxf_plan *plan, void *stream, size_t n
   } else {
     a = NULL; /* every arena busy, or this one busy and too small: a workspace of its own */
   }
-  if (a) a->tick = ++g_tick;
+  if (a) a->s.tick = ++g_tick;
   pthread_mutex_unlock(&g_lock);
 
   if (old_ptr) arena_free_memory(old_backend, old_device, old_ptr);
@@ -212,7 +221,7 @@ static mxf_status workspace_acquire(const mxf_plan *plan, void *stream, size_t n
       a->ptr = p;
       a->size = need;
     } else {
-      a->refs--; /* an empty arena stays; the next run tries again */
+      a->s.refs--; /* an empty arena stays; the next run tries again */
     }
     pthread_mutex_unlock(&g_lock);
     if (st != MXF_OK) return st;
@@ -231,7 +240,7 @@ static void workspace_release(const mxf_plan *plan, workspace *w) {
   int32_t device = 0;
   const mxf_backend *be = NULL;
   pthread_mutex_lock(&g_lock);
-  if (--a->refs == 0 && a->stale) {
+  if (--a->s.refs == 0 && a->s.stale) {
     ptr = a->ptr;
     device = a->device;
     be = a->backend;
@@ -242,8 +251,11 @@ static void workspace_release(const mxf_plan *plan, workspace *w) {
 }
 
 /* ------------------------------------------------------------ the one-call form */
-mxf_status mxf_cache_run(mxf_op op, const void *problem, size_t problem_size, int32_t device, void *stream,
-                         const void *args, int own_workspace, void *ws, size_t ws_size) {
+/* The key of a problem (zeroed first, so padding compares equal). */
+/* The cached plan of a problem, with a reference taken (plan_acquire under its key: the
+ * problem's bytes, zeroed first so that padding compares equal). */
+static mxf_status plan_lookup(mxf_op op, const void *problem, size_t problem_size, int32_t device,
+                              mxf_plan **plan, cache_entry **entry) {
   cache_key key;
   memset(&key, 0, sizeof key);
   if (problem_size > sizeof key.p)
@@ -251,10 +263,14 @@ mxf_status mxf_cache_run(mxf_op op, const void *problem, size_t problem_size, in
   key.op = op;
   key.device = device;
   memcpy(&key.p, problem, problem_size);
+  return plan_acquire(&key, problem_size, plan, entry);
+}
 
+mxf_status mxf_cache_run(mxf_op op, const void *problem, size_t problem_size, int32_t device, void *stream,
+                         const void *args, int own_workspace, void *ws, size_t ws_size) {
   mxf_plan *plan;
   cache_entry *e;
-  mxf_status st = plan_acquire(&key, problem_size, &plan, &e);
+  mxf_status st = plan_lookup(op, problem, problem_size, device, &plan, &e);
   if (st != MXF_OK) return st;
   if (own_workspace) {
     st = mxf_plan_run(plan, op, args, ws, ws_size, stream);
@@ -272,16 +288,9 @@ mxf_status mxf_cache_run(mxf_op op, const void *problem, size_t problem_size, in
 
 mxf_status mxf_cache_workspace_size(mxf_op op, const void *problem, size_t problem_size, int32_t device,
                                     size_t *size) {
-  cache_key key;
-  memset(&key, 0, sizeof key);
-  if (problem_size > sizeof key.p)
-    return mxf_set_error(MXF_ERR_INTERNAL, "plan cache: problem of %zu bytes does not fit", problem_size);
-  key.op = op;
-  key.device = device;
-  memcpy(&key.p, problem, problem_size);
   mxf_plan *plan;
   cache_entry *e;
-  mxf_status st = plan_acquire(&key, problem_size, &plan, &e);
+  mxf_status st = plan_lookup(op, problem, problem_size, device, &plan, &e);
   if (st != MXF_OK) return st;
   *size = plan->workspace_size;
   plan_release(plan, e);
@@ -292,7 +301,7 @@ size_t mxf_plan_cache_workspace_bytes(void) {
   size_t total = 0;
   pthread_mutex_lock(&g_lock);
   for (int i = 0; i < MXF_ARENAS; ++i)
-    if (g_arenas[i].used) total += g_arenas[i].size;
+    if (g_arenas[i].s.used) total += g_arenas[i].size;
   pthread_mutex_unlock(&g_lock);
   return total;
 }
@@ -304,9 +313,9 @@ void mxf_plan_cache_clear(void) {
   pthread_mutex_lock(&g_lock);
   for (int i = 0; i < MXF_CACHE_ENTRIES; ++i) {
     cache_entry *e = &g_cache[i];
-    if (!e->used) continue;
-    if (e->refs > 0) {
-      e->stale = 1;
+    if (!e->s.used) continue;
+    if (e->s.refs > 0) {
+      e->s.stale = 1;
       continue;
     }
     plans[n++] = e->plan;
@@ -314,9 +323,9 @@ void mxf_plan_cache_clear(void) {
   }
   for (int i = 0; i < MXF_ARENAS; ++i) {
     arena *a = &g_arenas[i];
-    if (!a->used) continue;
-    if (a->refs > 0) {
-      a->stale = 1;
+    if (!a->s.used) continue;
+    if (a->s.refs > 0) {
+      a->s.stale = 1;
       continue;
     }
     freed[na++] = *a;
