@@ -6,11 +6,20 @@
  *           when built with CBLAS)
  *   mxfp8   gemm_amax, e4m3 A/B, e8m0 scales (swizzled), sf_vec 32, bf16 C
  *   mxfp4   gemm_amax, e2m1 A/B, e8m0 scales (swizzled), sf_vec 32, bf16 C
+ * and proj_rope on the DeepSeek-V3 Q up-projection (K = 1536, H = 128, D = 192, rope 64,
+ * w out-in), T = MXF_BENCH_PROJ_T tokens (default 256; 0 skips the group):
+ *   psgemm  cblas_sgemm on the GEMM of that shape (T x H*D x K, f32; only with CBLAS)
+ *   pbf16   proj_rope, bf16 x / w
+ *   pmxfp8  proj_rope, e4m3 x / w with e8m0 scales
  * Each: warm-up, then the median of MXF_BENCH_RUNS (default 7, at least 5) timed runs.
- * The gemm_amax timing covers the whole run (dequantization, GEMM, epilogue), through
- * the plan API with a preallocated workspace.
+ * The op timings cover the whole run (dequantization, GEMM, epilogue), through the plan
+ * API with a preallocated workspace.
  *
- * Prints a table with the ratio to sgemm and writes JSON to argv[1] (default
+ * Then the workspace that plans ask for (plan only, nothing run): the cases above and a
+ * serving loop's weight, gemm_amax MXFP8 with B = 7168 x 2048 and M = 64 (and the sum
+ * over M = 1..64: what one-call plans of those shapes would hold between them).
+ *
+ * Prints tables with the ratio to the group's sgemm and writes JSON to argv[1] (default
  * bench_cpu.json). Build: part of the CMake build (target mxf_bench_cpu); run:
  *   ./build/mxf_bench_cpu [out.json] [M N K]
  */
@@ -66,21 +75,25 @@ static int g_runs = 7;
 typedef struct result {
   const char *name, *what;
   double ms;
+  int group;
+  int64_t m, n, k;
 } result;
 
 /* A prepared case: run() performs one timed unit of work, returns 0 on success. */
 typedef struct bench_case {
   const char *name, *what;
+  int group; /* 0: gemm_amax at M N K, 1: proj_rope; ratios are to the group's sgemm */
   int (*run)(struct bench_case *);
-  /* gemm_amax */
+  /* gemm_amax, proj_rope */
   mxf_plan *plan;
   mxf_gemm_amax_args args;
+  mxf_proj_rope_args pargs;
   void *ws;
   size_t wsn;
   /* sgemm */
   int64_t m, n, k;
   float *fa, *fb, *fc;
-  void *bufs[5];
+  void *bufs[10];
   float amax;
   double t[64];
 } bench_case;
@@ -161,6 +174,120 @@ static int setup_sgemm(bench_case *b, int64_t M, int64_t N, int64_t K) {
 }
 #endif
 
+#define PROJ_K 1536
+#define PROJ_H 128
+#define PROJ_D 192
+#define PROJ_ROPE 64
+
+static int run_proj(bench_case *b) {
+  return mxf_proj_rope_run(b->plan, &b->pargs, b->ws, b->wsn, NULL) == MXF_OK ? 0 : -1;
+}
+
+static mxf_tensor host_tensor(void *p, mxf_dtype dt, int nd, int64_t d0, int64_t d1, int64_t d2) {
+  mxf_tensor t = {p, dt, MXF_DEVICE_CPU, nd, {d0, d1, d2}, {0}};
+  return t;
+}
+
+/* proj_rope descriptor of T tokens (data pointers from bufs when given) */
+static mxf_proj_rope_desc proj_desc(int64_t T, int mxfp8, void *const *bufs) {
+  const int64_t n = PROJ_H * PROJ_D, kb = PROJ_K / 32;
+  const mxf_dtype dt = mxfp8 ? MXF_E4M3 : MXF_BF16;
+  void *const none[10] = {0};
+  if (!bufs) bufs = none;
+  mxf_proj_rope_desc d;
+  memset(&d, 0, sizeof d);
+  d.x = host_tensor(bufs[0], dt, 2, T, PROJ_K, 0);
+  d.w = host_tensor(bufs[1], dt, 2, n, PROJ_K, 0);
+  if (mxfp8) {
+    d.x_scale = host_tensor(bufs[2], MXF_E8M0, 2, T, kb, 0);
+    d.w_scale = host_tensor(bufs[3], MXF_E8M0, 2, n, kb, 0);
+  }
+  d.cos = host_tensor(bufs[4], MXF_BF16, 2, T, PROJ_ROPE, 0);
+  d.sin = host_tensor(bufs[5], MXF_BF16, 2, T, PROJ_ROPE, 0);
+  d.out_row = host_tensor(bufs[6], MXF_E4M3, 3, T, PROJ_H, PROJ_D);
+  d.out_scales_row = host_tensor(bufs[7], MXF_E8M0, 3, T, PROJ_H, PROJ_D / 32);
+  d.out_col = host_tensor(bufs[8], MXF_E4M3, 3, T, PROJ_H, PROJ_D);
+  d.out_scales_col = host_tensor(bufs[9], MXF_E8M0, 3, (T + 31) / 32, PROJ_H, PROJ_D);
+  d.flags = MXF_PROJ_W_OUT_IN;
+  return d;
+}
+
+static int setup_proj(bench_case *bc, int64_t T, int mxfp8) {
+  const int64_t n = PROJ_H * PROJ_D, kb = PROJ_K / 32;
+  const size_t es = mxfp8 ? 1 : 2;
+  const size_t sz[10] = {(size_t)(T * PROJ_K) * es,
+                         (size_t)(n * PROJ_K) * es,
+                         mxfp8 ? (size_t)(T * kb) : 0,
+                         mxfp8 ? (size_t)(n * kb) : 0,
+                         (size_t)(T * PROJ_ROPE) * 2,
+                         (size_t)(T * PROJ_ROPE) * 2,
+                         (size_t)(T * n),
+                         (size_t)(T * n / 32),
+                         (size_t)(T * n),
+                         (size_t)((T + 31) / 32 * n)};
+  for (int i = 0; i < 10; ++i)
+    bc->bufs[i] = sz[i] ? xalloc(sz[i]) : NULL;
+  for (int i = 0; i < 2; ++i) { /* x, w: normal data, w ten times smaller */
+    const double sd = i ? 0.05 : 1.0;
+    for (size_t j = 0; j < sz[i] / es; ++j) {
+      if (mxfp8)
+        ((uint8_t *)bc->bufs[i])[j] = mxf_f32_to_e4m3((float)(96 * nrand()));
+      else
+        ((uint16_t *)bc->bufs[i])[j] = mxf_f32_to_bf16((float)(sd * nrand()));
+    }
+  }
+  for (int i = 2; i < 4; ++i)
+    for (size_t j = 0; j < sz[i]; ++j)
+      ((uint8_t *)bc->bufs[i])[j] = (uint8_t)(i == 2 ? 120 + urand() * 4 : 116 + urand() * 4);
+  for (int64_t j = 0; j < T * PROJ_ROPE; ++j) {
+    const double a = 6.283185307179586 * urand();
+    ((uint16_t *)bc->bufs[4])[j] = mxf_f32_to_bf16((float)cos(a));
+    ((uint16_t *)bc->bufs[5])[j] = mxf_f32_to_bf16((float)sin(a));
+  }
+  mxf_proj_rope_desc d = proj_desc(T, mxfp8, bc->bufs);
+  if (mxf_proj_rope_plan(&bc->plan, &d) != MXF_OK) {
+    fprintf(stderr, "bench: proj_rope plan failed: %s\n", mxf_last_error());
+    return -1;
+  }
+  bc->wsn = mxf_plan_workspace_size(bc->plan);
+  bc->ws = bc->wsn ? xalloc(bc->wsn) : NULL;
+  if (bc->ws) memset(bc->ws, 0, bc->wsn);
+  void **b = bc->bufs;
+  bc->pargs = (mxf_proj_rope_args){b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9]};
+  bc->run = run_proj;
+  return 0;
+}
+
+/* Workspace of a gemm_amax plan, MXFP8 (e4m3, e8m0 swizzled, sf_vec 32), bf16 C, k-major
+ * A and B, n-major C, L = 1: geometry only. 0 if the plan is refused. */
+static size_t gemm_workspace(int64_t M, int64_t N, int64_t K) {
+  int64_t kb = (K + 31) / 32, Kq = (kb + 3) / 4;
+  float amax;
+  mxf_gemm_amax_desc d;
+  memset(&d, 0, sizeof d);
+  d.a = (mxf_tensor){NULL, MXF_E4M3, MXF_DEVICE_CPU, 3, {M, K, 1}, {0}};
+  d.b = (mxf_tensor){NULL, MXF_E4M3, MXF_DEVICE_CPU, 3, {N, K, 1}, {0}};
+  d.sfa = (mxf_tensor){NULL, MXF_E8M0, MXF_DEVICE_CPU, 6, {1, (M + 127) / 128, Kq, 32, 4, 4}, {0}};
+  d.sfb = (mxf_tensor){NULL, MXF_E8M0, MXF_DEVICE_CPU, 6, {1, (N + 127) / 128, Kq, 32, 4, 4}, {0}};
+  d.c = (mxf_tensor){NULL, MXF_BF16, MXF_DEVICE_CPU, 3, {M, N, 1}, {0}};
+  d.amax = (mxf_tensor){&amax, MXF_F32, MXF_DEVICE_CPU, 1, {1}, {0}};
+  d.sf_vec = 32;
+  mxf_plan *plan = NULL;
+  if (mxf_gemm_amax_plan(&plan, &d) != MXF_OK) return 0;
+  size_t n = mxf_plan_workspace_size(plan);
+  mxf_plan_destroy(plan);
+  return n;
+}
+
+static size_t proj_workspace(int64_t T, int mxfp8) {
+  mxf_proj_rope_desc d = proj_desc(T, mxfp8, NULL);
+  mxf_plan *plan = NULL;
+  if (mxf_proj_rope_plan(&plan, &d) != MXF_OK) return 0;
+  size_t n = mxf_plan_workspace_size(plan);
+  mxf_plan_destroy(plan);
+  return n;
+}
+
 int main(int argc, char **argv) {
   const char *out = argc > 1 ? argv[1] : "bench_cpu.json";
   int64_t M = 2048, N = 2048, K = 2048;
@@ -171,9 +298,11 @@ int main(int argc, char **argv) {
   }
   const char *env = getenv("MXF_BENCH_RUNS");
   if (env && atoi(env) >= 5) g_runs = atoi(env) > 64 ? 64 : atoi(env);
-  double gflop = 2.0 * (double)M * (double)N * (double)K * 1e-9;
+  int64_t T = 256;
+  env = getenv("MXF_BENCH_PROJ_T");
+  if (env && atoll(env) >= 0) T = atoll(env);
 
-  bench_case cases[3];
+  bench_case cases[6];
   memset(cases, 0, sizeof cases);
   int nc = 0;
   char be8[64] = "", be4[64] = "";
@@ -185,6 +314,16 @@ int main(int argc, char **argv) {
   if (setup_gemm_amax(&cases[nc++], M, N, K, MXF_E4M3, be8, sizeof be8)) return 1;
   cases[nc] = (bench_case){.name = "mxfp4", .what = "gemm_amax e2m1 x e2m1, e8m0/32, bf16 C"};
   if (setup_gemm_amax(&cases[nc++], M, N, K, MXF_E2M1, be4, sizeof be4)) return 1;
+  if (T > 0) {
+#if defined(MXF_HAVE_CBLAS)
+    cases[nc] = (bench_case){.name = "psgemm", .what = "OpenBLAS cblas_sgemm, proj_rope's GEMM", .group = 1};
+    if (setup_sgemm(&cases[nc++], T, PROJ_H * PROJ_D, PROJ_K)) return 1;
+#endif
+    cases[nc] = (bench_case){.name = "pbf16", .what = "proj_rope bf16 x / w (out-in)", .group = 1};
+    if (setup_proj(&cases[nc++], T, 0)) return 1;
+    cases[nc] = (bench_case){.name = "pmxfp8", .what = "proj_rope e4m3 x / w, e8m0/32 (out-in)", .group = 1};
+    if (setup_proj(&cases[nc++], T, 1)) return 1;
+  }
 
   /* rounds interleave the cases so that a load change on the machine hits all alike */
   for (int round = -2; round < g_runs; ++round)
@@ -196,27 +335,54 @@ int main(int argc, char **argv) {
       }
       if (round >= 0) cases[i].t[round] = now_ms() - t0;
     }
-  result res[3];
+  result res[6];
   int nres = 0;
-  double base = -1.0;
+  double base[2] = {-1.0, -1.0};
+  size_t wsn[6];
   for (int i = 0; i < nc; ++i) {
-    res[nres++] = (result){cases[i].name, cases[i].what, median(cases[i].t, g_runs)};
-    if (cases[i].run != run_gemm_amax) base = res[nres - 1].ms;
+    const int g = cases[i].group;
+    res[nres] = (result){cases[i].name,           cases[i].what, median(cases[i].t, g_runs), g, g ? T : M,
+                         g ? PROJ_H * PROJ_D : N, g ? PROJ_K : K};
+    wsn[nres++] = cases[i].wsn;
+#if defined(MXF_HAVE_CBLAS)
+    if (cases[i].run == run_sgemm) base[g] = res[nres - 1].ms;
+#endif
     free(cases[i].ws);
     mxf_plan_destroy(cases[i].plan);
-    for (int j = 0; j < 5; ++j)
+    for (int j = 0; j < 10; ++j)
       free(cases[i].bufs[j]);
   }
 
-  printf("CPU gemm benchmark, M=%lld N=%lld K=%lld, median of %d runs, backend %s\n", (long long)M,
-         (long long)N, (long long)K, g_runs, be8[0] ? be8 : "?");
-  printf("%-6s %-42s %10s %10s %12s\n", "case", "what", "ms", "GFLOP/s", "time/sgemm");
-  for (int i = 0; i < nres; ++i) {
-    char ratio[32] = "-";
-    if (base > 0 && res[i].ms > 0) snprintf(ratio, sizeof ratio, "%.3f", res[i].ms / base);
-    printf("%-6s %-42s %10.2f %10.1f %12s\n", res[i].name, res[i].what, res[i].ms,
-           res[i].ms > 0 ? gflop / (res[i].ms * 1e-3) : 0.0, ratio);
+  for (int g = 0; g < 2; ++g) {
+    if (g == 0)
+      printf("CPU gemm benchmark, M=%lld N=%lld K=%lld, median of %d runs, backend %s\n", (long long)M,
+             (long long)N, (long long)K, g_runs, be8[0] ? be8 : "?");
+    else if (T > 0)
+      printf("\nCPU proj_rope benchmark, T=%lld K=%d H=%d D=%d rope=%d, median of %d runs\n", (long long)T,
+             PROJ_K, PROJ_H, PROJ_D, PROJ_ROPE, g_runs);
+    else
+      break;
+    printf("%-6s %-42s %10s %10s %12s %12s\n", "case", "what", "ms", "GFLOP/s", "time/sgemm", "workspace");
+    for (int i = 0; i < nres; ++i) {
+      if (res[i].group != g) continue;
+      double gflop = 2.0 * (double)res[i].m * (double)res[i].n * (double)res[i].k * 1e-9;
+      char ratio[32] = "-", ws[32] = "-";
+      if (base[g] > 0 && res[i].ms > 0) snprintf(ratio, sizeof ratio, "%.3f", res[i].ms / base[g]);
+      if (wsn[i]) snprintf(ws, sizeof ws, "%.2f MB", (double)wsn[i] * 1e-6);
+      printf("%-6s %-42s %10.2f %10.1f %12s %12s\n", res[i].name, res[i].what, res[i].ms,
+             res[i].ms > 0 ? gflop / (res[i].ms * 1e-3) : 0.0, ratio, ws);
+    }
   }
+
+  /* a serving loop's weight: one plan per batch size */
+  const int64_t wn = 7168, wk = 2048;
+  size_t ws64 = gemm_workspace(64, wn, wk), ws_sum = 0;
+  for (int64_t m = 1; m <= 64; ++m)
+    ws_sum += gemm_workspace(m, wn, wk);
+  printf("\nworkspace, gemm_amax MXFP8 B %lldx%lld: M=64 %.2f MB, sum over M=1..64 %.1f MB\n", (long long)wn,
+         (long long)wk, (double)ws64 * 1e-6, (double)ws_sum * 1e-6);
+  printf("workspace, proj_rope T=4096: bf16 %.2f MB, mxfp8 %.2f MB\n", (double)proj_workspace(4096, 0) * 1e-6,
+         (double)proj_workspace(4096, 1) * 1e-6);
 
   FILE *f = fopen(out, "w");
   if (!f) {
@@ -226,16 +392,23 @@ int main(int argc, char **argv) {
   fprintf(f, "{\n  \"device\": \"cpu\",\n  \"backend\": \"%s\",\n  \"runs\": %d,\n  \"results\": [\n", be8,
           g_runs);
   for (int i = 0; i < nres; ++i) {
+    const int g = res[i].group;
+    double gflop = 2.0 * (double)res[i].m * (double)res[i].n * (double)res[i].k * 1e-9;
     fprintf(f,
             "    {\"op\": \"%s\", \"what\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"l\": 1, \"ms\": "
-            "%.4f, "
-            "\"gflops\": %.2f",
-            res[i].name, res[i].what, (long long)M, (long long)N, (long long)K, res[i].ms,
-            res[i].ms > 0 ? gflop / (res[i].ms * 1e-3) : 0.0);
-    if (base > 0 && res[i].ms > 0)
-      fprintf(f, ", \"baseline\": \"sgemm\", \"baseline_ms\": %.4f, \"ratio\": %.4f", base, res[i].ms / base);
-    fprintf(f, "}%s\n", i + 1 < nres ? "," : "");
+            "%.4f, \"gflops\": %.2f, \"workspace_bytes\": %zu",
+            res[i].name, res[i].what, (long long)res[i].m, (long long)res[i].n, (long long)res[i].k,
+            res[i].ms, res[i].ms > 0 ? gflop / (res[i].ms * 1e-3) : 0.0, wsn[i]);
+    if (base[g] > 0 && res[i].ms > 0)
+      fprintf(f, ", \"baseline\": \"%s\", \"baseline_ms\": %.4f, \"ratio\": %.4f", g ? "psgemm" : "sgemm",
+              base[g], res[i].ms / base[g]);
+    fprintf(f, "},\n");
   }
+  fprintf(f,
+          "    {\"op\": \"workspace\", \"what\": \"gemm_amax MXFP8 plans, B %lldx%lld\", \"n\": %lld, \"k\": "
+          "%lld, "
+          "\"workspace_bytes_m64\": %zu, \"workspace_bytes_m1_to_64\": %zu}\n",
+          (long long)wn, (long long)wk, (long long)wn, (long long)wk, ws64, ws_sum);
   fprintf(f, "  ]\n}\n");
   fclose(f);
   printf("wrote %s\n", out);

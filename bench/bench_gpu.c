@@ -1,10 +1,10 @@
 /*
  * bench_gpu.c — GPU benchmarks of mxfuse against cuBLAS / cuBLASLt, in one process.
  *
- *   mxf_bench_gpu [--only gemm|proj] [--iters N] [--quick] [out.json]
+ *   mxf_bench_gpu [--only gemm|proj|plan] [--iters N] [--quick] [out.json]
  *
- * Each section is one function (bench_gemm_section, and the proj_rope section beside it)
- * that appends rows to one table and one JSON file. Method (docs/performance.md):
+ * Each section is one function (bench_gemm_section, and the proj_rope and plan sections
+ * beside it) that appends rows to one table and one JSON file. Method (docs/performance.md):
  * CUDA events around each launch, warm-up first, the median of >= 20 timed launches,
  * inputs rotated among enough buffer sets to exceed the 60 MB L2 twice, random data
  * (never zeros). FLOPs = 2·M·N·K; bytes = every input read once + C written once.
@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "mxfuse.h"
 
@@ -312,13 +313,10 @@ static mxf_tensor dev_tensor(mxf_dtype dt, int ndim, const int64_t *shape) {
 
 /* Times our gemm_amax on (m, n, k): ab e4m3 or e2m1, e8m0 scales / 32, swizzled SF,
  * k-major A and B, n-major C of dtype c. force_portable: plan with the portable kernel. */
-static void bench_mxf(bench_ctx *ctx, const char *shape, const char *opname, int64_t m, int64_t n, int64_t k,
-                      mxf_dtype ab, mxf_dtype c, double base_bf16, double base_fp8, int force_portable,
-                      char *kernel_out, size_t kernel_out_size) {
+/* The gemm_amax geometry of the section: ab e4m3 or e2m1, e8m0 scales / 32, swizzled SF,
+ * k-major A and B, n-major C of dtype c (no data pointers). */
+static mxf_gemm_amax_desc gemm_desc(int64_t m, int64_t n, int64_t k, mxf_dtype ab, mxf_dtype c) {
   const int64_t kb = (k + 31) / 32, kq = (kb + 3) / 4;
-  const size_t a_bytes = (size_t)(m * k * (ab == MXF_E2M1 ? 1 : 2) / 2), b_bytes = (size_t)(n * k * (ab == MXF_E2M1 ? 1 : 2) / 2);
-  const size_t sfa_bytes = (size_t)(((m + 127) / 128) * kq * 512), sfb_bytes = (size_t)(((n + 127) / 128) * kq * 512);
-  const size_t c_bytes = (size_t)(m * n) * (c == MXF_F32 ? 4 : 2);
   mxf_gemm_amax_desc d;
   memset(&d, 0, sizeof d);
   const int64_t sa[2] = {m, k}, sb[2] = {n, k}, sc[2] = {m, n}, one = 1;
@@ -330,6 +328,19 @@ static void bench_mxf(bench_ctx *ctx, const char *shape, const char *opname, int
   d.sfb = dev_tensor(MXF_E8M0, 6, swb);
   d.amax = dev_tensor(MXF_F32, 1, &one);
   d.sf_vec = 32;
+  return d;
+}
+
+static void bench_mxf(bench_ctx *ctx, const char *shape, const char *opname, int64_t m, int64_t n, int64_t k,
+                      mxf_dtype ab, mxf_dtype c, double base_bf16, double base_fp8, int force_portable,
+                      char *kernel_out, size_t kernel_out_size) {
+  const int64_t kb = (k + 31) / 32, kq = (kb + 3) / 4;
+  const size_t a_bytes = (size_t)(m * k * (ab == MXF_E2M1 ? 1 : 2) / 2),
+               b_bytes = (size_t)(n * k * (ab == MXF_E2M1 ? 1 : 2) / 2);
+  const size_t sfa_bytes = (size_t)(((m + 127) / 128) * kq * 512),
+               sfb_bytes = (size_t)(((n + 127) / 128) * kq * 512);
+  const size_t c_bytes = (size_t)(m * n) * (c == MXF_F32 ? 4 : 2);
+  mxf_gemm_amax_desc d = gemm_desc(m, n, k, ab, c);
   if (force_portable) setenv("MXF_GEMM_KERNEL", "portable", 1);
   mxf_state s;
   memset(&s, 0, sizeof s);
@@ -476,17 +487,11 @@ static int launch_proj(void *st, int set) {
   return e != MXF_OK;
 }
 
-/* Times the fused op; returns its median ms (NAN if refused). */
-static double bench_proj_op(bench_ctx *ctx, const char *shape, const char *opname, int64_t t, int64_t k, int64_t h,
-                            int64_t d, int64_t rope, int mxfp8, int out_in, int force_portable, double base,
-                            char *kernel_out, size_t kernel_out_size) {
+/* The proj_rope geometry of the section (no data pointers). */
+static mxf_proj_rope_desc proj_desc(int64_t t, int64_t k, int64_t h, int64_t d, int64_t rope, int mxfp8,
+                                    int out_in) {
   const int64_t n = h * d;
   const mxf_dtype in_dt = mxfp8 ? MXF_E4M3 : MXF_BF16;
-  const size_t es = mxfp8 ? 1 : 2;
-  const size_t xb = (size_t)(t * k) * es, wb = (size_t)(n * k) * es;
-  const size_t xsb = mxfp8 ? (size_t)(t * (k / 32)) : 0, wsb = mxfp8 ? (size_t)(n * (k / 32)) : 0;
-  const size_t csb = (size_t)(t * rope) * 2, qb = (size_t)(t * n), srb = (size_t)(t * n / 32),
-               scb = (size_t)((t + 31) / 32 * n);
   mxf_proj_rope_desc dsc;
   memset(&dsc, 0, sizeof dsc);
   const int64_t sx[2] = {t, k}, sxs[2] = {t, k / 32}, sw[2] = {out_in ? n : k, out_in ? k : n};
@@ -505,6 +510,20 @@ static double bench_proj_op(bench_ctx *ctx, const char *shape, const char *opnam
   dsc.out_col = dev_tensor(MXF_E4M3, 3, so);
   dsc.out_scales_col = dev_tensor(MXF_E8M0, 3, ssc);
   dsc.flags = out_in ? MXF_PROJ_W_OUT_IN : 0u;
+  return dsc;
+}
+
+/* Times the fused op; returns its median ms (NAN if refused). */
+static double bench_proj_op(bench_ctx *ctx, const char *shape, const char *opname, int64_t t, int64_t k,
+                            int64_t h, int64_t d, int64_t rope, int mxfp8, int out_in, int force_portable,
+                            double base, char *kernel_out, size_t kernel_out_size) {
+  const int64_t n = h * d;
+  const size_t es = mxfp8 ? 1 : 2;
+  const size_t xb = (size_t)(t * k) * es, wb = (size_t)(n * k) * es;
+  const size_t xsb = mxfp8 ? (size_t)(t * (k / 32)) : 0, wsb = mxfp8 ? (size_t)(n * (k / 32)) : 0;
+  const size_t csb = (size_t)(t * rope) * 2, qb = (size_t)(t * n), srb = (size_t)(t * n / 32),
+               scb = (size_t)((t + 31) / 32 * n);
+  mxf_proj_rope_desc dsc = proj_desc(t, k, h, d, rope, mxfp8, out_in);
   if (force_portable) setenv("MXF_PROJ_KERNEL", "portable", 1);
   proj_state s;
   memset(&s, 0, sizeof s);
@@ -742,6 +761,77 @@ static void bench_proj_section(bench_ctx *ctx, int quick) {
   bench_quant_kernel(ctx, 4096, 24576, MXF_F32, 1);
 }
 
+/* ------------------------------------------------------------ plan section
+ * Host time of planning a new shape, as a serving loop meets them: one weight, a new
+ * batch size on each call. Per op, PLAN_SHAPES distinct shapes planned one after the
+ * other (plan + destroy timed together, nothing launched); the first plan of the process
+ * is reported apart (it meets the device for the first time), then the median and the
+ * largest of the others, in microseconds.
+ *   gemm_amax_plan   MXFP8 (e4m3, e8m0 / 32 swizzled), bf16 C, B = 7168 x 2048, M = 1..264
+ *   proj_rope_plan   MXFP8, DeepSeek-V3's K = 1536, H = 128, D = 192, T = 1..264
+ */
+#define PLAN_SHAPES 264
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void bench_plan_op(bench_ctx *ctx, int proj) {
+  const char *op = proj ? "proj_rope_plan" : "gemm_amax_plan";
+  const char *shape = proj ? "T=1..264 K=1536 H=128" : "1..264x7168x2048";
+  double us[PLAN_SHAPES];
+  char kernel[64] = "?";
+  for (int i = 0; i < PLAN_SHAPES; ++i) {
+    const int64_t rows = i + 1;
+    mxf_plan *plan = NULL;
+    mxf_status st;
+    const double t0 = now_us();
+    if (proj) {
+      const mxf_proj_rope_desc d = proj_desc(rows, 1536, 128, 192, 64, 1, 1);
+      st = mxf_proj_rope_plan(&plan, &d);
+    } else {
+      const mxf_gemm_amax_desc d = gemm_desc(rows, 7168, 2048, MXF_E4M3, MXF_BF16);
+      st = mxf_gemm_amax_plan(&plan, &d);
+    }
+    if (st == MXF_OK && i == PLAN_SHAPES - 1) snprintf(kernel, sizeof kernel, "%s", mxf_plan_backend(plan));
+    mxf_plan_destroy(plan);
+    us[i] = now_us() - t0;
+    if (st != MXF_OK) {
+      printf("%-22s %-26s refused: %s\n", shape, op, mxf_last_error());
+      return;
+    }
+  }
+  const double first = us[0];
+  qsort(us + 1, PLAN_SHAPES - 1, sizeof us[0], cmp_double);
+  const int n = PLAN_SHAPES - 1;
+  const double med = n % 2 ? us[1 + n / 2] : 0.5 * (us[n / 2] + us[1 + n / 2]), max = us[PLAN_SHAPES - 1];
+  printf("%-22s %-26s %9.1f %9.1f %9.1f %9d  %s\n", shape, op, med, max, first, PLAN_SHAPES, kernel);
+  if (ctx->json) {
+    fprintf(
+        ctx->json,
+        "%s\n  {\"section\": \"plan\", \"shape\": \"%s\", \"op\": \"%s\", \"kernel\": \"%s\", \"ms\": %.6f, "
+        "\"plans\": %d, \"plan_median_us\": %.2f, \"plan_max_us\": %.2f, \"plan_first_us\": %.2f, "
+        "\"device\": \"%s\"}",
+        ctx->json_rows ? "," : "", shape, op, kernel, med * 1e-3, PLAN_SHAPES, med, max, first, ctx->device);
+    ctx->json_rows++;
+  }
+}
+
+static void bench_plan_section(bench_ctx *ctx) {
+  printf("\n== planning a new shape: host time of plan + destroy, us (the first plan of the process apart) "
+         "==\n");
+  printf("%-22s %-26s %9s %9s %9s %9s  %s\n", "shapes", "op", "median", "max", "first", "plans", "kernel");
+  bench_plan_op(ctx, 0);
+  bench_plan_op(ctx, 1);
+}
+
 /* ------------------------------------------------------------ main */
 int main(int argc, char **argv) {
   const char *only = NULL, *json_path = NULL;
@@ -760,7 +850,7 @@ int main(int argc, char **argv) {
     else if (argv[i][0] != '-')
       json_path = argv[i];
     else {
-      fprintf(stderr, "usage: %s [--only gemm|proj] [--iters N] [--quick] [out.json]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--only gemm|proj|plan] [--iters N] [--quick] [out.json]\n", argv[0]);
       return 2;
     }
   }
@@ -786,6 +876,7 @@ int main(int argc, char **argv) {
     }
     fprintf(ctx.json, "{\"device\": \"%s\", \"rows\": [", ctx.device);
   }
+  if (!only || !strcmp(only, "plan")) bench_plan_section(&ctx); /* first: its first plan is the process's */
   if (!only || !strcmp(only, "gemm")) bench_gemm_section(&ctx, quick);
   if (!only || !strcmp(only, "proj")) bench_proj_section(&ctx, quick);
   if (ctx.json) {

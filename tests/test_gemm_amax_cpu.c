@@ -615,6 +615,26 @@ int main(void) {
     cases += 2;
   }
 
+  /* 5. the CPU backend's tiles: K over several K panels (sums added panel by panel),
+   * columns over several N panels, rows over several row chunks, a tile's blocks kept
+   * between tiles; each with a random format, SF form and majors */
+  {
+    static const int64_t sh[][4] = {/* M, N, K, L */
+                                    {70, 2100, 1100, 1}, {2100, 40, 600, 2}, {2100, 2100, 40, 1},
+                                    {2100, 30, 1100, 1}, {2100, 30, 40, 1},  {9, 4100, 1030, 1}};
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; ++i) {
+      gcase g;
+      make_case(&rng, &g, &g_combos[tu_range(&rng, 0, ncombo - 1)], g_cdt[tu_range(&rng, 0, 5)],
+                (int)tu_range(&rng, 0, SF_FORMS - 1), (int)tu_range(&rng, 0, 3));
+      g.m = sh[i][0], g.n = sh[i][1], g.k = sh[i][2], g.l = sh[i][3];
+      if (g.l > 1 && (g.sfa_form == SF_COMPACT2 || g.sfb_form == SF_COMPACT2))
+        g.sfa_form = g.sfb_form = SF_COMPACT3;
+      g.special = i == 0 ? SP_NAN_CODE : SP_NONE;
+      run_case(&rng, &g);
+      ++cases;
+    }
+  }
+
   printf("cases: %ld\n", cases);
   for (int ci = 1; ci < 6; ++ci) {
     mxf_dtype c = g_cdt[ci];

@@ -20,8 +20,9 @@
  *     >= 99 % of codes equal the oracle's.
  * Always: the cuDNN criterion (>= 95 % of dequantized values within 0.1 + 0.1·|ref| per
  * direction), both weight orientations, bf16 and MXFP8 inputs, with and without the
- * fp32 epilogue, T = 1, 33, 130 and 300 (more than one token chunk), non-default
- * nope/rope, and every output byte written (two runs over different poison agree).
+ * fp32 epilogue, T = 1, 33, 130 and 300, non-default nope/rope, shapes over several of
+ * the CPU backend's tiles in each direction, and every output byte written (two runs
+ * over different poison agree).
  */
 #include <math.h>
 #include <stdio.h>
@@ -512,6 +513,11 @@ int main(void) {
   /* the random-data criteria on a larger shape, with K just above a block boundary */
   test_case(&r, 517, 33, 4, 192, 64, 0, 1, 0, DATA_RANDOM, 0);
   test_case(&r, 517, 288, 3, 192, 64, 1, 0, 0, DATA_RANDOM, 1);
+  /* the CPU backend's tiles: tokens over two row chunks, heads over two N panels, K over
+   * three K panels whose sums are added before the staging */
+  test_case(&r, 2100, 96, 11, 192, 64, 0, 1, 0, DATA_RANDOM, 0);
+  test_case(&r, 300, 1056, 11, 192, 64, 1, 0, 0, DATA_RANDOM, 0);
+  test_case(&r, 300, 1100, 11, 192, 64, 0, 0, 1, DATA_INTEGER, 1);
   for (int col = 0; col < 2; ++col) {
     const stats *g = &g_random[col];
     const char *dir = col ? "col" : "row";

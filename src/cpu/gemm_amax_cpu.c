@@ -1,17 +1,20 @@
 /*
- * gemm_amax_cpu.c — block-scaled GEMM + amax on the CPU (SPEC §1), on the f32 GEMM core
- * shared by the CPU ops (mxf_cpu_sgemm_nt in sgemm_cpu.c: OpenBLAS or plain C).
+ * gemm_amax_cpu.c — block-scaled GEMM + amax on the CPU (SPEC §1), on the panel driver
+ * and f32 GEMM core shared by the CPU ops (mxf_cpu_gemm_panels, mxf_cpu_sgemm_nt in
+ * sgemm_cpu.c: OpenBLAS or plain C).
  *
  * A run works on an "oriented" view of the problem: X (rows x K) times Y (cols x K)^T
  * into an output whose column stride is 1 where possible. That is A, B, C as given when
  * C is n-major, and B, A, C^T when C is m-major (so the epilogue always streams along
- * contiguous memory). Per batch:
- *   1. Y is dequantized once into an f32 (cols, ldk) panel: code value times block scale;
- *   2. X is dequantized chunk by chunk (xchunk rows) into an f32 (xchunk, ldk) panel;
- *   3. acc = Xpanel Ypanel^T through mxf_cpu_sgemm_nt into an f32 (xchunk, ldn) panel;
- *   4. epilogue: v = alpha * acc (alpha applied once, after the sum), amax over |v|,
- *      v converted to C's dtype with formats.h and stored with C's strides.
- * Steps 1, 2 and 4 run on mxf_parallel_for; step 3 is threaded by the GEMM core.
+ * contiguous memory). Per batch, the panel driver walks the tiles of acc and asks for:
+ *   1. blocks of X and Y (rows x one K panel) dequantized into f32: code value times
+ *      block scale; K panels start on scale blocks;
+ *   2. acc += Xblock Yblock^T through mxf_cpu_sgemm_nt into the tile's f32 acc, K panel
+ *      by K panel (f32 sums, so K's order of summation is the panels' order);
+ *   3. per finished tile, the epilogue: v = alpha * acc (alpha applied once, after the
+ *      sum), amax over |v|, v converted to C's dtype with formats.h and stored with C's
+ *      strides.
+ * Steps 1 and 3 run on mxf_parallel_for; step 2 is threaded by the GEMM core.
  *
  * Exactness of step 1: a code has at most 4 significant bits and an e8m0 scale is a
  * power of two, a ue4m3 scale 4 bits; the product therefore needs at most 8 significant
@@ -23,9 +26,10 @@
  * e2m1 (6 * 2^126); quantizing finite f32 data never produces such a block, and the
  * f32 accumulator would overflow on it anyway.
  *
- * Workspace (each piece 64-byte aligned): Y panel (cols, ldk), X panel (xchunk, ldk),
- * acc panel (xchunk, ldn), all f32; ldk, ldn rounded up to 16 floats. xchunk bounds
- * the X and acc panels to about MXF_GEMM_CHUNK_BYTES.
+ * Workspace: the panel driver's (an X block, a Y block and an acc tile; sgemm_cpu.c says
+ * their bounds), bounded whatever N, and whatever M beyond one row chunk, plus 64
+ * bytes to align the caller's pointer: 4.6 MB for M = 64 against a 7168 x 2048 weight,
+ * 25 MB at 2048^3, at most 36 MiB up to K = 16384.
  *
  * Never read: scale bytes of rows >= MN or k-blocks >= Kb (offsets are only formed for
  * valid (row, block) pairs) and operand bytes outside the logical (MN, K) extent.
@@ -37,9 +41,7 @@
 #include "cpu/cpu.h"
 #include "cpu/parallel.h"
 
-#define MXF_GEMM_CHUNK_BYTES ((size_t)32 << 20) /* X panel + acc panel of one chunk */
-#define MXF_GEMM_ROW_BLOCK 64                   /* rows per dequantization task */
-#define MXF_GEMM_EPI_GRAIN 16                   /* rows per epilogue task, at least */
+#define MXF_GEMM_EPI_GRAIN 16 /* rows per epilogue task */
 
 /* ------------------------------------------------------------ the oriented problem */
 typedef struct gemm_operand {
@@ -56,12 +58,9 @@ typedef struct gemm_view {
   mxf_dtype ab, sf, c;
   gemm_operand x, y;        /* x: rows of acc, y: columns of acc */
   int64_t c_rs, c_cs, c_ls; /* C strides in values, for (row of acc, col of acc, batch) */
-  int64_t ldk, ldn, xchunk;
+  mxf_cpu_panels pp;
   int swapped; /* x is B, y is A */
 } gemm_view;
-
-static int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
-static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 static void gemm_view_init(gemm_view *v, const mxf_gemm_problem *p) {
   gemm_operand a = {NULL, NULL, p->sfa_layout, p->m, p->a_ms, p->a_ks, p->a_ls};
@@ -83,146 +82,129 @@ static void gemm_view_init(gemm_view *v, const mxf_gemm_problem *p) {
   } else {
     v->rows = p->n, v->cols = p->m, v->x = b, v->y = a, v->c_rs = p->c_ns, v->c_cs = p->c_ms;
   }
-  v->ldk = round_up(p->k > 0 ? p->k : 1, 16);
-  v->ldn = round_up(v->cols > 0 ? v->cols : 1, 16);
-  int64_t per_row = (v->ldk + v->ldn) * (int64_t)sizeof(float);
-  int64_t chunk = (int64_t)MXF_GEMM_CHUNK_BYTES / per_row;
-  chunk = chunk / MXF_GEMM_ROW_BLOCK * MXF_GEMM_ROW_BLOCK;
-  if (chunk < MXF_GEMM_ROW_BLOCK) chunk = MXF_GEMM_ROW_BLOCK;
-  if (chunk > v->rows) chunk = v->rows > 0 ? v->rows : 1;
-  v->xchunk = chunk;
-}
-
-static size_t gemm_ws_y(const gemm_view *v) {
-  return align64((size_t)v->cols * (size_t)v->ldk * sizeof(float));
-}
-static size_t gemm_ws_x(const gemm_view *v) {
-  return align64((size_t)v->xchunk * (size_t)v->ldk * sizeof(float));
-}
-static size_t gemm_ws_acc(const gemm_view *v) {
-  return align64((size_t)v->xchunk * (size_t)v->ldn * sizeof(float));
+  /* K panels of whole scale blocks (32 is a multiple of both sf_vec); N panels of an
+   * even number of columns, so that an e2m1 C row splits between panels on a byte */
+  mxf_cpu_panels_init(&v->pp, v->rows, v->cols, v->k, 16, 16, 32);
 }
 
 size_t mxf_cpu_gemm_amax_workspace(const mxf_plan *plan) {
   gemm_view v;
   gemm_view_init(&v, &plan->p.gemm);
   /* + 64: the run aligns the start of the caller's buffer itself */
-  return gemm_ws_y(&v) + gemm_ws_x(&v) + gemm_ws_acc(&v) + 64;
+  return mxf_cpu_panels_workspace(&v.pp) + 64;
 }
 
 /* ------------------------------------------------------------ dequantization */
-typedef struct dequant_ctx {
+typedef struct gemm_ctx {
   const gemm_view *v;
-  const gemm_operand *op;
-  int64_t batch, row0; /* rows [row0, row0 + count) of op land in out rows 0.. */
-  int64_t count;
-  float *out;                 /* (count, ldk) */
-  const float *code_lut;      /* 256 entries: code byte -> value (fp8), or low nibble (e2m1) */
-  const float *sf_lut;        /* 256 entries: scale byte -> value */
-  const float (*pair_lut)[2]; /* e2m1: byte -> (low nibble value, high nibble value) */
-} dequant_ctx;
+  int64_t batch;
+  float code_lut[256];    /* code byte -> value (fp8), or low nibble (e2m1) */
+  float sf_lut[256];      /* scale byte -> value */
+  float pair_lut[256][2]; /* e2m1: byte -> (low nibble value, high nibble value) */
+  /* epilogue */
+  float alpha;
+  uint8_t *c;
+  int64_t epi_grain;
+  pthread_mutex_t lock;
+  float amax; /* max |v| over non-NaN values seen so far */
+  int has_nan;
+} gemm_ctx;
 
 static uint8_t operand_code(const gemm_view *v, const uint8_t *data, int64_t i) {
   return v->ab == MXF_E2M1 ? mxf_e2m1_get(data, i) : data[i];
 }
 
-/* One row with unit k stride: codes of a block are contiguous. */
-static void dequant_row_kmajor(const dequant_ctx *d, int64_t r, float *dst) {
+/* Row r of op with unit k stride, scale blocks [kb0, kb1): codes of a block are
+ * contiguous. dst[0] is value k = kb0 * sf_vec. */
+static void dequant_row_kmajor(const gemm_ctx *d, const gemm_operand *op, int64_t r, int64_t kb0, int64_t kb1,
+                               float *dst) {
   const gemm_view *v = d->v;
-  const gemm_operand *op = d->op;
   int64_t base = r * op->rs + d->batch * op->ls;
-  for (int64_t kb = 0; kb < v->kb; ++kb) {
+  for (int64_t kb = kb0; kb < kb1; ++kb, dst += v->sf_vec) {
     float s = d->sf_lut[op->sf[mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r, kb, d->batch)]];
-    int64_t k0 = kb * v->sf_vec, k1 = k0 + v->sf_vec < v->k ? k0 + v->sf_vec : v->k;
+    int64_t k0 = kb * v->sf_vec, n = k0 + v->sf_vec < v->k ? v->sf_vec : v->k - k0;
     if (v->ab != MXF_E2M1) {
-      const uint8_t *src = op->data + base;
-      for (int64_t k = k0; k < k1; ++k)
-        dst[k] = d->code_lut[src[k]] * s;
+      const uint8_t *src = op->data + base + k0;
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = d->code_lut[src[i]] * s;
     } else if (((base + k0) & 1) == 0) {
       const uint8_t *src = op->data + ((base + k0) >> 1);
-      int64_t k = k0;
-      for (; k + 1 < k1; k += 2, ++src) {
-        dst[k] = d->pair_lut[*src][0] * s;
-        dst[k + 1] = d->pair_lut[*src][1] * s;
+      int64_t i = 0;
+      for (; i + 1 < n; i += 2, ++src) {
+        dst[i] = d->pair_lut[*src][0] * s;
+        dst[i + 1] = d->pair_lut[*src][1] * s;
       }
-      if (k < k1) dst[k] = d->pair_lut[*src][0] * s;
+      if (i < n) dst[i] = d->pair_lut[*src][0] * s;
     } else {
-      for (int64_t k = k0; k < k1; ++k)
-        dst[k] = d->code_lut[mxf_e2m1_get(op->data, base + k)] * s;
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = d->code_lut[mxf_e2m1_get(op->data, base + k0 + i)] * s;
     }
   }
 }
 
-static void dequant_task(void *ctx, int64_t begin, int64_t end) {
-  const dequant_ctx *d = (const dequant_ctx *)ctx;
+/* The panel driver's fill: rows [r0, r0 + n) of X or Y, values [k0, k0 + kn) (k0 on a
+ * scale block). */
+static void gemm_fill(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, float *dst,
+                      int64_t ld) {
+  const gemm_ctx *d = (const gemm_ctx *)ctx;
   const gemm_view *v = d->v;
-  const gemm_operand *op = d->op;
-  for (int64_t blk = begin; blk < end; ++blk) {
-    int64_t i0 = blk * MXF_GEMM_ROW_BLOCK;
-    int64_t i1 = i0 + MXF_GEMM_ROW_BLOCK < d->count ? i0 + MXF_GEMM_ROW_BLOCK : d->count;
-    if (op->ks == 1) {
-      for (int64_t i = i0; i < i1; ++i)
-        dequant_row_kmajor(d, d->row0 + i, d->out + i * v->ldk);
-      continue;
-    }
-    /* Unit row stride (or anything else): walk k outside, rows inside, so that each k
-     * reads a contiguous run of codes; the block's scales are decoded once. */
-    float s[MXF_GEMM_ROW_BLOCK];
-    for (int64_t kb = 0; kb < v->kb; ++kb) {
-      for (int64_t i = i0; i < i1; ++i)
-        s[i - i0] =
-            d->sf_lut[op->sf[mxf_gemm_sf_offset(op->layout, op->rows, v->kb, d->row0 + i, kb, d->batch)]];
-      int64_t k0 = kb * v->sf_vec, k1 = k0 + v->sf_vec < v->k ? k0 + v->sf_vec : v->k;
-      for (int64_t k = k0; k < k1; ++k) {
-        int64_t base = k * op->ks + d->batch * op->ls + d->row0 * op->rs;
-        if (v->ab != MXF_E2M1 && op->rs == 1) {
-          const uint8_t *src = op->data + base;
-          for (int64_t i = i0; i < i1; ++i)
-            d->out[i * v->ldk + k] = d->code_lut[src[i]] * s[i - i0];
-        } else {
-          for (int64_t i = i0; i < i1; ++i)
-            d->out[i * v->ldk + k] = d->code_lut[operand_code(v, op->data, base + i * op->rs)] * s[i - i0];
-        }
+  const gemm_operand *op = which ? &v->y : &v->x;
+  const int64_t kb0 = k0 / v->sf_vec, kb1 = mxf_cdiv(k0 + kn, v->sf_vec);
+  if (op->ks == 1) {
+    for (int64_t i = 0; i < n; ++i)
+      dequant_row_kmajor(d, op, r0 + i, kb0, kb1, dst + i * ld);
+    return;
+  }
+  /* Unit row stride (or anything else): walk k outside, rows inside, so that each k
+   * reads a contiguous run of codes; the block's scales are decoded once. */
+  float s[MXF_CPU_FILL_ROWS];
+  for (int64_t kb = kb0; kb < kb1; ++kb) {
+    for (int64_t i = 0; i < n; ++i)
+      s[i] = d->sf_lut[op->sf[mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0 + i, kb, d->batch)]];
+    int64_t kk0 = kb * v->sf_vec, kk1 = kk0 + v->sf_vec < v->k ? kk0 + v->sf_vec : v->k;
+    for (int64_t k = kk0; k < kk1; ++k) {
+      int64_t base = k * op->ks + d->batch * op->ls + r0 * op->rs;
+      float *o = dst + (k - k0);
+      if (v->ab != MXF_E2M1 && op->rs == 1) {
+        const uint8_t *src = op->data + base;
+        for (int64_t i = 0; i < n; ++i)
+          o[i * ld] = d->code_lut[src[i]] * s[i];
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          o[i * ld] = d->code_lut[operand_code(v, op->data, base + i * op->rs)] * s[i];
       }
     }
   }
-}
-
-static void dequant_rows(dequant_ctx *d) {
-  int64_t blocks = mxf_cdiv(d->count, MXF_GEMM_ROW_BLOCK);
-  mxf_parallel_for(blocks, 1, dequant_task, d);
 }
 
 /* ------------------------------------------------------------ epilogue */
-typedef struct epilogue_ctx {
-  const gemm_view *v;
-  const float *acc; /* (chunk rows, ldn) */
-  int64_t row0, batch;
-  float alpha;
-  uint8_t *c;
-  pthread_mutex_t lock;
-  float amax; /* max |v| over non-NaN values seen so far */
-  int has_nan;
-} epilogue_ctx;
-
 /* One row of acc: scale, track amax, convert, store with column stride cs. The dtype
- * switch sits outside the element loops so that each loop is a tight streaming pass. */
+ * switch sits outside the element loops so that each loop is a tight streaming pass.
+ * amax is kept as the bits of |v|, which order like the values for every non-NaN |v|
+ * (as int32: they are below 2^31), so that the running max vectorizes; NaNs set a flag
+ * instead. */
 #define MXF_EPI_LOOP(STORE)                                                                                  \
   for (int64_t j = 0; j < n; ++j) {                                                                          \
     float x = acc[j] * alpha;                                                                                \
-    float ax = mxf_f32_from_bits(mxf_f32_bits(x) & 0x7FFFFFFFu);                                             \
-    amax = ax > amax ? ax : amax;                                                                            \
-    nan |= ax != ax;                                                                                         \
+    uint32_t ab = mxf_f32_bits(x) & 0x7FFFFFFFu;                                                             \
+    int isnan_ = ab > 0x7F800000u;                                                                           \
+    int32_t m = isnan_ ? 0 : (int32_t)ab;                                                                    \
+    amax = m > amax ? m : amax;                                                                              \
+    nan |= isnan_;                                                                                           \
     STORE;                                                                                                   \
   }
+MXF_CPU_MULTIVERSION
 static void epilogue_row(mxf_dtype dt, const float *acc, int64_t n, float alpha, uint8_t *c, int64_t o,
                          int64_t cs, float *amax_io, int *nan_io) {
-  float amax = *amax_io;
+  int32_t amax = (int32_t)mxf_f32_bits(*amax_io);
   int nan = *nan_io;
   switch (dt) {
   case MXF_F32: {
     float *p = (float *)c + o;
-    MXF_EPI_LOOP(p[j * cs] = x)
+    if (cs == 1)
+      MXF_EPI_LOOP(p[j] = x)
+    else
+      MXF_EPI_LOOP(p[j * cs] = x)
     break;
   }
   case MXF_F16: {
@@ -232,7 +214,10 @@ static void epilogue_row(mxf_dtype dt, const float *acc, int64_t n, float alpha,
   }
   case MXF_BF16: {
     uint16_t *p = (uint16_t *)c + o;
-    MXF_EPI_LOOP(p[j * cs] = mxf_f32_to_bf16(x))
+    if (cs == 1)
+      MXF_EPI_LOOP(p[j] = mxf_f32_to_bf16(x))
+    else
+      MXF_EPI_LOOP(p[j * cs] = mxf_f32_to_bf16(x))
     break;
   }
   case MXF_E4M3: {
@@ -249,37 +234,48 @@ static void epilogue_row(mxf_dtype dt, const float *acc, int64_t n, float alpha,
     MXF_EPI_LOOP(mxf_e2m1_set(c, o + j * cs, mxf_f32_to_e2m1(x)))
     break;
   }
-  *amax_io = amax;
+  *amax_io = mxf_f32_from_bits((uint32_t)amax);
   *nan_io = nan;
 }
 #undef MXF_EPI_LOOP
 
-static void epilogue_task(void *ctx, int64_t begin, int64_t end) {
-  epilogue_ctx *e = (epilogue_ctx *)ctx;
-  const gemm_view *v = e->v;
+/* The panel driver's epilogue: tasks of MXF_GEMM_EPI_GRAIN rows (or one task for the
+ * whole tile, see epi_grain). */
+static int64_t gemm_epilogue_tasks(void *ctx, int64_t rn, int64_t cn) {
+  const gemm_ctx *g = (const gemm_ctx *)ctx;
+  (void)cn;
+  return mxf_cdiv(rn, g->epi_grain);
+}
+
+static void gemm_epilogue(void *ctx, int64_t r0, int64_t rn, int64_t c0, int64_t cn, float *acc, int64_t ld,
+                          int64_t t0, int64_t t1) {
+  gemm_ctx *g = (gemm_ctx *)ctx;
+  const gemm_view *v = g->v;
   float amax = 0.0f;
   int has_nan = 0;
-  for (int64_t i = begin; i < end; ++i)
-    epilogue_row(v->c, e->acc + i * v->ldn, v->cols, e->alpha, e->c,
-                 (e->row0 + i) * v->c_rs + e->batch * v->c_ls, v->c_cs, &amax, &has_nan);
-  pthread_mutex_lock(&e->lock);
-  if (amax > e->amax) e->amax = amax;
-  e->has_nan |= has_nan;
-  pthread_mutex_unlock(&e->lock);
+  const int64_t i1 = t1 * g->epi_grain < rn ? t1 * g->epi_grain : rn;
+  for (int64_t i = t0 * g->epi_grain; i < i1; ++i)
+    epilogue_row(v->c, acc + i * ld, cn, g->alpha, g->c,
+                 (r0 + i) * v->c_rs + c0 * v->c_cs + g->batch * v->c_ls, v->c_cs, &amax, &has_nan);
+  pthread_mutex_lock(&g->lock);
+  if (amax > g->amax) g->amax = amax;
+  g->has_nan |= has_nan;
+  pthread_mutex_unlock(&g->lock);
 }
 
 /* ------------------------------------------------------------ run */
-static void build_luts(const gemm_view *v, float code_lut[256], float sf_lut[256], float pair_lut[256][2]) {
+static void build_luts(gemm_ctx *g) {
+  const gemm_view *v = g->v;
   for (int b = 0; b < 256; ++b) {
     uint8_t u = (uint8_t)b;
     switch (v->ab) {
-    case MXF_E4M3: code_lut[b] = mxf_e4m3_to_f32(u); break;
-    case MXF_E5M2: code_lut[b] = mxf_e5m2_to_f32(u); break;
-    default: code_lut[b] = mxf_e2m1_to_f32(u & 0xFu); break;
+    case MXF_E4M3: g->code_lut[b] = mxf_e4m3_to_f32(u); break;
+    case MXF_E5M2: g->code_lut[b] = mxf_e5m2_to_f32(u); break;
+    default: g->code_lut[b] = mxf_e2m1_to_f32(u & 0xFu); break;
     }
-    pair_lut[b][0] = mxf_e2m1_to_f32(u & 0xFu);
-    pair_lut[b][1] = mxf_e2m1_to_f32(u >> 4);
-    sf_lut[b] = v->sf == MXF_E4M3 ? mxf_e4m3_to_f32(u) : mxf_e8m0_to_f32(u);
+    g->pair_lut[b][0] = mxf_e2m1_to_f32(u & 0xFu);
+    g->pair_lut[b][1] = mxf_e2m1_to_f32(u >> 4);
+    g->sf_lut[b] = v->sf == MXF_E4M3 ? mxf_e4m3_to_f32(u) : mxf_e8m0_to_f32(u);
   }
 }
 
@@ -295,44 +291,27 @@ mxf_status mxf_cpu_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args 
   v.x.data = v.swapped ? b : a, v.x.sf = v.swapped ? sfb : sfa;
   v.y.data = v.swapped ? a : b, v.y.sf = v.swapped ? sfa : sfb;
 
-  uint8_t *base = (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-  float *ypanel = (float *)base;
-  float *xpanel = (float *)(base + gemm_ws_y(&v));
-  float *accpanel = (float *)(base + gemm_ws_y(&v) + gemm_ws_x(&v));
+  void *base = (void *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
 
-  float code_lut[256], sf_lut[256], pair_lut[256][2];
-  build_luts(&v, code_lut, sf_lut, pair_lut);
-
-  epilogue_ctx e;
-  e.v = &v;
-  e.acc = accpanel;
-  e.alpha = args->alpha ? *args->alpha : 1.0f;
-  e.c = (uint8_t *)args->c;
-  e.amax = 0.0f;
-  e.has_nan = 0;
-  pthread_mutex_init(&e.lock, NULL);
-
+  gemm_ctx g;
+  g.v = &v;
+  build_luts(&g);
+  g.alpha = args->alpha ? *args->alpha : 1.0f;
+  g.c = (uint8_t *)args->c;
+  g.amax = 0.0f;
+  g.has_nan = 0;
+  pthread_mutex_init(&g.lock, NULL);
   /* e2m1 C packs two values per byte: rows handled by different threads must not share
    * a byte, which holds when every row starts on an even value index. */
-  int64_t epi_grain = MXF_GEMM_EPI_GRAIN;
-  if (v.c == MXF_E2M1 && ((v.c_rs & 1) || (v.c_ls & 1) || (v.c_cs != 1))) epi_grain = INT64_MAX / 2;
+  g.epi_grain = MXF_GEMM_EPI_GRAIN;
+  if (v.c == MXF_E2M1 && ((v.c_rs & 1) || (v.c_ls & 1) || (v.c_cs != 1))) g.epi_grain = INT64_MAX / 2;
 
-  for (int64_t l = 0; l < v.l && v.rows > 0 && v.cols > 0; ++l) {
-    dequant_ctx dy = {&v, &v.y, l, 0, v.cols, ypanel, code_lut, sf_lut, (const float(*)[2])pair_lut};
-    dequant_rows(&dy);
-    for (int64_t r0 = 0; r0 < v.rows; r0 += v.xchunk) {
-      int64_t cnt = v.rows - r0 < v.xchunk ? v.rows - r0 : v.xchunk;
-      dequant_ctx dx = {&v, &v.x, l, r0, cnt, xpanel, code_lut, sf_lut, (const float(*)[2])pair_lut};
-      dequant_rows(&dx);
-      mxf_cpu_sgemm_nt(cnt, v.cols, v.k, xpanel, v.ldk, ypanel, v.ldk, accpanel, v.ldn);
-      e.row0 = r0;
-      e.batch = l;
-      mxf_parallel_for(cnt, epi_grain, epilogue_task, &e);
-    }
-  }
-  pthread_mutex_destroy(&e.lock);
+  static const mxf_cpu_panel_ops ops = {gemm_fill, gemm_epilogue_tasks, gemm_epilogue};
+  for (g.batch = 0; g.batch < v.l; ++g.batch)
+    mxf_cpu_gemm_panels(&v.pp, &ops, &g, base);
+  pthread_mutex_destroy(&g.lock);
 
-  float amax = e.has_nan ? mxf_f32_from_bits(0x7FC00000u) : e.amax;
+  float amax = g.has_nan ? mxf_f32_from_bits(0x7FC00000u) : g.amax;
   if (p->flags & MXF_AMAX_ACCUMULATE) {
     /* max(previous, new) with NaN propagating from either side */
     float old = *args->amax;

@@ -1,5 +1,22 @@
-/* A parallel-for on short-lived pthreads: simple, and the CPU ops are long enough that
- * thread start-up (tens of microseconds) is noise. */
+/*
+ * parallel.c — the parallel-for of the CPU ops, on a pool of worker threads.
+ *
+ * The panel driver (sgemm_cpu.c) runs a parallel-for per block it dequantizes and per
+ * tile it finishes: tens to hundreds a run, each short. Starting and joining a thread
+ * costs tens of microseconds (more on virtual machines), and the caller starts them one
+ * after the other, so the workers are started once, on first use, and park on a
+ * condition variable between calls. The pool grows to the largest worker count asked
+ * for (MXF_NUM_THREADS may change between calls) and never shrinks.
+ *
+ * One call owns the pool at a time. A call that finds it owned (another thread of the
+ * process runs an op, or a task calls back into the parallel-for) starts short-lived
+ * threads of its own instead, so concurrent callers neither wait for each other nor
+ * deadlock. Chunks are assigned statically, chunk i to worker i (the caller is worker
+ * 0), so a run's partition does not depend on timing.
+ *
+ * A forked child has no workers: a fork handler forgets them. A destructor stops and
+ * joins them when the library is unloaded.
+ */
 #include "cpu/parallel.h"
 
 #include <pthread.h>
@@ -19,16 +36,148 @@ int mxf_cpu_threads(void) {
   return n > MXF_MAX_THREADS ? MXF_MAX_THREADS : (int)n;
 }
 
-typedef struct {
+/* ------------------------------------------------------------ one call's chunks */
+typedef struct mxf_job {
   mxf_range_fn fn;
   void *ctx;
-  int64_t begin, end;
-} mxf_chunk;
+  int64_t n, per; /* chunk i is [i*per, (i+1)*per) clipped to n */
+  int64_t nt;     /* chunks (= threads taking part, the caller included) */
+} mxf_job;
 
-static void *mxf_chunk_main(void *p) {
-  mxf_chunk *c = (mxf_chunk *)p;
-  c->fn(c->ctx, c->begin, c->end);
+static void job_chunk(const mxf_job *j, int64_t i) {
+  int64_t b = i * j->per < j->n ? i * j->per : j->n, e = (i + 1) * j->per < j->n ? (i + 1) * j->per : j->n;
+  if (b < e) j->fn(j->ctx, b, e);
+}
+
+/* ------------------------------------------------------------ the pool */
+static struct {
+  pthread_mutex_t lock; /* guards everything below */
+  pthread_cond_t wake;  /* a new generation, or stop */
+  pthread_cond_t done;  /* remaining reached 0 */
+  pthread_t th[MXF_MAX_THREADS];
+  uint64_t born[MXF_MAX_THREADS]; /* the generation when worker w was started */
+  int64_t workers;                /* started: worker w (1..workers) is th[w] */
+  int busy;                       /* a call owns the pool */
+  int stop;
+  uint64_t generation;
+  mxf_job job;
+  int64_t remaining; /* workers of this generation not yet done */
+} g_pool = {
+    .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
+
+static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
+
+static void pool_forget_after_fork(void) {
+  /* the child runs only the forking thread: no workers, nothing in flight */
+  pthread_mutex_init(&g_pool.lock, NULL);
+  pthread_cond_init(&g_pool.wake, NULL);
+  pthread_cond_init(&g_pool.done, NULL);
+  g_pool.workers = 0;
+  g_pool.busy = 0;
+  g_pool.stop = 0;
+  g_pool.remaining = 0;
+}
+
+static void pool_register_fork(void) { pthread_atfork(NULL, NULL, pool_forget_after_fork); }
+
+static void *pool_worker(void *arg) {
+  const int64_t w = (int64_t)(intptr_t)arg;
+  pthread_mutex_lock(&g_pool.lock);
+  uint64_t seen = g_pool.born[w]; /* a generation begun before this thread ran is its own */
+  for (;;) {
+    while (g_pool.generation == seen && !g_pool.stop)
+      pthread_cond_wait(&g_pool.wake, &g_pool.lock);
+    if (g_pool.stop) break;
+    seen = g_pool.generation;
+    if (w >= g_pool.job.nt) continue; /* not part of this call */
+    const mxf_job job = g_pool.job;
+    pthread_mutex_unlock(&g_pool.lock);
+    job_chunk(&job, w);
+    pthread_mutex_lock(&g_pool.lock);
+    if (--g_pool.remaining == 0) pthread_cond_signal(&g_pool.done);
+  }
+  pthread_mutex_unlock(&g_pool.lock);
   return NULL;
+}
+
+__attribute__((destructor)) static void pool_stop(void) {
+  pthread_mutex_lock(&g_pool.lock);
+  if (g_pool.busy) { /* unloaded in the middle of a call: leave the workers be */
+    pthread_mutex_unlock(&g_pool.lock);
+    return;
+  }
+  g_pool.stop = 1;
+  pthread_cond_broadcast(&g_pool.wake);
+  const int64_t workers = g_pool.workers;
+  g_pool.workers = 0;
+  pthread_mutex_unlock(&g_pool.lock);
+  for (int64_t w = 1; w <= workers; ++w)
+    pthread_join(g_pool.th[w], NULL);
+}
+
+/* Runs the job on the pool; 0 if the pool is owned by another call. */
+static int pool_run(const mxf_job *job) {
+  pthread_once(&g_pool_once, pool_register_fork);
+  pthread_mutex_lock(&g_pool.lock);
+  if (g_pool.busy || g_pool.stop) {
+    pthread_mutex_unlock(&g_pool.lock);
+    return 0;
+  }
+  g_pool.busy = 1;
+  while (g_pool.workers < job->nt - 1) {
+    const int64_t w = g_pool.workers + 1;
+    g_pool.born[w] = g_pool.generation;
+    if (pthread_create(&g_pool.th[w], NULL, pool_worker, (void *)(intptr_t)w) != 0) break;
+    g_pool.workers = w;
+  }
+  /* workers 1..have take chunks 1..have; the caller takes 0 and any a worker could not */
+  const int64_t have = g_pool.workers < job->nt - 1 ? g_pool.workers : job->nt - 1;
+  g_pool.job = *job;
+  g_pool.job.nt = have + 1;
+  g_pool.remaining = have;
+  ++g_pool.generation;
+  pthread_cond_broadcast(&g_pool.wake);
+  pthread_mutex_unlock(&g_pool.lock);
+
+  job_chunk(job, 0);
+  for (int64_t i = have + 1; i < job->nt; ++i)
+    job_chunk(job, i);
+
+  pthread_mutex_lock(&g_pool.lock);
+  while (g_pool.remaining > 0)
+    pthread_cond_wait(&g_pool.done, &g_pool.lock);
+  g_pool.busy = 0;
+  pthread_mutex_unlock(&g_pool.lock);
+  return 1;
+}
+
+/* ------------------------------------------------------------ fallback: own threads */
+typedef struct {
+  const mxf_job *job;
+  int64_t i;
+} mxf_spawned;
+
+static void *spawned_main(void *p) {
+  const mxf_spawned *s = (const mxf_spawned *)p;
+  job_chunk(s->job, s->i);
+  return NULL;
+}
+
+static void spawn_run(const mxf_job *job) {
+  mxf_spawned s[MXF_MAX_THREADS];
+  pthread_t th[MXF_MAX_THREADS];
+  int started[MXF_MAX_THREADS] = {0};
+  for (int64_t i = 1; i < job->nt; ++i) {
+    s[i] = (mxf_spawned){job, i};
+    started[i] = pthread_create(&th[i], NULL, spawned_main, &s[i]) == 0;
+  }
+  job_chunk(job, 0);
+  for (int64_t i = 1; i < job->nt; ++i) {
+    if (started[i])
+      pthread_join(th[i], NULL);
+    else
+      job_chunk(job, i); /* could not start a thread: do its share here */
+  }
 }
 
 void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx) {
@@ -41,23 +190,6 @@ void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx) {
     fn(ctx, 0, n);
     return;
   }
-  mxf_chunk c[MXF_MAX_THREADS];
-  pthread_t th[MXF_MAX_THREADS];
-  int started[MXF_MAX_THREADS] = {0};
-  int64_t per = (n + nt - 1) / nt;
-  for (int64_t i = 0; i < nt; ++i) {
-    c[i].fn = fn;
-    c[i].ctx = ctx;
-    c[i].begin = i * per < n ? i * per : n;
-    c[i].end = (i + 1) * per < n ? (i + 1) * per : n;
-  }
-  for (int64_t i = 1; i < nt; ++i)
-    started[i] = pthread_create(&th[i], NULL, mxf_chunk_main, &c[i]) == 0;
-  fn(ctx, c[0].begin, c[0].end);
-  for (int64_t i = 1; i < nt; ++i) {
-    if (started[i])
-      pthread_join(th[i], NULL);
-    else
-      fn(ctx, c[i].begin, c[i].end); /* could not start a thread: do its share here */
-  }
+  const mxf_job job = {fn, ctx, n, (n + nt - 1) / nt, nt};
+  if (!pool_run(&job)) spawn_run(&job);
 }

@@ -19,6 +19,24 @@
  *
  * Pack buffers live on the stack of the task (about 200 KiB): the CPU ops allocate
  * nothing at run time.
+ *
+ * Below the core, the panel driver of the CPU ops (mxf_cpu_gemm_panels): an op whose
+ * operands exist only as codes and scales hands it a fill callback, which dequantizes
+ * rows x a K range into f32, and an epilogue callback. The driver walks acc = X Y^T tile
+ * by tile, row chunks (rc rows of X) outside, N panels (nc rows of Y) inside, and per
+ * tile the K panels (kc) in order: it fills the Y block of the K panel, the core adds
+ * Xblock Yblock^T into the tile's f32 acc (the first K panel sets it), and once the last
+ * K panel is in, the epilogue takes the tile. With one N panel, X is filled K panel by
+ * K panel beside Y; with several, X holds the row chunk's whole K, filled once and read
+ * by every N panel (rc shrinks to keep it within MXF_PANEL_X_BYTES, down to
+ * MXF_PANEL_ROWS_MIN rows).
+ *
+ * Workspace, whatever the rows and columns: X (rc, ldx), Y (nc, ldy), acc (rc, ldn), f32,
+ * each 64-byte aligned, row strides rounded up to 16 floats: at most 4 MiB of X (16 MiB
+ * when it holds the whole K, more only for K above 16384), 4 MiB of Y, 16 MiB of acc. What
+ * the tiles cost beyond one large GEMM: Y is dequantized once per row chunk and the core
+ * repacks X once per N panel; the targets (MXF_PANEL_*) make both happen once up to
+ * 2048 x 2048 outputs.
  */
 #include <string.h>
 
@@ -36,17 +54,18 @@
 #define MXF_SG_NC 128 /* multiple of NR */
 #define MXF_SG_KC 256
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define MXF_SG_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define MXF_SG_MULTIVERSION
-#endif
+#define MXF_PANEL_COLS 2048                  /* nc: rows of Y per tile, at most */
+#define MXF_PANEL_K 512                      /* kc: K panel, at most */
+#define MXF_PANEL_ROWS 2048                  /* rc: rows of X per tile, at most */
+#define MXF_PANEL_ROWS_MIN 256               /* ... and at least, with a full-K X */
+#define MXF_PANEL_X_BYTES ((size_t)16 << 20) /* full-K X chunk, at most (above the minimum) */
 
 typedef struct sgemm_ctx {
   int64_t m, n, k, lda, ldb, ldc;
   const float *a, *b;
   float *c;
   int64_t tiles_n;
+  int accumulate;
 } sgemm_ctx;
 
 /* rows [0, rows) of x (ld floats apart), k in [k0, k0 + kc), into micro-panels of r rows:
@@ -72,7 +91,7 @@ static void sgemm_pack(const float *x, int64_t ld, int64_t rows, int64_t k0, int
  * the generic vector type maps to one zmm, two ymm or four xmm registers. */
 typedef float sgemm_vec __attribute__((vector_size(MXF_SG_NR * sizeof(float))));
 
-MXF_SG_MULTIVERSION
+MXF_CPU_MULTIVERSION
 static void sgemm_micro(int64_t kc, const float *restrict pa, const float *restrict pb, float *restrict c,
                         int64_t ldc, int mr, int nr, int first) {
   sgemm_vec acc[MXF_SG_MR];
@@ -114,7 +133,7 @@ static void sgemm_task(void *ctx, int64_t begin, int64_t end) {
         for (int64_t ir = 0; ir < mc; ir += MXF_SG_MR) {
           int mr = (int)(mc - ir < MXF_SG_MR ? mc - ir : MXF_SG_MR);
           sgemm_micro(kc, pa + ir * kc, pb + jr * kc, s->c + (i0 + ir) * s->ldc + j0 + jr, s->ldc, mr, nr,
-                      k0 == 0);
+                      k0 == 0 && !s->accumulate);
         }
       }
     }
@@ -122,14 +141,15 @@ static void sgemm_task(void *ctx, int64_t begin, int64_t end) {
 }
 
 void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                        int64_t ldb, float *c, int64_t ldc) {
+                        int64_t ldb, float *c, int64_t ldc, int accumulate) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
-    for (int64_t i = 0; i < m; ++i)
-      memset(c + i * ldc, 0, (size_t)n * sizeof(float));
+    if (!accumulate)
+      for (int64_t i = 0; i < m; ++i)
+        memset(c + i * ldc, 0, (size_t)n * sizeof(float));
     return;
   }
-  sgemm_ctx s = {m, n, k, lda, ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC)};
+  sgemm_ctx s = {m, n, k, lda, ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC), accumulate};
   int64_t tiles = mxf_cdiv(m, MXF_SG_MC) * s.tiles_n;
   mxf_parallel_for(tiles, 1, sgemm_task, &s);
 }
@@ -143,14 +163,126 @@ const char *mxf_cpu_gemm_core(void) {
 }
 
 void mxf_cpu_sgemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                      int64_t ldb, float *c, int64_t ldc) {
+                      int64_t ldb, float *c, int64_t ldc, int accumulate) {
 #if defined(MXF_HAVE_CBLAS)
   if (m > 0 && n > 0 && k > 0 && m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX &&
       ldb <= INT_MAX && ldc <= INT_MAX) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)m, (blasint)n, (blasint)k, 1.0f, a,
-                (blasint)lda, b, (blasint)ldb, 0.0f, c, (blasint)ldc);
+                (blasint)lda, b, (blasint)ldb, accumulate ? 1.0f : 0.0f, c, (blasint)ldc);
     return;
   }
 #endif
-  mxf_cpu_sgemm_nt_c(m, n, k, a, lda, b, ldb, c, ldc);
+  mxf_cpu_sgemm_nt_c(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+}
+
+/* ---------------------------------------------------------------- panel driver */
+static int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
+static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Extent of the pieces that cut `total` into about equal parts of at most `target` (at
+ * least `unit`), each a multiple of `unit` except a last, shorter one; at most `total`. */
+static int64_t panel_extent(int64_t total, int64_t target, int64_t unit) {
+  if (total <= 0) return 1;
+  int64_t e = target / unit * unit;
+  if (e < unit) e = unit;
+  e = round_up(mxf_cdiv(total, mxf_cdiv(total, e)), unit);
+  return e < total ? e : total;
+}
+
+void mxf_cpu_panels_init(mxf_cpu_panels *pp, int64_t rows, int64_t cols, int64_t k, int64_t row_unit,
+                         int64_t col_unit, int64_t k_unit) {
+  pp->rows = rows, pp->cols = cols, pp->k = k;
+  pp->nc = panel_extent(cols, MXF_PANEL_COLS, col_unit);
+  pp->kc = panel_extent(k, MXF_PANEL_K, k_unit);
+  pp->ldy = round_up(pp->kc, 16);
+  pp->ldn = round_up(pp->nc, 16);
+  /* One N panel: X is used once per K panel, so its block is a K panel too. Several: X
+   * is dequantized once per row chunk over the whole K and read by every N panel, with
+   * as many rows as MXF_PANEL_X_BYTES hold (within MXF_PANEL_ROWS_MIN..MXF_PANEL_ROWS). */
+  pp->x_full_k = cols > pp->nc;
+  pp->ldx = pp->x_full_k ? round_up(k > 0 ? k : 1, 16) : pp->ldy;
+  int64_t rows_max = MXF_PANEL_ROWS;
+  if (pp->x_full_k) {
+    rows_max = (int64_t)(MXF_PANEL_X_BYTES / ((size_t)pp->ldx * sizeof(float)));
+    if (rows_max > MXF_PANEL_ROWS) rows_max = MXF_PANEL_ROWS;
+    if (rows_max < MXF_PANEL_ROWS_MIN) rows_max = MXF_PANEL_ROWS_MIN;
+  }
+  pp->rc = panel_extent(rows, rows_max, row_unit);
+}
+
+static size_t panels_x(const mxf_cpu_panels *pp) {
+  return align64((size_t)(pp->rc * pp->ldx) * sizeof(float));
+}
+static size_t panels_y(const mxf_cpu_panels *pp) {
+  return align64((size_t)(pp->nc * pp->ldy) * sizeof(float));
+}
+static size_t panels_acc(const mxf_cpu_panels *pp) {
+  return align64((size_t)(pp->rc * pp->ldn) * sizeof(float));
+}
+
+size_t mxf_cpu_panels_workspace(const mxf_cpu_panels *pp) {
+  return panels_x(pp) + panels_y(pp) + panels_acc(pp);
+}
+
+typedef struct panels_run {
+  const mxf_cpu_panels *pp;
+  const mxf_cpu_panel_ops *ops;
+  void *ctx;
+  float *xblk, *yblk, *acc;
+  int64_t r0, rn, c0, cn;     /* the current tile */
+  int64_t xk0, xkn, yk0, ykn; /* what the fill tasks dequantize: K ranges of X and Y */
+  int64_t x_groups;           /* fill tasks of X this round (0: X not filled) */
+  int64_t y_groups;
+} panels_run;
+
+/* fill tasks: the X block's row groups first, then the Y block's */
+static void panels_fill_task(void *vctx, int64_t begin, int64_t end) {
+  const panels_run *r = (const panels_run *)vctx;
+  for (int64_t t = begin; t < end; ++t) {
+    const int y = t >= r->x_groups;
+    const int64_t g = y ? t - r->x_groups : t;
+    const int64_t n = y ? r->cn : r->rn, i0 = g * MXF_CPU_FILL_ROWS;
+    const int64_t cnt = n - i0 < MXF_CPU_FILL_ROWS ? n - i0 : MXF_CPU_FILL_ROWS;
+    const int64_t ld = y ? r->pp->ldy : r->pp->ldx;
+    float *dst = (y ? r->yblk : r->xblk) + i0 * ld;
+    r->ops->fill(r->ctx, y, (y ? r->c0 : r->r0) + i0, cnt, y ? r->yk0 : r->xk0, y ? r->ykn : r->xkn, dst, ld);
+  }
+}
+
+static void panels_epilogue_task(void *vctx, int64_t begin, int64_t end) {
+  const panels_run *r = (const panels_run *)vctx;
+  r->ops->epilogue(r->ctx, r->r0, r->rn, r->c0, r->cn, r->acc, r->pp->ldn, begin, end);
+}
+
+void mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops *ops, void *ctx, void *ws) {
+  if (pp->rows <= 0 || pp->cols <= 0) return;
+  uint8_t *base = (uint8_t *)ws;
+  panels_run r;
+  r.pp = pp, r.ops = ops, r.ctx = ctx;
+  r.xblk = (float *)base;
+  r.yblk = (float *)(base + panels_x(pp));
+  r.acc = (float *)(base + panels_x(pp) + panels_y(pp));
+  const int64_t k_panels = pp->k > 0 ? mxf_cdiv(pp->k, pp->kc) : 1;
+  /* With one K panel and one N panel, the Y block stays valid across row chunks. */
+  const int keep_y = k_panels == 1 && pp->cols <= pp->nc;
+  for (r.r0 = 0; r.r0 < pp->rows; r.r0 += pp->rc) {
+    r.rn = pp->rows - r.r0 < pp->rc ? pp->rows - r.r0 : pp->rc;
+    for (r.c0 = 0; r.c0 < pp->cols; r.c0 += pp->nc) {
+      r.cn = pp->cols - r.c0 < pp->nc ? pp->cols - r.c0 : pp->nc;
+      for (int64_t kp = 0; kp < k_panels; ++kp) {
+        const int64_t k0 = kp * pp->kc, kn = pp->k - k0 < pp->kc ? pp->k - k0 : pp->kc;
+        /* X: its K panel, or (full K) the whole chunk along with the chunk's first block */
+        const int fill_x = kn > 0 && (pp->x_full_k ? r.c0 == 0 && kp == 0 : 1);
+        const int fill_y = kn > 0 && !(keep_y && r.r0 > 0);
+        r.xk0 = pp->x_full_k ? 0 : k0, r.xkn = pp->x_full_k ? pp->k : kn;
+        r.yk0 = k0, r.ykn = kn;
+        r.x_groups = fill_x ? mxf_cdiv(r.rn, MXF_CPU_FILL_ROWS) : 0;
+        r.y_groups = fill_y ? mxf_cdiv(r.cn, MXF_CPU_FILL_ROWS) : 0;
+        mxf_parallel_for(r.x_groups + r.y_groups, 1, panels_fill_task, &r);
+        const float *xa = r.xblk + (pp->x_full_k ? k0 : 0);
+        mxf_cpu_sgemm_nt(r.rn, r.cn, kn, xa, pp->ldx, r.yblk, pp->ldy, r.acc, pp->ldn, kp > 0);
+      }
+      mxf_parallel_for(ops->epilogue_tasks(ctx, r.rn, r.cn), 1, panels_epilogue_task, &r);
+    }
+  }
 }

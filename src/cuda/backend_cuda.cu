@@ -1,23 +1,86 @@
 /*
- * backend_cuda.cu — the CUDA backend's table: device discovery, workspace memory, and
- * dispatch of each op to its kernels. Host code only; kernels live in portable/ and sm90/.
+ * backend_cuda.cu — the CUDA backend's table: device discovery (the count and each
+ * device's facts, cached), workspace memory, and dispatch of each op to its kernels. Host
+ * code only; kernels live in portable/ and sm90/.
  *
  */
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_util.h"
 
 extern "C" {
 
-int mxf_cuda_devices(void) {
+/* ------------------------------------------------------------ devices
+ * Every plan asks for the device count (core's backend lookup) and for its device's
+ * facts; each runtime query costs microseconds (cudaGetDeviceProperties, which fills every
+ * property, hundreds). So the count is read once per process (it is fixed when the runtime
+ * starts) and the facts once per device, into a table with one slot per device: any
+ * ordinal is cached. A failed query is not cached; the next plan asks again. */
+typedef struct device_slot {
+  mxf_cuda_device_info_t info;
+  int ready; /* info is filled (read and written atomically) */
+} device_slot;
+
+static pthread_once_t g_devices_once = PTHREAD_ONCE_INIT;
+static int g_device_count;
+static device_slot *g_slots; /* g_device_count slots; NULL when that many could not be allocated */
+static pthread_mutex_t g_slots_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void devices_init(void) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     (void)cudaGetLastError(); /* no driver / no device: not an error for the caller */
-    return 0;
+    n = 0;
   }
-  return n;
+  g_slots = n > 0 ? (device_slot *)calloc((size_t)n, sizeof *g_slots) : NULL;
+  g_device_count = n;
+}
+
+int mxf_cuda_devices(void) {
+  pthread_once(&g_devices_once, devices_init);
+  return g_device_count;
+}
+
+static mxf_status query_device(int ordinal, mxf_cuda_device_info_t *out) {
+  int major = 0, minor = 0, sms = 0, smem = 0;
+  MXF_CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, ordinal),
+               "cannot query the compute capability");
+  MXF_CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, ordinal),
+               "cannot query the compute capability");
+  MXF_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ordinal),
+               "cannot query the SM count");
+  MXF_CUDA_TRY(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, ordinal),
+               "cannot query the shared memory per block");
+  out->cc_major = major;
+  out->cc_minor = minor;
+  out->cc = major * 10 + minor;
+  out->sm_count = sms;
+  out->max_smem_optin = smem;
+  return MXF_OK;
+}
+
+mxf_status mxf_cuda_device_info(int ordinal, mxf_cuda_device_info_t *out) {
+  const int n = mxf_cuda_devices();
+  if (ordinal < 0 || ordinal >= n)
+    return mxf_set_error(MXF_ERR_INVALID_VALUE, "cuda backend: no CUDA device %d (%d present)", ordinal, n);
+  if (!g_slots) return query_device(ordinal, out);
+  device_slot *slot = &g_slots[ordinal];
+  if (!__atomic_load_n(&slot->ready, __ATOMIC_ACQUIRE)) {
+    pthread_mutex_lock(&g_slots_lock);
+    mxf_status st = MXF_OK;
+    if (!slot->ready) {
+      st = query_device(ordinal, &slot->info);
+      if (st == MXF_OK) __atomic_store_n(&slot->ready, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_slots_lock);
+    if (st != MXF_OK) return st;
+  }
+  *out = slot->info;
+  return MXF_OK;
 }
 
 static mxf_status cuda_plan(mxf_plan *plan) {

@@ -35,9 +35,10 @@ extern "C" mxf_status mxf_cuda_gemm_amax_plan(mxf_plan *plan) {
 #if defined(MXF_HAVE_SM90)
   const char *force = getenv("MXF_GEMM_KERNEL");
   const int force_portable = force && strcmp(force, "portable") == 0;
-  if (info.cc == 90 && !force_portable && mxf_sm90_gemm_amax_supports(p)) {
+  size_t ws = 0;
+  if (info.cc == 90 && !force_portable && mxf_sm90_gemm_amax_plan(p, info.sm_count, &ws)) {
     strcpy(plan->kernel, k_sm90);
-    plan->workspace_size = mxf_sm90_gemm_amax_workspace(p, info.sm_count);
+    plan->workspace_size = ws;
     return MXF_OK;
   }
 #endif

@@ -41,9 +41,7 @@ extern "C" mxf_status mxf_cuda_proj_rope_plan(mxf_plan *plan) {
   mxf_cuda_device_info_t info;
   mxf_status st = mxf_cuda_plan_device(plan, "proj_rope", &info);
   if (st != MXF_OK) return st;
-  int max_smem = 0;
-  MXF_CUDA_TRY(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, plan->device - 1),
-               "cannot query the shared memory per block");
+  const int max_smem = info.max_smem_optin;
   const mxf_proj_problem *p = &plan->p.proj;
   proj_impl *impl = (proj_impl *)malloc(sizeof *impl);
   if (!impl) return mxf_set_error(MXF_ERR_NO_MEMORY, "cuda backend: out of host memory for a proj_rope plan");

@@ -225,8 +225,8 @@ static void check(int ok, const char *what, const spec &s) {
 static void run_check(const spec &s) {
   host_problem h;
   build(h, s);
-  if (!mxf_sm90_gemm_amax_supports(&h.p)) { check(0, "supports", s); return; }
-  size_t ws = mxf_sm90_gemm_amax_workspace(&h.p, g_sms);
+  size_t ws = 0;
+  if (!mxf_sm90_gemm_amax_plan(&h.p, g_sms, &ws)) { check(0, "supports", s); return; }
   uint8_t *da, *db, *dsa, *dsb, *dc;
   float *damax;
   void *dws;
@@ -370,7 +370,8 @@ static void bench_shape(int64_t M, int64_t N, int64_t K, mxf_dtype ab, mxf_dtype
   p.kb = (K + 31) / 32; p.sfa_layout = p.sfb_layout = MXF_SF_SWIZZLED;
   p.a_ks = p.b_ks = 1; p.a_ms = p.b_ns = K; p.a_ls = M * K; p.b_ls = N * K;
   p.c_ns = 1; p.c_ms = N; p.c_ls = M * N;
-  if (!mxf_sm90_gemm_amax_supports(&p)) { printf("bench: not supported\n"); return; }
+  size_t ws = 0;
+  if (!mxf_sm90_gemm_amax_plan(&p, g_sms, &ws)) { printf("bench: not supported\n"); return; }
   const size_t sfa_b = (size_t)((M + 127) / 128 * ((K + 127) / 128) * 512), sfb_b = (size_t)((N + 127) / 128 * ((K + 127) / 128) * 512);
   std::vector<uint8_t> ha(M * kbytes), hb(N * kbytes), hsa(sfa_b), hsb(sfb_b);
   uint8_t *da[SETS], *db[SETS], *dsa[SETS], *dsb[SETS];
@@ -390,7 +391,6 @@ static void bench_shape(int64_t M, int64_t N, int64_t K, mxf_dtype ab, mxf_dtype
   uint8_t *dc;
   float *damax;
   void *dws;
-  const size_t ws = mxf_sm90_gemm_amax_workspace(&p, g_sms);
   CK(cudaMalloc(&dc, cb)); CK(cudaMalloc(&damax, 4)); CK(cudaMalloc(&dws, ws));
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
@@ -530,7 +530,8 @@ int main(int argc, char **argv) {
       s.la = s.lb = MXF_SF_SWIZZLED; s.c = MXF_F32; s.alpha = 1.0f;
       host_problem h;
       build(h, s);
-      const size_t ws = mxf_sm90_gemm_amax_workspace(&h.p, g_sms);
+      size_t ws = 0;
+      mxf_sm90_gemm_amax_plan(&h.p, g_sms, &ws);
       uint8_t *da, *db, *dsa, *dsb, *dc;
       float *damax;
       void *dws;

@@ -32,6 +32,7 @@
  * (the build also passes --fmad=false).
  */
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "core/internal.h"
@@ -300,14 +301,34 @@ int stage_bytes(int64_t d) { return (int)(BM * (d + 8) * 4); }
 
 bool aligned(const void *p, uintptr_t al) { return (reinterpret_cast<uintptr_t>(p) & (al - 1)) == 0; }
 
+/* Allows proj_rope_kernel<NC, MX, OUT_IN> `smem` bytes of dynamic shared memory on the
+ * current device. The attribute belongs to the kernel in that device's context, and plans
+ * of different D ask for different sizes: per device (0..63; others are set every time)
+ * the largest size allowed so far is kept, and it only grows, under a lock, so that a
+ * smaller request never takes back what a concurrent launch relies on. */
+template <int NC, bool MX, bool OUT_IN> cudaError_t allow_smem(int smem) {
+  static int allowed[64]; /* read atomically; written under lock */
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  if (smem <= 48 * 1024) return cudaSuccess;
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  const bool kept = dev >= 0 && dev < 64;
+  if (kept && __atomic_load_n(&allowed[dev], __ATOMIC_ACQUIRE) >= smem) return cudaSuccess;
+  pthread_mutex_lock(&lock);
+  if (!kept || allowed[dev] < smem) {
+    e = cudaFuncSetAttribute(proj_rope_kernel<NC, MX, OUT_IN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             smem);
+    if (e == cudaSuccess && kept) __atomic_store_n(&allowed[dev], smem, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&lock);
+  return e;
+}
+
 template <int NC, bool MX, bool OUT_IN>
 cudaError_t launch(const proj_args &a, dim3 grid, int smem, cudaStream_t s) {
-  static int attr_set = 0; /* the largest dynamic size already allowed */
-  if (smem > 48 * 1024 && smem > attr_set) {
-    cudaError_t e = cudaFuncSetAttribute(proj_rope_kernel<NC, MX, OUT_IN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (e != cudaSuccess) return e;
-    attr_set = smem;
-  }
+  const cudaError_t e = allow_smem<NC, MX, OUT_IN>(smem);
+  if (e != cudaSuccess) return e;
   proj_rope_kernel<NC, MX, OUT_IN><<<grid, THREADS, smem, s>>>(a);
   return cudaGetLastError();
 }

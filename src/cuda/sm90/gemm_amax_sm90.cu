@@ -2,7 +2,7 @@
  * gemm_amax_sm90.cu — block-scaled GEMM + amax for Hopper (sm_90a): TMA + mbarrier
  * pipeline, exact dequantization to bf16 inside the mainloop, register-sourced wgmma.
  *
- * Scope (mxf_sm90_gemm_amax_supports): k-major A and B; e4m3/e5m2 with e8m0 scales per 32,
+ * Scope (mxf_sm90_gemm_amax_plan): k-major A and B; e4m3/e5m2 with e8m0 scales per 32,
  * e2m1 with e8m0 per 32 or 16 or ue4m3 per 16; compact or swizzled scales; n-major C of any
  * dtype; any M, N, K >= 1 (rows 16-byte aligned), L >= 1; alpha; amax overwrite/accumulate.
  *
@@ -1796,17 +1796,13 @@ static void launch_prep_bp(int gs, unsigned blocks, const prep_args &pa, const b
   else prep_bp_kernel<FMT, BC_STAGES><<<blocks, 256, 0, stream>>>(pa, ba, pblocks);
 }
 
-extern "C" int mxf_sm90_gemm_amax_supports(const mxf_gemm_problem *p) {
+extern "C" int mxf_sm90_gemm_amax_plan(const mxf_gemm_problem *p, int num_sms, size_t *workspace) {
   mxf_gemm_problem run;
   geometry g;
-  return plan_problem(p, 0, &run, &g) ? 1 : 0;
-}
-
-extern "C" size_t mxf_sm90_gemm_amax_workspace(const mxf_gemm_problem *p, int num_sms) {
-  mxf_gemm_problem run;
-  geometry g;
+  *workspace = 0;
   if (!plan_problem(p, num_sms, &run, &g)) return 0;
-  return g.total();
+  *workspace = g.total();
+  return 1;
 }
 
 extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, const mxf_gemm_amax_args *cargs,

@@ -4,8 +4,9 @@
  *                                         once per translation unit through the runtime's
  *                                         entry-point query (no -lcuda needed); nullptr
  *                                         when the driver does not offer it.
- *   set_smem_attr<K>(bytes)               allows kernel K `bytes` of dynamic shared memory,
- *                                         once per kernel (later calls return at once).
+ *   set_smem_attr<K>(bytes)               allows kernel K `bytes` of dynamic shared memory
+ *                                         on the current device, once per kernel and
+ *                                         device (later calls return at once).
  *   make_map_codes(...)                   a TMA map of raw 8-bit / packed 4-bit codes.
  *   make_map_bf16(...)                    a TMA map of a bf16 matrix (batches of rows).
  *   launch_dependent(K, grid, ...)        launches K on the stream as a programmatic
@@ -26,25 +27,32 @@ typedef CUresult (*encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32
                                      CUtensorMapFloatOOBfill);
 
 static inline encode_tiled_fn get_encode_tiled(void) {
-  static encode_tiled_fn fn = nullptr;
-  if (!fn) {
+  /* a function-local static: initialized once, thread-safely (C++11) */
+  static const encode_tiled_fn fn = [] {
     void *ptr = nullptr;
     cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
     if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &ptr, 12000, cudaEnableDefault, &q) ==
             cudaSuccess &&
         q == cudaDriverEntryPointSuccess)
-      fn = reinterpret_cast<encode_tiled_fn>(ptr);
-    else
-      (void)cudaGetLastError();
-  }
+      return reinterpret_cast<encode_tiled_fn>(ptr);
+    (void)cudaGetLastError();
+    return static_cast<encode_tiled_fn>(nullptr);
+  }();
   return fn;
 }
 
+/* The attribute belongs to the kernel in the current device's context, so it is set once
+ * per (kernel, device): devices 0..63 are remembered in a bit mask (each K always asks for
+ * the same bytes, so racing first calls set the same value); others are set every time. */
 template <auto K> static cudaError_t set_smem_attr(int bytes) {
-  static int done = 0;
-  if (done) return cudaSuccess;
-  cudaError_t e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e == cudaSuccess) done = 1;
+  static unsigned long long done = 0; /* read and written atomically */
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0ull;
+  if (bit && (__atomic_load_n(&done, __ATOMIC_ACQUIRE) & bit)) return cudaSuccess;
+  e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess && bit) __atomic_fetch_or(&done, bit, __ATOMIC_RELEASE);
   return e;
 }
 

@@ -15,11 +15,9 @@ extern "C" {
 #endif
 
 /* 1 if the sm_90a gemm_amax kernel runs this problem (the caller checked the device is
- * compute capability 9.0); 0 otherwise. */
-int mxf_sm90_gemm_amax_supports(const mxf_gemm_problem *p);
-/* Workspace bytes the sm_90a kernel needs for this problem on a device of num_sms SMs
- * (the launch must then get the same num_sms). */
-size_t mxf_sm90_gemm_amax_workspace(const mxf_gemm_problem *p, int num_sms);
+ * compute capability 9.0), with *workspace the bytes it needs on a device of num_sms SMs
+ * (the launch must then get the same num_sms); 0 otherwise. */
+int mxf_sm90_gemm_amax_plan(const mxf_gemm_problem *p, int num_sms, size_t *workspace);
 /* Launches on `stream`; amax handling (overwrite/accumulate) included. num_sms sizes the
  * persistent grid. Returns MXF_ERR_CUDA with the CUDA error string on a launch error. */
 mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_gemm_amax_args *args, void *ws,
