@@ -8,6 +8,7 @@ the same on every run, so a failure replays as it is.
 """
 import json
 import os
+import re
 import subprocess
 
 import ml_dtypes as md
@@ -19,16 +20,29 @@ CLI = os.environ.get("MXFUSE_CLI", "")
 pytestmark = pytest.mark.skipif(not CLI or not os.path.exists(CLI), reason="MXFUSE_CLI not set")
 
 
-def mxfuse(*args, rc=0):
-    """Runs `mxfuse ARGS --device cpu --json`, asserts its exit status, returns its summary."""
-    p = subprocess.run([CLI, *map(str, args), "--device", "cpu", "--json"], capture_output=True, text=True,
+def cuda_devices():
+    """The CUDA devices the CLI sees (`mxfuse --version`: "CUDA backend: built, N devices")."""
+    if not CLI or not os.path.exists(CLI):
+        return 0
+    out = subprocess.run([CLI, "--version"], capture_output=True, text=True, timeout=60).stdout
+    m = re.search(r"built, (\d+) device", out)
+    return int(m.group(1)) if m else 0
+
+
+# the checks run on the CPU everywhere, and on the first GPU too where there is one
+DEVICES = ["cpu"] + (["cuda"] if cuda_devices() > 0 else [])
+
+
+def mxfuse(*args, rc=0, device="cpu"):
+    """Runs `mxfuse ARGS --device DEVICE --json`, asserts its exit status, returns its summary."""
+    p = subprocess.run([CLI, *map(str, args), "--device", device, "--json"], capture_output=True, text=True,
                        timeout=300)
     assert p.returncode == rc, f"mxfuse {' '.join(map(str, args))}: rc {p.returncode}\n{p.stdout}\n{p.stderr}"
     return json.loads(p.stdout)
 
 
-def check(*args, rc):
-    return mxfuse(*args, rc=rc)["check"]
+def check(*args, rc, device="cpu"):
+    return mxfuse(*args, rc=rc, device=device)["check"]
 
 
 def mx_quantize(v):
@@ -52,10 +66,11 @@ def kv_a(tmp_path_factory):
     return d, a, sfa, b, sfb
 
 
-def test_gemm_amax_check_kv_a(kv_a):
+@pytest.mark.parametrize("device", DEVICES)
+def test_gemm_amax_check_kv_a(kv_a, device):
     d, a, sfa, b, sfb = kv_a
     layer = d / "layer.safetensors"
-    ck = check("gemm-amax", "--in", layer, "--c-dtype", "bf16", "--check", rc=0)
+    ck = check("gemm-amax", "--in", layer, "--c-dtype", "bf16", "--check", rc=0, device=device)
     assert ck["passed"] and ck["c_wrong"] == 0
     assert ck["c_undetermined_within"] > 0  # K = 7168 leaves outputs no f32 order can promise
     assert ck["c_determined_equal"] + ck["c_undetermined_within"] == ck["checked"]
@@ -109,17 +124,21 @@ def q_proj(tmp_path_factory):
     return d
 
 
-def test_proj_rope_check_t777(q_proj):
+@pytest.mark.parametrize("device", DEVICES)
+def test_proj_rope_check_t777(q_proj, device):
     d = q_proj
-    ck = check("proj-rope", "--in", d / "q.safetensors", "--check", "--out", d / "o", rc=0)
+    out = d / f"o_{device}"
+    ck = check("proj-rope", "--in", d / "q.safetensors", "--check", "--out", out, rc=0, device=device)
     for direction in ("row", "col"):
         assert ck[direction]["blocks_wrong"] == 0 and ck[direction]["within_0.1"] >= 0.95
         assert ck[direction]["blocks_undetermined"] > 0
     assert ck["passed"]
+    if device != "cpu":
+        return
 
     os.makedirs(d / "bad")
     for name in ("out_row", "out_scales_row", "out_col", "out_scales_col"):
-        v = np.load(d / "o" / f"{name}.npy")
+        v = np.load(out / f"{name}.npy")
         if name == "out_row":
             v[0, 0, 5] ^= 1  # token 0, head 0, a nope feature: the neighbouring code
         np.save(d / "bad" / f"{name}.npy", v)
