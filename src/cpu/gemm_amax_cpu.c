@@ -41,7 +41,8 @@
 #include "cpu/cpu.h"
 #include "cpu/parallel.h"
 
-#define MXF_GEMM_EPI_GRAIN 16 /* rows per epilogue task */
+#define MXF_GEMM_EPI_GRAIN 16    /* rows per epilogue task */
+#define MXF_GEMM_PREFETCH_ROWS 4 /* rows ahead that a fill asks the codes of */
 
 /* ------------------------------------------------------------ the oriented problem */
 typedef struct gemm_operand {
@@ -151,8 +152,19 @@ static void gemm_fill(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, i
   const gemm_operand *op = which ? &v->y : &v->x;
   const int64_t kb0 = k0 / v->sf_vec, kb1 = mxf_cdiv(k0 + kn, v->sf_vec);
   if (op->ks == 1) {
-    for (int64_t i = 0; i < n; ++i)
+    /* A row's K panel is a short run of codes, the next row's a row stride away: ask for
+     * the run MXF_GEMM_PREFETCH_ROWS rows ahead (bench/NOTES.md: the fills waited on the codes). */
+    const int e2 = v->ab == MXF_E2M1;
+    const int64_t run = e2 ? (kn + 1) / 2 : kn;
+    for (int64_t i = 0; i < n; ++i) {
+      if (i + MXF_GEMM_PREFETCH_ROWS < n) {
+        const int64_t at = (r0 + i + MXF_GEMM_PREFETCH_ROWS) * op->rs + d->batch * op->ls + k0;
+        const uint8_t *p = op->data + (e2 ? at / 2 : at);
+        for (int64_t b = 0; b < run; b += 64)
+          __builtin_prefetch(p + b);
+      }
       dequant_row_kmajor(d, op, r0 + i, kb0, kb1, dst + i * ld);
+    }
     return;
   }
   /* Unit row stride (or anything else): walk k outside, rows inside, so that each k

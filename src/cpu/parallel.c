@@ -11,8 +11,11 @@
  * One call owns the pool at a time. A call that finds it owned (another thread of the
  * process runs an op, or a task calls back into the parallel-for) starts short-lived
  * threads of its own instead, so concurrent callers neither wait for each other nor
- * deadlock. Chunks are assigned statically, chunk i to worker i (the caller is worker
- * 0), so a run's partition does not depend on timing.
+ * deadlock. A call's range is cut into several chunks a thread (at least `grain` long)
+ * that the threads take as they become free: on a machine shared with other work (the
+ * GEMM core's own threads spin for a while after each call) a thread that gets less of
+ * its core leaves its chunks to the others. Which thread runs which chunk varies; the
+ * chunks do not.
  *
  * A forked child has no workers: a fork handler forgets them. A destructor stops and
  * joins them when the library is unloaded.
@@ -20,10 +23,13 @@
 #include "cpu/parallel.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #define MXF_MAX_THREADS 256
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int mxf_cpu_threads(void) {
   const char *env = getenv("MXF_NUM_THREADS");
@@ -37,16 +43,23 @@ int mxf_cpu_threads(void) {
 }
 
 /* ------------------------------------------------------------ one call's chunks */
+#define MXF_CHUNKS_PER_THREAD 8
+
 typedef struct mxf_job {
   mxf_range_fn fn;
   void *ctx;
-  int64_t n, per; /* chunk i is [i*per, (i+1)*per) clipped to n */
-  int64_t nt;     /* chunks (= threads taking part, the caller included) */
+  int64_t n, size, chunks; /* chunk i is [i*size, (i+1)*size) clipped to n */
+  int64_t next;            /* the next chunk to hand out (atomic) */
 } mxf_job;
 
-static void job_chunk(const mxf_job *j, int64_t i) {
-  int64_t b = i * j->per < j->n ? i * j->per : j->n, e = (i + 1) * j->per < j->n ? (i + 1) * j->per : j->n;
-  if (b < e) j->fn(j->ctx, b, e);
+/* Runs chunks of the job until none is left. */
+static void job_take(mxf_job *j) {
+  for (;;) {
+    const int64_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+    if (i >= j->chunks) return;
+    const int64_t b = i * j->size, e = j->n - b < j->size ? j->n : b + j->size;
+    j->fn(j->ctx, b, e);
+  }
 }
 
 /* ------------------------------------------------------------ the pool */
@@ -60,8 +73,9 @@ static struct {
   int busy;                       /* a call owns the pool */
   int stop;
   uint64_t generation;
-  mxf_job job;
-  int64_t remaining; /* workers of this generation not yet done */
+  mxf_job *job;      /* the call's, on its caller's stack */
+  int64_t helpers;   /* workers 1..helpers take part in this generation */
+  int64_t remaining; /* of them, not yet done */
 } g_pool = {
     .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
 
@@ -89,10 +103,10 @@ static void *pool_worker(void *arg) {
       pthread_cond_wait(&g_pool.wake, &g_pool.lock);
     if (g_pool.stop) break;
     seen = g_pool.generation;
-    if (w >= g_pool.job.nt) continue; /* not part of this call */
-    const mxf_job job = g_pool.job;
+    if (w > g_pool.helpers) continue; /* not part of this call */
+    mxf_job *job = g_pool.job;
     pthread_mutex_unlock(&g_pool.lock);
-    job_chunk(&job, w);
+    job_take(job);
     pthread_mutex_lock(&g_pool.lock);
     if (--g_pool.remaining == 0) pthread_cond_signal(&g_pool.done);
   }
@@ -115,8 +129,9 @@ __attribute__((destructor)) static void pool_stop(void) {
     pthread_join(g_pool.th[w], NULL);
 }
 
-/* Runs the job on the pool; 0 if the pool is owned by another call. */
-static int pool_run(const mxf_job *job) {
+/* Runs the job on the caller and nt - 1 workers of the pool (fewer if some cannot be
+ * started); 0 if the pool is owned by another call. */
+static int pool_run(mxf_job *job, int64_t nt) {
   pthread_once(&g_pool_once, pool_register_fork);
   pthread_mutex_lock(&g_pool.lock);
   if (g_pool.busy || g_pool.stop) {
@@ -124,24 +139,20 @@ static int pool_run(const mxf_job *job) {
     return 0;
   }
   g_pool.busy = 1;
-  while (g_pool.workers < job->nt - 1) {
+  while (g_pool.workers < nt - 1) {
     const int64_t w = g_pool.workers + 1;
     g_pool.born[w] = g_pool.generation;
     if (pthread_create(&g_pool.th[w], NULL, pool_worker, (void *)(intptr_t)w) != 0) break;
     g_pool.workers = w;
   }
-  /* workers 1..have take chunks 1..have; the caller takes 0 and any a worker could not */
-  const int64_t have = g_pool.workers < job->nt - 1 ? g_pool.workers : job->nt - 1;
-  g_pool.job = *job;
-  g_pool.job.nt = have + 1;
-  g_pool.remaining = have;
+  g_pool.job = job;
+  g_pool.helpers = g_pool.workers < nt - 1 ? g_pool.workers : nt - 1;
+  g_pool.remaining = g_pool.helpers;
   ++g_pool.generation;
   pthread_cond_broadcast(&g_pool.wake);
   pthread_mutex_unlock(&g_pool.lock);
 
-  job_chunk(job, 0);
-  for (int64_t i = have + 1; i < job->nt; ++i)
-    job_chunk(job, i);
+  job_take(job);
 
   pthread_mutex_lock(&g_pool.lock);
   while (g_pool.remaining > 0)
@@ -152,44 +163,34 @@ static int pool_run(const mxf_job *job) {
 }
 
 /* ------------------------------------------------------------ fallback: own threads */
-typedef struct {
-  const mxf_job *job;
-  int64_t i;
-} mxf_spawned;
-
 static void *spawned_main(void *p) {
-  const mxf_spawned *s = (const mxf_spawned *)p;
-  job_chunk(s->job, s->i);
+  job_take((mxf_job *)p);
   return NULL;
 }
 
-static void spawn_run(const mxf_job *job) {
-  mxf_spawned s[MXF_MAX_THREADS];
+static void spawn_run(mxf_job *job, int64_t nt) {
   pthread_t th[MXF_MAX_THREADS];
   int started[MXF_MAX_THREADS] = {0};
-  for (int64_t i = 1; i < job->nt; ++i) {
-    s[i] = (mxf_spawned){job, i};
-    started[i] = pthread_create(&th[i], NULL, spawned_main, &s[i]) == 0;
-  }
-  job_chunk(job, 0);
-  for (int64_t i = 1; i < job->nt; ++i) {
-    if (started[i])
-      pthread_join(th[i], NULL);
-    else
-      job_chunk(job, i); /* could not start a thread: do its share here */
-  }
+  for (int64_t i = 1; i < nt; ++i)
+    started[i] = pthread_create(&th[i], NULL, spawned_main, job) == 0;
+  job_take(job); /* also takes the chunks of a thread that could not start */
+  for (int64_t i = 1; i < nt; ++i)
+    if (started[i]) pthread_join(th[i], NULL);
 }
 
 void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
-  int64_t chunks = (n + grain - 1) / grain;
   int64_t nt = mxf_cpu_threads();
-  if (nt > chunks) nt = chunks;
+  if (nt > cdiv(n, grain)) nt = cdiv(n, grain);
   if (nt <= 1) {
     fn(ctx, 0, n);
     return;
   }
-  const mxf_job job = {fn, ctx, n, (n + nt - 1) / nt, nt};
-  if (!pool_run(&job)) spawn_run(&job);
+  /* several chunks a thread, so that one slowed down (by another process on its core)
+   * leaves its share to the others */
+  int64_t size = cdiv(n, nt * MXF_CHUNKS_PER_THREAD);
+  if (size < grain) size = grain;
+  mxf_job job = {fn, ctx, n, size, cdiv(n, size), 0};
+  if (!pool_run(&job, nt)) spawn_run(&job, nt);
 }

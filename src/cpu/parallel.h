@@ -6,7 +6,8 @@
 
 /* Calls fn(ctx, begin, end) on disjoint chunks covering [0, n), on up to
  * mxf_cpu_threads() threads (the caller's thread included); returns when all are done.
- * Chunks are contiguous and at least `grain` long (except the last). */
+ * Chunks are contiguous and at least `grain` long (except the last); which thread runs
+ * which chunk is not fixed. */
 typedef void (*mxf_range_fn)(void *ctx, int64_t begin, int64_t end);
 void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx);
 

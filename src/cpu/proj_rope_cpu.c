@@ -27,6 +27,8 @@
 #include "cpu/cpu.h"
 #include "cpu/parallel.h"
 
+#define MXF_PROJ_PREFETCH_ROWS 4 /* rows ahead that a fill asks the inputs of */
+
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* tiles of whole 32-token blocks, whole heads and whole scale blocks of K */
@@ -56,8 +58,15 @@ typedef struct proj_ctx {
 /* Rows [r0, r0 + n) of an out-in operand (rows, K), values [k0, k0 + kn), into dst. */
 static void block_rows(const proj_ctx *c, const void *src, const uint8_t *scale, int64_t r0, int64_t n,
                        int64_t k0, int64_t kn, float *dst, int64_t ld) {
-  const int64_t k = c->p->k, kb = k / MXF_MX_BLOCK;
+  const int64_t k = c->p->k, kb = k / MXF_MX_BLOCK, es = c->p->mxfp8 ? 1 : 2;
   for (int64_t r = r0; r < r0 + n; ++r) {
+    /* a K panel of a row is a short run, the next row's a row away: ask for the run
+     * MXF_PROJ_PREFETCH_ROWS rows ahead (bench/NOTES.md: the fills waited on the codes) */
+    if (r + MXF_PROJ_PREFETCH_ROWS < r0 + n) {
+      const uint8_t *ahead = (const uint8_t *)src + ((r + MXF_PROJ_PREFETCH_ROWS) * k + k0) * es;
+      for (int64_t b = 0; b < kn * es; b += 64)
+        __builtin_prefetch(ahead + b);
+    }
     float *o = dst + (r - r0) * ld;
     if (!c->p->mxfp8) {
       const uint16_t *s = (const uint16_t *)src + r * k + k0;
