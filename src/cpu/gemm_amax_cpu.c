@@ -116,29 +116,34 @@ static uint8_t operand_code(const gemm_view *v, const uint8_t *data, int64_t i) 
 }
 
 /* Row r of op with unit k stride, scale blocks [kb0, kb1): codes of a block are
- * contiguous. dst[0] is value k = kb0 * sf_vec. */
+ * contiguous. dst[0] is value k = kb0 * sf_vec. The restrict-qualified pointers tell the
+ * compiler that the stores reach neither the codes nor the tables (the codes are bytes,
+ * which alias anything): without them every store reloads, and the loop ran at half
+ * the speed (bench/NOTES.md). */
 static void dequant_row_kmajor(const gemm_ctx *d, const gemm_operand *op, int64_t r, int64_t kb0, int64_t kb1,
-                               float *dst) {
+                               float *restrict dst) {
   const gemm_view *v = d->v;
-  int64_t base = r * op->rs + d->batch * op->ls;
+  const float *restrict code_lut = d->code_lut;
+  const float(*restrict pair_lut)[2] = d->pair_lut;
+  const int64_t base = r * op->rs + d->batch * op->ls;
   for (int64_t kb = kb0; kb < kb1; ++kb, dst += v->sf_vec) {
-    float s = d->sf_lut[op->sf[mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r, kb, d->batch)]];
-    int64_t k0 = kb * v->sf_vec, n = k0 + v->sf_vec < v->k ? v->sf_vec : v->k - k0;
+    const float s = d->sf_lut[op->sf[mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r, kb, d->batch)]];
+    const int64_t k0 = kb * v->sf_vec, n = k0 + v->sf_vec < v->k ? v->sf_vec : v->k - k0;
     if (v->ab != MXF_E2M1) {
-      const uint8_t *src = op->data + base + k0;
+      const uint8_t *restrict src = op->data + base + k0;
       for (int64_t i = 0; i < n; ++i)
-        dst[i] = d->code_lut[src[i]] * s;
+        dst[i] = code_lut[src[i]] * s;
     } else if (((base + k0) & 1) == 0) {
-      const uint8_t *src = op->data + ((base + k0) >> 1);
+      const uint8_t *restrict src = op->data + ((base + k0) >> 1);
       int64_t i = 0;
-      for (; i + 1 < n; i += 2, ++src) {
-        dst[i] = d->pair_lut[*src][0] * s;
-        dst[i + 1] = d->pair_lut[*src][1] * s;
+      for (; i + 1 < n; i += 2) {
+        dst[i] = pair_lut[src[i >> 1]][0] * s;
+        dst[i + 1] = pair_lut[src[i >> 1]][1] * s;
       }
-      if (i < n) dst[i] = d->pair_lut[*src][0] * s;
+      if (i < n) dst[i] = pair_lut[src[i >> 1]][0] * s;
     } else {
       for (int64_t i = 0; i < n; ++i)
-        dst[i] = d->code_lut[mxf_e2m1_get(op->data, base + k0 + i)] * s;
+        dst[i] = code_lut[mxf_e2m1_get(op->data, base + k0 + i)] * s;
     }
   }
 }
@@ -176,9 +181,9 @@ static void gemm_fill(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, i
     int64_t kk0 = kb * v->sf_vec, kk1 = kk0 + v->sf_vec < v->k ? kk0 + v->sf_vec : v->k;
     for (int64_t k = kk0; k < kk1; ++k) {
       int64_t base = k * op->ks + d->batch * op->ls + r0 * op->rs;
-      float *o = dst + (k - k0);
+      float *restrict o = dst + (k - k0);
       if (v->ab != MXF_E2M1 && op->rs == 1) {
-        const uint8_t *src = op->data + base;
+        const uint8_t *restrict src = op->data + base;
         for (int64_t i = 0; i < n; ++i)
           o[i * ld] = d->code_lut[src[i]] * s[i];
       } else {

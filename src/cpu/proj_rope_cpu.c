@@ -51,14 +51,19 @@ typedef struct proj_ctx {
   const mxf_proj_problem *p;
   const mxf_proj_rope_args *a;
   float *rope;
-  float lut[256]; /* e4m3 code -> f32 */
+  float lut[256];       /* e4m3 code -> f32 */
+  float scale_lut[256]; /* e8m0 byte -> f32 */
 } proj_ctx;
 
 /* ---------------------------------------------------------------- blocks */
-/* Rows [r0, r0 + n) of an out-in operand (rows, K), values [k0, k0 + kn), into dst. */
+/* Rows [r0, r0 + n) of an out-in operand (rows, K), values [k0, k0 + kn), into dst. The
+ * restrict-qualified pointers tell the compiler that the stores reach neither the inputs
+ * nor the tables (e4m3 codes are bytes, which alias anything): without them every store
+ * reloads, and the loop ran at half the speed (bench/NOTES.md). */
 static void block_rows(const proj_ctx *c, const void *src, const uint8_t *scale, int64_t r0, int64_t n,
                        int64_t k0, int64_t kn, float *dst, int64_t ld) {
   const int64_t k = c->p->k, kb = k / MXF_MX_BLOCK, es = c->p->mxfp8 ? 1 : 2;
+  const float *restrict lut = c->lut;
   for (int64_t r = r0; r < r0 + n; ++r) {
     /* a K panel of a row is a short run, the next row's a row away: ask for the run
      * MXF_PROJ_PREFETCH_ROWS rows ahead (bench/NOTES.md: the fills waited on the codes) */
@@ -67,45 +72,47 @@ static void block_rows(const proj_ctx *c, const void *src, const uint8_t *scale,
       for (int64_t b = 0; b < kn * es; b += 64)
         __builtin_prefetch(ahead + b);
     }
-    float *o = dst + (r - r0) * ld;
+    float *restrict o = dst + (r - r0) * ld;
     if (!c->p->mxfp8) {
-      const uint16_t *s = (const uint16_t *)src + r * k + k0;
+      const uint16_t *restrict s = (const uint16_t *)src + r * k + k0;
       for (int64_t i = 0; i < kn; ++i)
         o[i] = mxf_bf16_to_f32(s[i]);
       continue;
     }
-    const uint8_t *s = (const uint8_t *)src + r * k;
-    for (int64_t b = k0 / MXF_MX_BLOCK; b < (k0 + kn) / MXF_MX_BLOCK; ++b) {
+    const uint8_t *restrict s = (const uint8_t *)src + r * k + k0;
+    const uint8_t *restrict sr = scale + r * kb + k0 / MXF_MX_BLOCK;
+    for (int64_t b = 0; b < kn / MXF_MX_BLOCK; ++b) {
       /* e4m3 times a power of two: exact in f32 (or inf on overflow, NaN for 0xFF) */
-      const float sc = mxf_e8m0_to_f32(scale[r * kb + b]);
-      for (int64_t i = b * MXF_MX_BLOCK; i < (b + 1) * MXF_MX_BLOCK; ++i)
-        o[i - k0] = c->lut[s[i]] * sc;
+      const float sc = c->scale_lut[sr[b]];
+      for (int i = 0; i < MXF_MX_BLOCK; ++i)
+        o[b * MXF_MX_BLOCK + i] = lut[s[b * MXF_MX_BLOCK + i]] * sc;
     }
   }
 }
 
 /* Outputs [j0, j0 + n) of an in-out weight (K, N), values [k0, k0 + kn): 32 k at a time,
  * transposed into dst. */
-static void block_in_out(const proj_ctx *c, int64_t j0, int64_t n, int64_t k0, int64_t kn, float *dst,
-                         int64_t ld) {
+static void block_in_out(const proj_ctx *c, int64_t j0, int64_t n, int64_t k0, int64_t kn,
+                         float *restrict dst, int64_t ld) {
   const int64_t nn = c->p->h * c->p->d;
+  const float *restrict lut = c->lut;
   for (int64_t b0 = k0; b0 < k0 + kn; b0 += MXF_MX_BLOCK) {
     const int64_t b1 = b0 + MXF_MX_BLOCK < k0 + kn ? b0 + MXF_MX_BLOCK : k0 + kn;
     if (!c->p->mxfp8) {
-      const uint16_t *w = (const uint16_t *)c->a->w;
+      const uint16_t *restrict w = (const uint16_t *)c->a->w;
       for (int64_t kk = b0; kk < b1; ++kk)
         for (int64_t j = 0; j < n; ++j)
           dst[j * ld + (kk - k0)] = mxf_bf16_to_f32(w[kk * nn + j0 + j]);
       continue;
     }
-    const uint8_t *w = (const uint8_t *)c->a->w;
-    const uint8_t *ws = (const uint8_t *)c->a->w_scale + (b0 / MXF_MX_BLOCK) * nn + j0;
+    const uint8_t *restrict w = (const uint8_t *)c->a->w;
+    const uint8_t *restrict ws = (const uint8_t *)c->a->w_scale + (b0 / MXF_MX_BLOCK) * nn + j0;
     float sc[MXF_CPU_FILL_ROWS];
     for (int64_t j = 0; j < n; ++j)
-      sc[j] = mxf_e8m0_to_f32(ws[j]);
+      sc[j] = c->scale_lut[ws[j]];
     for (int64_t kk = b0; kk < b1; ++kk)
       for (int64_t j = 0; j < n; ++j)
-        dst[j * ld + (kk - k0)] = c->lut[w[kk * nn + j0 + j]] * sc[j];
+        dst[j * ld + (kk - k0)] = lut[w[kk * nn + j0 + j]] * sc[j];
   }
 }
 
@@ -190,8 +197,10 @@ mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args 
   c.p = p;
   c.a = args;
   c.rope = (float *)(base + proj_rope_offset(&pp));
-  for (int i = 0; i < 256; ++i)
+  for (int i = 0; i < 256; ++i) {
     c.lut[i] = mxf_e4m3_to_f32((uint8_t)i);
+    c.scale_lut[i] = mxf_e8m0_to_f32((uint8_t)i);
+  }
   static const mxf_cpu_panel_ops ops = {proj_fill, proj_epilogue_tasks, proj_epilogue};
   mxf_cpu_gemm_panels(&pp, &ops, &c, base);
   return MXF_OK;
