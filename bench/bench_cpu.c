@@ -28,6 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "formats.h"
@@ -288,6 +289,48 @@ static size_t proj_workspace(int64_t T, int mxfp8) {
   return n;
 }
 
+static long peak_rss_kib(void) {
+  struct rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+/* A serving loop: one MXFP8 weight (n, k), batch sizes M = 1..max_m through the one-call
+ * form, each run once; the growth of the process's peak RSS over the loop, in MiB (the
+ * inputs are allocated before the first reading). */
+static double one_call_rss_growth(int64_t max_m, int64_t n, int64_t k) {
+  int64_t kb = k / 32;
+  uint8_t *a = xalloc((size_t)(max_m * k)), *b = xalloc((size_t)(n * k)), *sa = xalloc((size_t)(max_m * kb)),
+          *sb = xalloc((size_t)(n * kb));
+  uint16_t *c = xalloc((size_t)(max_m * n) * 2);
+  for (int64_t i = 0; i < max_m * k; ++i)
+    a[i] = mxf_f32_to_e4m3((float)(96 * nrand()));
+  for (int64_t i = 0; i < n * k; ++i)
+    b[i] = mxf_f32_to_e4m3((float)(96 * nrand()));
+  memset(sa, 124, (size_t)(max_m * kb)), memset(sb, 124, (size_t)(n * kb));
+  memset(c, 0, (size_t)(max_m * n) * 2);
+  float amax = 0;
+  long rss0 = peak_rss_kib();
+  for (int64_t m = 1; m <= max_m; ++m) {
+    mxf_gemm_amax_desc d;
+    memset(&d, 0, sizeof d);
+    d.a = (mxf_tensor){a, MXF_E4M3, MXF_DEVICE_CPU, 2, {m, k}, {0}};
+    d.b = (mxf_tensor){b, MXF_E4M3, MXF_DEVICE_CPU, 2, {n, k}, {0}};
+    d.sfa = (mxf_tensor){sa, MXF_E8M0, MXF_DEVICE_CPU, 2, {m, kb}, {0}};
+    d.sfb = (mxf_tensor){sb, MXF_E8M0, MXF_DEVICE_CPU, 2, {n, kb}, {0}};
+    d.c = (mxf_tensor){c, MXF_BF16, MXF_DEVICE_CPU, 2, {m, n}, {0}};
+    d.amax = (mxf_tensor){&amax, MXF_F32, MXF_DEVICE_CPU, 1, {1}, {0}};
+    d.sf_vec = 32;
+    if (mxf_gemm_amax(&d, NULL) != MXF_OK) {
+      fprintf(stderr, "bench: one call M=%lld failed: %s\n", (long long)m, mxf_last_error());
+      break;
+    }
+  }
+  double growth = (double)(peak_rss_kib() - rss0) / 1024.0;
+  free(a), free(b), free(sa), free(sb), free(c);
+  return growth;
+}
+
 int main(int argc, char **argv) {
   const char *out = argc > 1 ? argv[1] : "bench_cpu.json";
   int64_t M = 2048, N = 2048, K = 2048;
@@ -298,6 +341,9 @@ int main(int argc, char **argv) {
   }
   const char *env = getenv("MXF_BENCH_RUNS");
   if (env && atoi(env) >= 5) g_runs = atoi(env) > 64 ? 64 : atoi(env);
+  /* first, before anything else raises the peak: a serving loop through the one-call form,
+   * and the process's peak RSS growth over it */
+  double rss_mib = one_call_rss_growth(64, 7168, 2048);
   int64_t T = 256;
   env = getenv("MXF_BENCH_PROJ_T");
   if (env && atoll(env) >= 0) T = atoll(env);
@@ -383,6 +429,10 @@ int main(int argc, char **argv) {
          (long long)wk, (double)ws64 * 1e-6, (double)ws_sum * 1e-6);
   printf("workspace, proj_rope T=4096: bf16 %.2f MB, mxfp8 %.2f MB\n", (double)proj_workspace(4096, 0) * 1e-6,
          (double)proj_workspace(4096, 1) * 1e-6);
+  printf(
+      "one-call form, gemm_amax MXFP8 B %lldx%lld, M=1..64 run once each: peak RSS growth %.1f MiB; arenas "
+      "hold %.2f MB\n",
+      (long long)wn, (long long)wk, rss_mib, (double)mxf_plan_cache_workspace_bytes() * 1e-6);
 
   FILE *f = fopen(out, "w");
   if (!f) {
@@ -409,6 +459,11 @@ int main(int argc, char **argv) {
           "%lld, "
           "\"workspace_bytes_m64\": %zu, \"workspace_bytes_m1_to_64\": %zu}\n",
           (long long)wn, (long long)wk, (long long)wn, (long long)wk, ws64, ws_sum);
+  fprintf(f,
+          ",\n    {\"op\": \"one_call_rss\", \"what\": \"gemm_amax MXFP8 one call, M = 1..64\", \"n\": %lld, "
+          "\"k\": %lld, "
+          "\"peak_rss_growth_mib\": %.2f}\n",
+          (long long)wn, (long long)wk, rss_mib);
   fprintf(f, "  ]\n}\n");
   fclose(f);
   printf("wrote %s\n", out);
