@@ -314,6 +314,8 @@ def gemm_amax(a, b, sfa, sfb, *, c_major="n", c_dtype="float32", sf_vec_size=32,
         return mj.gemm_amax(a, b, sfa, sfb, c_major=c_major, c_dtype=c_dtype, sf_vec_size=sf_vec_size, alpha=alpha,
                             amax=amax, accumulate=accumulate, mma_tiler_mn=mma_tiler_mn,
                             cluster_shape_mn=cluster_shape_mn, acc_dtype=acc_dtype)
+    if acc_dtype is not None:
+        _check_acc(acc_dtype)
     if _torch_module is not None and isinstance(a, _torch_module.Tensor):
         fast = _gemm_torch_fast(a, b, sfa, sfb, c, amax, c_major, c_dtype, sf_vec_size, alpha, accumulate,
                                 mma_tiler_mn, cluster_shape_mn, stream)
