@@ -37,9 +37,6 @@ QuantizeResult = _result_type("QuantizeResult", ("q_row", "s_row", "q_col", "s_c
 
 
 # ------------------------------------------------------------------ shared machinery
-_EMPTY = T.Meta(0, 0, (), ())
-
-
 def _stream(fw, metas, stream):
     """The CUDA stream handle (an int, 0 = the legacy stream) of a call."""
     if stream is not None or fw != "torch":
@@ -131,6 +128,7 @@ def _cached_plan(spec, key, metas, extra):
 def clear_cache():
     """Drops the one-call functions' plans (and the C library's one-call cache)."""
     _cache.clear()
+    _torch_fast.clear()
     L.lib.mxf_plan_cache_clear()
 
 

@@ -125,6 +125,17 @@ def test_gemm_amax_class_api(rng):
     assert np.all(c.astype(np.float32) == 7)
 
 
+def test_clear_cache(rng):
+    a, sa, _ = mx_operand(rng, 40, 64, "e4m3")
+    b, sb, _ = mx_operand(rng, 24, 64, "e4m3")
+    want = mxfuse.gemm_amax(a, b, sa, sb)
+    mxfuse.clear_cache()
+    from mxfuse import _ops
+
+    assert not _ops._cache and not _ops._torch_fast
+    assert np.array_equal(mxfuse.gemm_amax(a, b, sa, sb).c_tensor, want.c_tensor)
+
+
 def test_gemm_amax_into_given_outputs(rng):
     a, sa, _ = mx_operand(rng, 40, 64, "e4m3")
     b, sb, _ = mx_operand(rng, 24, 64, "e4m3")
