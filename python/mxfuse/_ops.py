@@ -225,7 +225,7 @@ def _same_torch_geometry(tensors, keys):
             if k is None:
                 if x is not None:
                     return False
-            elif x is None or (x.dtype, x.shape, x.stride(), x.get_device()) != k:
+            elif x is None or T.torch_key(x) != k:
                 return False
     except (AttributeError, TypeError):  # not a torch tensor: the general path says what is wrong
         return False
