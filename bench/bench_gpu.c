@@ -1,7 +1,7 @@
 /*
  * bench_gpu.c — GPU benchmarks of mxfuse against cuBLAS / cuBLASLt, in one process.
  *
- *   mxf_bench_gpu [--only gemm|proj|plan] [--iters N] [--quick] [out.json]
+ *   mxf_bench_gpu [--only gemm|mixed|proj|plan] [--iters N] [--quick] [out.json]
  *
  * Each section is one function (bench_gemm_section, and the proj_rope and plan sections
  * beside it) that appends rows to one table and one JSON file. Method (docs/performance.md):
@@ -454,6 +454,111 @@ static void bench_gemm_section(bench_ctx *ctx, int quick) {
   printf("(memory-bound 128x24576x1536: GB/s against %.0f GB/s HBM)\n", HBM_GBPS);
 }
 
+/* ------------------------------------------------------------ mixed-format section
+ * Weight-only and mixed MX GEMMs (SPEC §1.1): for M in {1, 16, 64, 128, 4096} and the
+ * DeepSeek-V3 weight shapes (N, K): bf16 activations x MXFP4 weights (no sfa) and MXFP8 x
+ * MXFP4, bf16 C, against cuBLAS BF16 on the same shape with bf16 weights, and against
+ * dequantize-then-cuBLAS, bounded below by cuBLAS plus a copy moving the dequantization's
+ * bytes (reading 0.5 and writing 2 bytes per weight). "wGB/s": GB/s of the weight bytes
+ * (codes + scales), the memory-bound figure for M <= 128. */
+static int launch_copy(void *st, int set) {
+  void **p = st; /* dst, src, bytes */
+  (void)set;
+  return cudaMemcpyAsync(p[0], p[1], (size_t)(uintptr_t)p[2], cudaMemcpyDeviceToDevice, (cudaStream_t)p[3]) !=
+         cudaSuccess;
+}
+
+static void bench_mixed_shape(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
+  char shape[64];
+  snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
+  const double flops = 2.0 * (double)m * (double)n * (double)k;
+  const int64_t kb = (k + 31) / 32, kq = (kb + 3) / 4;
+  /* cuBLAS BF16 with bf16 weights */
+  cublas_state cb;
+  memset(&cb, 0, sizeof cb);
+  cb.m = m, cb.n = n, cb.k = k;
+  const size_t abf = (size_t)(m * k * 2), bbf = (size_t)(n * k * 2), cbf = (size_t)(m * n * 2);
+  int nsets = rotation_sets((double)(abf + bbf));
+  cublasCreate(&cb.h);
+  cublasSetStream(cb.h, ctx->stream);
+  cb.a = alloc_sets(nsets, abf, FILL_BF16);
+  cb.b = alloc_sets(nsets, bbf, FILL_BF16);
+  CK(cudaMalloc(&cb.c, cbf));
+  const double t_bf16 = time_median(ctx, launch_cublas_bf16, &cb, nsets);
+  report(ctx, "mixed", shape, "cublas_bf16 (bf16 w)", "cublasGemmEx", t_bf16, flops, (double)bbf, t_bf16, NAN);
+  free_sets(cb.a, nsets);
+  free_sets(cb.b, nsets);
+  cudaFree(cb.c);
+  cublasDestroy(cb.h);
+  /* the dequantization's bytes, as one copy */
+  const size_t wq = (size_t)(n * k / 2), wsf = (size_t)(((n + 127) / 128) * kq * 512);
+  const size_t copy_bytes = (size_t)(n * k * 5 / 4);
+  void *src, *dst;
+  CK(cudaMalloc(&src, copy_bytes));
+  CK(cudaMalloc(&dst, copy_bytes));
+  void *cp[4] = {dst, src, (void *)(uintptr_t)copy_bytes, ctx->stream};
+  const double t_copy = time_median(ctx, launch_copy, cp, 1);
+  cudaFree(src);
+  cudaFree(dst);
+  report(ctx, "mixed", shape, "dequant_bound+cublas", "memcpy+cublasGemmEx", t_copy + t_bf16, flops, (double)(wq + wsf),
+         t_bf16, t_copy + t_bf16);
+  static const struct {
+    const char *name;
+    mxf_dtype fa;
+  } ops[2] = {{"gemm_amax_bf16_x_mxfp4", MXF_BF16}, {"gemm_amax_mxfp8_x_mxfp4", MXF_E4M3}};
+  for (int i = 0; i < 2; ++i) {
+    mxf_gemm_amax_desc d = gemm_desc(m, n, k, MXF_E2M1, MXF_BF16);
+    d.a.dtype = ops[i].fa;
+    if (ops[i].fa == MXF_BF16) memset(&d.sfa, 0, sizeof d.sfa);
+    mxf_state s;
+    memset(&s, 0, sizeof s);
+    if (mxf_gemm_amax_plan(&s.plan, &d) != MXF_OK) {
+      printf("%-22s %-26s refused: %s\n", shape, ops[i].name, mxf_last_error());
+      continue;
+    }
+    const size_t a_bytes = (size_t)(m * k) * (ops[i].fa == MXF_BF16 ? 2 : 1);
+    const size_t sfa_bytes = ops[i].fa == MXF_BF16 ? 0 : (size_t)(((m + 127) / 128) * kq * 512);
+    nsets = rotation_sets((double)(a_bytes + wq + wsf + sfa_bytes));
+    s.a = alloc_sets(nsets, a_bytes, ops[i].fa == MXF_BF16 ? FILL_BF16 : FILL_E4M3);
+    s.b = alloc_sets(nsets, wq, FILL_E2M1);
+    s.sfb = alloc_sets(nsets, wsf, FILL_E8M0);
+    s.sfa = sfa_bytes ? alloc_sets(nsets, sfa_bytes, FILL_E8M0) : calloc((size_t)nsets, sizeof(void *));
+    CK(cudaMalloc(&s.c, cbf));
+    CK(cudaMalloc((void **)&s.amax, sizeof(float)));
+    s.ws_size = mxf_plan_workspace_size(s.plan);
+    if (s.ws_size) CK(cudaMalloc(&s.ws, s.ws_size));
+    s.stream = ctx->stream;
+    const double ms = time_median(ctx, launch_mxf, &s, nsets);
+    report(ctx, "mixed", shape, ops[i].name, mxf_plan_backend(s.plan), ms, flops, (double)(wq + wsf), t_bf16,
+           t_copy + t_bf16);
+    free_sets(s.a, nsets);
+    free_sets(s.b, nsets);
+    free_sets(s.sfb, nsets);
+    if (sfa_bytes)
+      free_sets(s.sfa, nsets);
+    else
+      free(s.sfa);
+    cudaFree(s.c);
+    cudaFree(s.amax);
+    cudaFree(s.ws);
+    mxf_plan_destroy(s.plan);
+  }
+}
+
+static void bench_mixed_section(bench_ctx *ctx, int quick) {
+  printf("\n== mixed formats: bf16 / MXFP8 activations x MXFP4 weights, bf16 C ==\n");
+  printf("(GB/s = weight bytes (codes + scales) per second; x cuBLAS = cuBLAS BF16 on bf16 weights ms / ms; "
+         "x LtFP8 column = dequant_bound+cublas ms / ms)\n");
+  print_header();
+  static const int64_t nk[3][2] = {{7168, 2048}, {2048, 7168}, {24576, 1536}};
+  static const int64_t ms[5] = {1, 16, 64, 128, 4096};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 5; ++j) {
+      if (quick && (i || (j != 1 && j != 4))) continue;
+      bench_mixed_shape(ctx, ms[j], nk[i][0], nk[i][1]);
+    }
+}
+
 /* ------------------------------------------------------------ proj_rope section
  * DeepSeek-V3 Q up-projection, K = 1536, H = 128, D = 192 (nope 128 + rope 64), per T
  * (the issue's 128, 1024, 4096, 16384, and 256, 512 where the MXFP8 paths cross over):
@@ -850,7 +955,7 @@ int main(int argc, char **argv) {
     else if (argv[i][0] != '-')
       json_path = argv[i];
     else {
-      fprintf(stderr, "usage: %s [--only gemm|proj|plan] [--iters N] [--quick] [out.json]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--only gemm|mixed|proj|plan] [--iters N] [--quick] [out.json]\n", argv[0]);
       return 2;
     }
   }
@@ -878,6 +983,7 @@ int main(int argc, char **argv) {
   }
   if (!only || !strcmp(only, "plan")) bench_plan_section(&ctx); /* first: its first plan is the process's */
   if (!only || !strcmp(only, "gemm")) bench_gemm_section(&ctx, quick);
+  if (!only || !strcmp(only, "mixed")) bench_mixed_section(&ctx, quick);
   if (!only || !strcmp(only, "proj")) bench_proj_section(&ctx, quick);
   if (ctx.json) {
     fprintf(ctx.json, "\n]}\n");

@@ -18,6 +18,7 @@
 #   BUILD_DIR=build-gpu            build directory
 #   MXF_CUDA_ARCHS_PORTABLE=90a-real  archs of the portable kernels (CMake cache value)
 #   GPU_CHECK_BENCH=full|quick|0   benchmark: all shapes (default), two shapes, or none
+#   GPU_CHECK_BENCH_ONLY=section   only that benchmark section (gemm, mixed, proj or plan)
 #   GPU_CHECK_SANITIZER=1|0        run the sanitizer step (default 1)
 #   GPU_CHECK_CPU_TESTS=1|0        run the CPU-side tests too (default 1)
 #   GPU_CHECK_PYTHON=1|0           the Python package's tests and bench on the GPU (default 1)
@@ -141,6 +142,7 @@ if [ "$BENCH" != "0" ] && [ -x "$BUILD_DIR/mxf_bench_gpu" ]; then
   t0=$SECONDS
   extra=""
   [ "$BENCH" = "quick" ] && extra="--quick"
+  [ -n "${GPU_CHECK_BENCH_ONLY:-}" ] && extra="$extra --only $GPU_CHECK_BENCH_ONLY"
   CUBLASLT_LOG_MASK=1 "$BUILD_DIR/mxf_bench_gpu" $extra "$OUT/bench_gpu.json" >"$OUT/bench.log" 2>&1
   bbrc=$?
   add "benchmark" "$([ $bbrc -eq 0 ] && echo ok || echo FAILED) ($((SECONDS - t0)) s; bench.log, bench_gpu.json)"

@@ -125,7 +125,6 @@ static void to_e2m1(mxf_gemm_amax_desc *d) {
 #define G(name) static void name(mxf_gemm_amax_desc *d)
 G(g_a_ndim4) { d->a.ndim = 4, d->a.shape[3] = 1; }
 G(g_a_f32) { d->a.dtype = MXF_F32; }
-G(g_b_e5m2) { d->b.dtype = MXF_E5M2; }
 G(g_c_i8) { d->c.dtype = MXF_I8; }
 G(g_c_e8m0) { d->c.dtype = MXF_E8M0; }
 G(g_sfa_f16) { d->sfa.dtype = MXF_F16; }
@@ -133,7 +132,12 @@ G(g_ue4m3_fp8) { d->sfa.dtype = d->sfb.dtype = MXF_E4M3; }
 G(g_sfvec16_fp8) { d->sf_vec = 16; }
 G(g_sfvec64) { d->sf_vec = 64; }
 G(g_ue4m3_sfvec32) { to_e2m1(d), d->sfa.dtype = d->sfb.dtype = MXF_E4M3; }
-G(g_sf_mixed) { to_e2m1(d), d->sf_vec = 16, d->sfb.dtype = MXF_E4M3; }
+G(g_bf16_a_with_sfa) { d->a.dtype = MXF_BF16; }
+G(g_mx_a_without_sfa) { memset(&d->sfa, 0, sizeof d->sfa); }
+G(g_b_bf16) { d->b.dtype = MXF_BF16; }
+G(g_sfvec16_mixed) { d->b.dtype = MXF_E2M1, d->sf_vec = 16; }
+G(g_sfvec16_bf16_fp8) { d->a.dtype = MXF_BF16, memset(&d->sfa, 0, sizeof d->sfa), d->sf_vec = 16; }
+G(g_ue4m3_sfb_sfvec32) { d->b.dtype = MXF_E2M1, d->sfb.dtype = MXF_E4M3; }
 G(g_c_m_wrong) { d->c.shape[0] = GM - 1; }
 G(g_b_k_wrong) { d->b.shape[1] = 64, strides(&d->b, 64, 1, GN * 64); }
 G(g_b_l_wrong) { d->b.shape[2] = 3; }
@@ -202,20 +206,28 @@ typedef struct gemm_case {
 static const gemm_case gemm_cases[] = {
     {"a with 4 dims", g_a_ndim4, MXF_ERR_INVALID_VALUE, "gemm_amax: a has shape (45, 96, 2, 1)",
      "expected (M, K, L) or (M, K)", 0},
-    {"a f32", g_a_f32, MXF_ERR_INVALID_VALUE, "a has dtype f32", "expected e4m3, e5m2, e2m1", 0},
-    {"a/b formats differ", g_b_e5m2, MXF_ERR_INVALID_VALUE, "a is e4m3 but b is e5m2", "same format", 0},
+    {"a f32", g_a_f32, MXF_ERR_INVALID_VALUE, "a has dtype f32", "expected bf16, e4m3, e5m2, e2m1", 0},
+    {"b bf16", g_b_bf16, MXF_ERR_INVALID_VALUE, "b has dtype bf16", "expected e4m3, e5m2, e2m1", 0},
+    {"bf16 a with sfa", g_bf16_a_with_sfa, MXF_ERR_INVALID_VALUE, "a is bf16, so sfa must be absent",
+     "got (2, 45, 3)", 0},
+    {"e4m3 a without sfa", g_mx_a_without_sfa, MXF_ERR_INVALID_VALUE, "a is e4m3, so sfa is required",
+     "only a bf16 a has no scales", 0},
     {"c i8", g_c_i8, MXF_ERR_INVALID_VALUE, "c has dtype i8", "expected f32, f16, bf16", 0},
     {"c e8m0", g_c_e8m0, MXF_ERR_INVALID_VALUE, "c has dtype e8m0", "expected f32", 0},
     {"sfa f16", g_sfa_f16, MXF_ERR_INVALID_VALUE, "sfa has dtype f16", "expected e8m0", 0},
-    {"ue4m3 scales with fp8", g_ue4m3_fp8, MXF_ERR_INVALID_VALUE,
-     "sfa has dtype e4m3 (ue4m3) with e4m3 operands", "need e2m1 operands", 0},
-    {"sf_vec 16 with fp8", g_sfvec16_fp8, MXF_ERR_INVALID_VALUE, "sf_vec=16 with e4m3 operands",
-     "MXFP8 needs sf_vec 32", 0},
+    {"ue4m3 scales with fp8", g_ue4m3_fp8, MXF_ERR_INVALID_VALUE, "sfa has dtype e4m3 (ue4m3) with sf_vec 32",
+     "need e2m1 operands", 0},
+    {"sf_vec 16 with fp8", g_sfvec16_fp8, MXF_ERR_INVALID_VALUE, "sf_vec=16 with a e4m3 and b e4m3",
+     "e4m3 and e5m2 take sf_vec 32", 0},
+    {"sf_vec 16 with e4m3 a, e2m1 b", g_sfvec16_mixed, MXF_ERR_INVALID_VALUE, "sf_vec=16 with a e4m3 and b e2m1",
+     "needs an e2m1 b and an e2m1 or bf16 a", 0},
+    {"sf_vec 16 with bf16 a, e4m3 b", g_sfvec16_bf16_fp8, MXF_ERR_INVALID_VALUE,
+     "sf_vec=16 with a bf16 and b e4m3", "needs an e2m1 b", 0},
+    {"ue4m3 sfb with sf_vec 32", g_ue4m3_sfb_sfvec32, MXF_ERR_INVALID_VALUE,
+     "sfb has dtype e4m3 (ue4m3) with sf_vec 32", "ue4m3 scales need e2m1 operands and sf_vec 16", 0},
     {"sf_vec 64", g_sfvec64, MXF_ERR_INVALID_VALUE, "sf_vec=64", "expected 16 or 32", 0},
-    {"ue4m3 with sf_vec 32", g_ue4m3_sfvec32, MXF_ERR_INVALID_VALUE, "sf_vec=32 with e4m3 (ue4m3) scales",
-     "need sf_vec 16", 0},
-    {"sfa/sfb formats differ", g_sf_mixed, MXF_ERR_INVALID_VALUE, "sfa is e8m0 but sfb is e4m3",
-     "same format", 0},
+    {"ue4m3 with sf_vec 32", g_ue4m3_sfvec32, MXF_ERR_INVALID_VALUE, "sfa has dtype e4m3 (ue4m3) with sf_vec 32",
+     "sf_vec 16", 0},
     {"c M wrong", g_c_m_wrong, MXF_ERR_INVALID_VALUE, "c has shape (44, 40, 2)", "expected (M=45, N=40)", 0},
     {"b K wrong", g_b_k_wrong, MXF_ERR_INVALID_VALUE, "b has shape (40, 64, 2)", "expected K=96", 0},
     {"b L wrong", g_b_l_wrong, MXF_ERR_INVALID_VALUE, "b has L=3 but a has L=2", "L must agree", 0},
@@ -635,6 +647,29 @@ static void run_time_cases(void) {
   run_case("gemm amax misaligned", mxf_gemm_amax_run(gp, &a, ws, gws, NULL), "args->amax", "4-byte aligned");
   run_case("gemm run with a quantize plan", mxf_gemm_amax_run(qp, &ga, ws, gws, NULL),
            "gemm_amax_run: the plan was made for quantize", NULL);
+  {
+    /* a bf16 A has no scales: args->sfa must be NULL, and NULL is fine */
+    mxf_gemm_amax_desc bd = gemm_base();
+    bd.a.dtype = MXF_BF16;
+    strides(&bd.a, GK, 1, GM * GK);
+    memset(&bd.sfa, 0, sizeof bd.sfa);
+    mxf_plan *bp = NULL;
+    st = mxf_gemm_amax_plan(&bp, &bd);
+    TU_CHECK(st == MXF_OK, "valid bf16 x e4m3 gemm plan: %s", mxf_last_error());
+    if (bp) {
+      size_t bws = mxf_plan_workspace_size(bp);
+      void *bw = tu_malloc(bws + 64);
+      a = ga;
+      run_case("gemm bf16 a with args->sfa", mxf_gemm_amax_run(bp, &a, bw, bws, NULL), "args->sfa is",
+               "a is bf16, so sfa must be NULL");
+      a.sfa = NULL;
+      TU_CHECK(mxf_gemm_amax_run(bp, &a, bw, bws, NULL) == MXF_OK, "bf16 a run with sfa NULL: %s",
+               mxf_last_error());
+      poison_outputs();
+      free(bw);
+      mxf_plan_destroy(bp);
+    }
+  }
   {
     /* Workspace rules: force a requirement if the backend needs none (white box). */
     size_t saved = gp->workspace_size;

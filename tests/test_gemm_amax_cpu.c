@@ -5,8 +5,9 @@
  * the scale-factor offsets taken from the SPEC §1.1 formula (not from the library).
  * Requests go through the public API (plan + run, and the one-call form).
  *
- * Coverage: every supported format combination (e4m3 / e5m2 / e2m1 operands, e8m0 /
- * ue4m3 scales, sf_vec 32 / 16) x all six C dtypes x SF layouts (compact 3-D, compact
+ * Coverage: every supported format combination (e4m3 / e5m2 / e2m1 operands in one format
+ * or mixed, a bf16 A without scales, e8m0 / ue4m3 scales each operand its own, sf_vec
+ * 32 / 16) x all six C dtypes x SF layouts (compact 3-D, compact
  * 2-D, swizzled physical, swizzled logical 6-D) x A/B/C majors, with alpha and
  * accumulate toggled, random shapes that are multiples of nothing (K just above a block
  * boundary included), padded leading dims and batch strides, L up to 3, thread counts
@@ -41,8 +42,10 @@ enum { SP_NONE, SP_NAN_CODE, SP_NAN_SCALE, SP_INF, SP_EXTREME, SP_COUNT };
 
 typedef struct gcase {
   int64_t m, n, k, l;
-  mxf_dtype ab, ab_desc; /* format; how a/b are described (e2m1: values, e2m1x2 or u8 bytes) */
-  mxf_dtype sf, sf_desc; /* e8m0 or e4m3; described as e8m0 / u8 / i8 / e4m3 */
+  mxf_dtype fa, fa_desc;   /* A's format (bf16 or MX); how a is described (e2m1: values, e2m1x2 or u8) */
+  mxf_dtype fb, fb_desc;   /* B's format and description */
+  mxf_dtype sfa, sfa_desc; /* e8m0 or e4m3 (none for a bf16 A); described as e8m0 / u8 / i8 / e4m3 */
+  mxf_dtype sfb, sfb_desc;
   int sf_vec;
   int sfa_form, sfb_form;
   int a_mmajor, b_nmajor, c_mmajor;
@@ -111,8 +114,16 @@ static mxf_tensor sf_tensor(int form, void *data, mxf_dtype dt, int64_t mn, int6
   return t;
 }
 
-static double decode_ab(mxf_dtype ab, uint8_t c) {
-  return ab == MXF_E4M3 ? mxf_e4m3_to_f32(c) : ab == MXF_E5M2 ? mxf_e5m2_to_f32(c) : mxf_e2m1_to_f32(c);
+static double decode_ab(mxf_dtype ab, uint16_t c) {
+  return ab == MXF_BF16   ? mxf_bf16_to_f32(c)
+         : ab == MXF_E4M3 ? mxf_e4m3_to_f32((uint8_t)c)
+         : ab == MXF_E5M2 ? mxf_e5m2_to_f32((uint8_t)c)
+                          : mxf_e2m1_to_f32((uint8_t)c);
+}
+/* values per 16 bytes, and bytes of n values */
+static int64_t per16(mxf_dtype ab) { return ab == MXF_E2M1 ? 32 : ab == MXF_BF16 ? 8 : 16; }
+static size_t ab_bytes(mxf_dtype ab, int64_t n) {
+  return (size_t)(ab == MXF_E2M1 ? cdiv(n, 2) : ab == MXF_BF16 ? 2 * n : n);
 }
 static double decode_sf(mxf_dtype sf, uint8_t c) {
   return sf == MXF_E4M3 ? mxf_e4m3_to_f32(c) : mxf_e8m0_to_f32(c);
@@ -129,6 +140,16 @@ typedef struct buffers {
   int64_t a_ms, a_ks, a_ls, b_ns, b_ks, b_ls, c_ms, c_ns, c_ls; /* value strides */
   uint8_t *c_live; /* per C storage unit (element, or nibble for e2m1): 1 if logical */
 } buffers;
+
+/* bf16 activations: values of a few binades around 1, sometimes of 2^-40 .. 2^24 or zero
+ * (sums stay far from f32's overflow, as activations do) */
+static uint16_t rand_bf16(tu_rng *r) {
+  const uint16_t h = (uint16_t)tu_u32(r);
+  const int wide = tu_range(r, 0, 7) == 0;
+  if (wide && tu_range(r, 0, 15) == 0) return h & 0x8000; /* ±0 */
+  const int e = wide ? (int)tu_range(r, 87, 151) : (int)tu_range(r, 120, 134);
+  return (uint16_t)((h & 0x807F) | (e << 7));
+}
 
 static uint8_t rand_code(tu_rng *r, mxf_dtype ab) {
   /* mostly quantized normal data (codes cluster in the top binades of the format, as
@@ -169,30 +190,34 @@ static uint8_t rand_scale(tu_rng *r, mxf_dtype sf, int extreme) {
   return (uint8_t)tu_range(r, 123, 131);
 }
 
-static void put_ab(mxf_dtype ab, uint8_t *p, int64_t i, uint8_t code) {
+static void put_ab(mxf_dtype ab, uint8_t *p, int64_t i, uint16_t code) {
   if (ab == MXF_E2M1)
-    mxf_e2m1_set(p, i, code);
+    mxf_e2m1_set(p, i, (uint8_t)code);
+  else if (ab == MXF_BF16)
+    memcpy(p + 2 * i, &code, 2);
   else
-    p[i] = code;
+    p[i] = (uint8_t)code;
 }
-static uint8_t get_ab(mxf_dtype ab, const uint8_t *p, int64_t i) {
+static uint16_t get_ab(mxf_dtype ab, const uint8_t *p, int64_t i) {
+  uint16_t h;
+  if (ab == MXF_BF16) return memcpy(&h, p + 2 * i, 2), h;
   return ab == MXF_E2M1 ? mxf_e2m1_get(p, i) : p[i];
 }
 
-static void fill_operand(tu_rng *r, const gcase *g, int64_t mn, int64_t ms, int64_t ks, int64_t ls,
+static void fill_operand(tu_rng *r, const gcase *g, mxf_dtype ab, int64_t mn, int64_t ms, int64_t ks, int64_t ls,
                          uint8_t *p) {
   for (int64_t l = 0; l < g->l; ++l)
     for (int64_t i = 0; i < mn; ++i)
       for (int64_t k = 0; k < g->k; ++k)
-        put_ab(g->ab, p, i * ms + k * ks + l * ls, rand_code(r, g->ab));
+        put_ab(ab, p, i * ms + k * ks + l * ls, ab == MXF_BF16 ? rand_bf16(r) : rand_code(r, ab));
 }
 
-static void fill_sf(tu_rng *r, const gcase *g, int form, int64_t mn, uint8_t *p) {
+static void fill_sf(tu_rng *r, const gcase *g, mxf_dtype sf, int form, int64_t mn, uint8_t *p) {
   int64_t kbs = cdiv(g->k, g->sf_vec);
   for (int64_t l = 0; l < g->l; ++l)
     for (int64_t i = 0; i < mn; ++i)
       for (int64_t kb = 0; kb < kbs; ++kb)
-        p[sf_off(form, i, kb, l, mn, kbs)] = rand_scale(r, g->sf, g->special == SP_EXTREME);
+        p[sf_off(form, i, kb, l, mn, kbs)] = rand_scale(r, sf, g->special == SP_EXTREME);
 }
 
 static const char *dn(mxf_dtype d) { return mxf_dtype_name(d); }
@@ -200,10 +225,11 @@ static const char *dn(mxf_dtype d) { return mxf_dtype_name(d); }
 static void describe(const gcase *g, char *buf, size_t n) {
   snprintf(
       buf, n,
-      "M=%lld N=%lld K=%lld L=%lld ab=%s(%s) sf=%s(%s) vec=%d sfa=%d sfb=%d a_m=%d b_n=%d c_m=%d c=%s(%s) "
-      "alpha=%s%g acc=%d onecall=%d special=%d threads=%d",
-      (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->l, dn(g->ab), dn(g->ab_desc),
-      dn(g->sf), dn(g->sf_desc), g->sf_vec, g->sfa_form, g->sfb_form, g->a_mmajor, g->b_nmajor, g->c_mmajor,
+      "M=%lld N=%lld K=%lld L=%lld a=%s(%s) b=%s(%s) sfa=%s(%s) sfb=%s(%s) vec=%d sfa=%d sfb=%d a_m=%d b_n=%d "
+      "c_m=%d c=%s(%s) alpha=%s%g acc=%d onecall=%d special=%d threads=%d",
+      (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->l, dn(g->fa), dn(g->fa_desc),
+      dn(g->fb), dn(g->fb_desc), g->fa == MXF_BF16 ? "none" : dn(g->sfa), g->fa == MXF_BF16 ? "-" : dn(g->sfa_desc),
+      dn(g->sfb), dn(g->sfb_desc), g->sf_vec, g->sfa_form, g->sfb_form, g->a_mmajor, g->b_nmajor, g->c_mmajor,
       dn(g->c), dn(g->c_desc), g->use_alpha ? "" : "off/", (double)g->alpha, g->accumulate, g->one_call,
       g->special, g->threads);
 }
@@ -227,25 +253,25 @@ static void run_case(tu_rng *r, const gcase *g) {
   char what[512];
   describe(g, what, sizeof what);
   int64_t M = g->m, N = g->n, K = g->k, L = g->l, kbs = cdiv(K, g->sf_vec);
-  int e2 = g->ab == MXF_E2M1;
-  int64_t align_ab = e2 ? 32 : 16; /* values per 16 bytes */
+  const int a_bf16 = g->fa == MXF_BF16;
+  const int64_t align_a = per16(g->fa), align_b = per16(g->fb);
   buffers B;
   memset(&B, 0, sizeof B);
 
   /* operand geometry: padded leading dims and batch strides, 16-byte aligned rows */
   if (!g->a_mmajor) {
-    B.a_ks = 1, B.a_ms = rup(K + tu_range(r, 0, 40), align_ab),
-    B.a_ls = rup(M * B.a_ms + tu_range(r, 0, 50), align_ab);
+    B.a_ks = 1, B.a_ms = rup(K + tu_range(r, 0, 40), align_a),
+    B.a_ls = rup(M * B.a_ms + tu_range(r, 0, 50), align_a);
   } else {
-    B.a_ms = 1, B.a_ks = rup(M + tu_range(r, 0, 40), align_ab),
-    B.a_ls = rup(K * B.a_ks + tu_range(r, 0, 50), align_ab);
+    B.a_ms = 1, B.a_ks = rup(M + tu_range(r, 0, 40), align_a),
+    B.a_ls = rup(K * B.a_ks + tu_range(r, 0, 50), align_a);
   }
   if (!g->b_nmajor) {
-    B.b_ks = 1, B.b_ns = rup(K + tu_range(r, 0, 40), align_ab),
-    B.b_ls = rup(N * B.b_ns + tu_range(r, 0, 50), align_ab);
+    B.b_ks = 1, B.b_ns = rup(K + tu_range(r, 0, 40), align_b),
+    B.b_ls = rup(N * B.b_ns + tu_range(r, 0, 50), align_b);
   } else {
-    B.b_ns = 1, B.b_ks = rup(N + tu_range(r, 0, 40), align_ab),
-    B.b_ls = rup(K * B.b_ks + tu_range(r, 0, 50), align_ab);
+    B.b_ns = 1, B.b_ks = rup(N + tu_range(r, 0, 40), align_b),
+    B.b_ls = rup(K * B.b_ks + tu_range(r, 0, 50), align_b);
   }
   int cb = c_bits(g->c);
   int64_t align_c = 128 / cb;
@@ -256,9 +282,9 @@ static void run_case(tu_rng *r, const gcase *g) {
     B.c_ms = 1, B.c_ns = rup(M + tu_range(r, 0, 20), align_c),
     B.c_ls = rup(N * B.c_ns + tu_range(r, 0, 30), align_c);
   }
-  B.a_n = (size_t)(e2 ? cdiv(L * B.a_ls, 2) : L * B.a_ls);
-  B.b_n = (size_t)(e2 ? cdiv(L * B.b_ls, 2) : L * B.b_ls);
-  B.sfa_n = sf_bytes(g->sfa_form, M, kbs, L);
+  B.a_n = ab_bytes(g->fa, L * B.a_ls);
+  B.b_n = ab_bytes(g->fb, L * B.b_ls);
+  B.sfa_n = a_bf16 ? 0 : sf_bytes(g->sfa_form, M, kbs, L);
   B.sfb_n = sf_bytes(g->sfb_form, N, kbs, L);
   int64_t c_units = L * B.c_ls;
   B.c_n = (size_t)(cb == 4 ? cdiv(c_units, 2) : c_units * (cb / 8));
@@ -267,22 +293,24 @@ static void run_case(tu_rng *r, const gcase *g) {
   /* padding that must never be read: 0xFF is NaN for fp8 codes and e8m0 / e4m3 scales */
   memset(B.a, 0xFF, B.a_n), memset(B.b, 0xFF, B.b_n), memset(B.sfa, 0xFF, B.sfa_n),
       memset(B.sfb, 0xFF, B.sfb_n);
-  fill_operand(r, g, M, B.a_ms, B.a_ks, B.a_ls, B.a);
-  fill_operand(r, g, N, B.b_ns, B.b_ks, B.b_ls, B.b);
-  fill_sf(r, g, g->sfa_form, M, B.sfa);
-  fill_sf(r, g, g->sfb_form, N, B.sfb);
+  fill_operand(r, g, g->fa, M, B.a_ms, B.a_ks, B.a_ls, B.a);
+  fill_operand(r, g, g->fb, N, B.b_ns, B.b_ks, B.b_ls, B.b);
+  if (!a_bf16) fill_sf(r, g, g->sfa, g->sfa_form, M, B.sfa);
+  fill_sf(r, g, g->sfb, g->sfb_form, N, B.sfb);
 
   /* special inputs */
-  if (g->special == SP_NAN_CODE && !e2) {
+  if (g->special == SP_NAN_CODE && g->fa != MXF_E2M1) {
     int64_t m = tu_range(r, 0, M - 1), k = tu_range(r, 0, K - 1), l = tu_range(r, 0, L - 1);
-    B.a[m * B.a_ms + k * B.a_ks + l * B.a_ls] = g->ab == MXF_E4M3 ? 0xFF : 0x7E;
-  } else if (g->special == SP_NAN_SCALE || (g->special == SP_NAN_CODE && e2)) {
+    put_ab(g->fa, B.a, m * B.a_ms + k * B.a_ks + l * B.a_ls,
+           g->fa == MXF_BF16 ? 0xFFC1 : g->fa == MXF_E4M3 ? 0xFF : 0x7E);
+  } else if (g->special == SP_NAN_SCALE || g->special == SP_NAN_CODE) {
     int64_t n = tu_range(r, 0, N - 1), kb = tu_range(r, 0, kbs - 1), l = tu_range(r, 0, L - 1);
-    B.sfb[sf_off(g->sfb_form, n, kb, l, N, kbs)] = g->sf == MXF_E4M3 ? 0x7F : 0xFF;
-  } else if (g->special == SP_INF && g->ab == MXF_E5M2) {
+    B.sfb[sf_off(g->sfb_form, n, kb, l, N, kbs)] = g->sfb == MXF_E4M3 ? 0x7F : 0xFF;
+  } else if (g->special == SP_INF && (g->fa == MXF_E5M2 || g->fa == MXF_BF16)) {
     for (int t = 0; t < 3; ++t) {
       int64_t m = tu_range(r, 0, M - 1), k = tu_range(r, 0, K - 1), l = tu_range(r, 0, L - 1);
-      B.a[m * B.a_ms + k * B.a_ks + l * B.a_ls] = t == 1 ? 0xFC : 0x7C;
+      const uint16_t pos = g->fa == MXF_BF16 ? 0x7F80 : 0x7C, neg = g->fa == MXF_BF16 ? 0xFF80 : 0xFC;
+      put_ab(g->fa, B.a, m * B.a_ms + k * B.a_ks + l * B.a_ls, t == 1 ? neg : pos);
     }
   }
 
@@ -295,12 +323,12 @@ static void run_case(tu_rng *r, const gcase *g) {
   for (int64_t l = 0; l < L; ++l) {
     for (int64_t m = 0; m < M; ++m)
       for (int64_t k = 0; k < K; ++k)
-        ad[m * K + k] = decode_ab(g->ab, get_ab(g->ab, B.a, m * B.a_ms + k * B.a_ks + l * B.a_ls)) *
-                        decode_sf(g->sf, B.sfa[sf_off(g->sfa_form, m, k / g->sf_vec, l, M, kbs)]);
+        ad[m * K + k] = decode_ab(g->fa, get_ab(g->fa, B.a, m * B.a_ms + k * B.a_ks + l * B.a_ls)) *
+                        (a_bf16 ? 1.0 : decode_sf(g->sfa, B.sfa[sf_off(g->sfa_form, m, k / g->sf_vec, l, M, kbs)]));
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k)
-        bd[n * K + k] = decode_ab(g->ab, get_ab(g->ab, B.b, n * B.b_ns + k * B.b_ks + l * B.b_ls)) *
-                        decode_sf(g->sf, B.sfb[sf_off(g->sfb_form, n, k / g->sf_vec, l, N, kbs)]);
+        bd[n * K + k] = decode_ab(g->fb, get_ab(g->fb, B.b, n * B.b_ns + k * B.b_ks + l * B.b_ls)) *
+                        decode_sf(g->sfb, B.sfb[sf_off(g->sfb_form, n, k / g->sf_vec, l, N, kbs)]);
     for (int64_t m = 0; m < M; ++m)
       for (int64_t n = 0; n < N; ++n) {
         double sa = 0.0;
@@ -343,10 +371,10 @@ static void run_case(tu_rng *r, const gcase *g) {
   /* descriptors */
   mxf_gemm_amax_desc d;
   memset(&d, 0, sizeof d);
-  d.a = op_tensor(B.a, g->ab, g->ab_desc, M, K, L, B.a_ms, B.a_ks, B.a_ls);
-  d.b = op_tensor(B.b, g->ab, g->ab_desc, N, K, L, B.b_ns, B.b_ks, B.b_ls);
-  d.sfa = sf_tensor(g->sfa_form, B.sfa, g->sf_desc, M, kbs, L);
-  d.sfb = sf_tensor(g->sfb_form, B.sfb, g->sf_desc, N, kbs, L);
+  d.a = op_tensor(B.a, g->fa, g->fa_desc, M, K, L, B.a_ms, B.a_ks, B.a_ls);
+  d.b = op_tensor(B.b, g->fb, g->fb_desc, N, K, L, B.b_ns, B.b_ks, B.b_ls);
+  if (!a_bf16) d.sfa = sf_tensor(g->sfa_form, B.sfa, g->sfa_desc, M, kbs, L); /* bf16 A: absent */
+  d.sfb = sf_tensor(g->sfb_form, B.sfb, g->sfb_desc, N, kbs, L);
   {
     mxf_tensor t;
     memset(&t, 0, sizeof t);
@@ -401,7 +429,7 @@ static void run_case(tu_rng *r, const gcase *g) {
       size_t wsn = mxf_plan_workspace_size(plan);
       void *ws = wsn ? xalloc(wsn) : NULL;
       if (ws) memset(ws, 0xFF, wsn); /* NaN everywhere: the kernel must not read stale data */
-      mxf_gemm_amax_args args = {B.a, B.b, B.sfa, B.sfb, B.c, amax, g->use_alpha ? &alpha_f : NULL};
+      mxf_gemm_amax_args args = {B.a, B.b, a_bf16 ? NULL : B.sfa, B.sfb, B.c, amax, g->use_alpha ? &alpha_f : NULL};
       st = mxf_gemm_amax_run(plan, &args, ws, wsn, NULL);
       free(ws);
     }
@@ -512,13 +540,24 @@ out:
 
 /* ------------------------------------------------------------ the sampled cross-product */
 typedef struct fmt_combo {
-  mxf_dtype ab, sf;
+  mxf_dtype fa, fb, sfa, sfb; /* sfa unused with a bf16 A */
   int sf_vec;
 } fmt_combo;
 
+/* One format (the first five, indexed by section 3), then the mixed pairs of SPEC §1.1 */
 static const fmt_combo g_combos[] = {
-    {MXF_E4M3, MXF_E8M0, 32}, {MXF_E5M2, MXF_E8M0, 32}, {MXF_E2M1, MXF_E8M0, 32},
-    {MXF_E2M1, MXF_E8M0, 16}, {MXF_E2M1, MXF_E4M3, 16},
+    {MXF_E4M3, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32}, {MXF_E5M2, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E2M1, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32}, {MXF_E2M1, MXF_E2M1, MXF_E8M0, MXF_E8M0, 16},
+    {MXF_E2M1, MXF_E2M1, MXF_E4M3, MXF_E4M3, 16},
+    /* mixed MX pairs */
+    {MXF_E4M3, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32}, {MXF_E2M1, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E5M2, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32}, {MXF_E4M3, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E5M2, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32}, {MXF_E2M1, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E2M1, MXF_E2M1, MXF_E8M0, MXF_E4M3, 16}, {MXF_E2M1, MXF_E2M1, MXF_E4M3, MXF_E8M0, 16},
+    /* bf16 A (no scales) */
+    {MXF_BF16, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32}, {MXF_BF16, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_BF16, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32}, {MXF_BF16, MXF_E2M1, MXF_E8M0, MXF_E8M0, 16},
+    {MXF_BF16, MXF_E2M1, MXF_E8M0, MXF_E4M3, 16},
 };
 static const mxf_dtype g_cdt[] = {MXF_F32, MXF_F16, MXF_BF16, MXF_E4M3, MXF_E5M2, MXF_E2M1};
 static const int64_t g_shapes[][3] = {{37, 29, 100}, {5, 3, 33},    {70, 41, 66},   {1, 17, 130},
@@ -528,25 +567,21 @@ static void make_case(tu_rng *r, gcase *g, const fmt_combo *fc, mxf_dtype c, int
   memset(g, 0, sizeof *g);
   const int64_t *s = g_shapes[tu_range(r, 0, (int64_t)(sizeof g_shapes / sizeof g_shapes[0]) - 1)];
   g->m = s[0], g->n = s[1], g->k = s[2], g->l = tu_range(r, 1, 3);
-  g->ab = fc->ab, g->sf = fc->sf, g->sf_vec = fc->sf_vec, g->c = c;
-  if (g->ab == MXF_E2M1 && (g->k & 1)) g->k += 1; /* e2m1 rows are packed along K: K even */
-  if (c == MXF_E2M1 && (g->n & 1)) g->n += 1;     /* likewise N for e2m1 C */
-  g->ab_desc = g->ab;
-  if (g->ab == MXF_E2M1) {
-    static const mxf_dtype descs[] = {MXF_E2M1, MXF_E2M1X2, MXF_U8};
-    g->ab_desc = descs[rep % 3];
-  }
-  g->sf_desc = g->sf;
-  if (g->sf == MXF_E8M0) {
-    static const mxf_dtype descs[] = {MXF_E8M0, MXF_U8, MXF_E8M0, MXF_I8};
-    g->sf_desc = descs[(rep + form) % 4];
-  }
+  g->fa = fc->fa, g->fb = fc->fb, g->sfa = fc->sfa, g->sfb = fc->sfb, g->sf_vec = fc->sf_vec, g->c = c;
+  if ((g->fa == MXF_E2M1 || g->fb == MXF_E2M1) && (g->k & 1)) g->k += 1; /* e2m1 rows are packed along K */
+  if (c == MXF_E2M1 && (g->n & 1)) g->n += 1;                            /* likewise N for e2m1 C */
+  static const mxf_dtype e2_descs[] = {MXF_E2M1, MXF_E2M1X2, MXF_U8};
+  static const mxf_dtype e8_descs[] = {MXF_E8M0, MXF_U8, MXF_E8M0, MXF_I8};
+  g->fa_desc = g->fa == MXF_E2M1 ? e2_descs[rep % 3] : g->fa;
+  g->fb_desc = g->fb == MXF_E2M1 ? e2_descs[(rep + 1) % 3] : g->fb;
+  g->sfa_desc = g->sfa == MXF_E8M0 ? e8_descs[(rep + form) % 4] : g->sfa;
+  g->sfb_desc = g->sfb == MXF_E8M0 ? e8_descs[(rep + form + 1) % 4] : g->sfb;
   g->c_desc = c;
   if (c == MXF_E2M1 && (rep & 1)) g->c_desc = MXF_E2M1X2;
   g->sfa_form = form;
   g->sfb_form = (form + rep) % SF_FORMS;
-  g->a_mmajor = g->ab != MXF_E2M1 && (rep & 1);
-  g->b_nmajor = g->ab != MXF_E2M1 && (rep & 2);
+  g->a_mmajor = g->fa != MXF_E2M1 && (rep & 1);
+  g->b_nmajor = g->fb != MXF_E2M1 && (rep & 2);
   g->c_mmajor = c != MXF_E2M1 && ((rep >> 1) ^ rep ^ form) & 1;
   g->use_alpha = tu_range(r, 0, 1);
   static const float alphas[] = {0.5f, 3.0f, 0.333333343f, -1.25f, 1.0f};
@@ -583,8 +618,11 @@ int main(void) {
         make_case(&rng, &g, &g_combos[fci], g_cdt[ci], (int)tu_range(&rng, 0, SF_FORMS - 1),
                   (int)tu_range(&rng, 0, 3));
         g.special = sp;
-        if (sp == SP_INF && g.ab != MXF_E5M2)
-          g.ab = MXF_E5M2, g.ab_desc = MXF_E5M2, g.sf = g.sf_desc = MXF_E8M0, g.sf_vec = 32;
+        if (sp == SP_INF && g.fa != MXF_E5M2 && g.fa != MXF_BF16) { /* inf codes: e5m2 (or bf16) A */
+          g.fa = g.fa_desc = MXF_E5M2, g.sfa = g.sfa_desc = MXF_E8M0, g.sf_vec = 32;
+          if (g.fb == MXF_E2M1 && g.sfb == MXF_E4M3) g.sfb = g.sfb_desc = MXF_E8M0;
+          g.a_mmajor = 0;
+        }
         run_case(&rng, &g);
         ++cases;
       }

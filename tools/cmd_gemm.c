@@ -25,14 +25,18 @@ static void usage(FILE *f) {
           "                        [--out DEST] [options]\n"
           "\n"
           "C = alpha * (A*SFA) (B*SFB)^T in the dtype of --c-dtype, and amax = max |C| before\n"
-          "conversion (SPEC section 1). Inputs named a, b, sfa, sfb; outputs c and amax.\n"
+          "conversion (docs/spec.md section 1). Inputs named a, b, sfa, sfb; outputs c and amax.\n"
+          "A and B may have different formats (e.g. MXFP8 x MXFP4), and A may be bf16, which\n"
+          "has no scales (no sfa).\n"
           "\n"
           "  --a, --b, --sfa, --sfb SPEC   operands (see below)\n"
           "  --in FILE.safetensors         default source of the operands, by name\n"
-          "  --ab-dtype T      e4m3 | e5m2 | e2m1 (one code per byte, as ml_dtypes saves it)\n"
-          "                    | e2m1x2 (packed pairs, innermost extent K/2); default: the\n"
+          "  --a-dtype T       bf16 | e4m3 | e5m2 | e2m1 (one code per byte, as ml_dtypes saves\n"
+          "                    it) | e2m1x2 (packed pairs, innermost extent K/2); default: the\n"
           "                    file's dtype, e4m3 for raw bytes\n"
-          "  --sf-dtype T      e8m0 (default) | ue4m3\n"
+          "  --b-dtype T       e4m3 | e5m2 | e2m1 | e2m1x2; default as for A\n"
+          "  --ab-dtype T      both (e4m3 | e5m2 | e2m1 | e2m1x2)\n"
+          "  --sf-dtype T      e8m0 (default) | ue4m3, for both scale tensors\n"
           "  --sf-vec N        values per scale: 32 (default) or 16 (default with ue4m3)\n"
           "  --c-dtype T       f32 (default) | f16 | bf16 | e4m3 | e5m2 | e2m1\n"
           "  --alpha X         scale of the result (default 1)\n"
@@ -62,13 +66,15 @@ static int64_t sf_off(int swz, int64_t mn, int64_t kbn, int64_t r, int64_t kb, i
   return mxf_sf_swz_offset(r, kb, l, mxf_cdiv(mn, 128), mxf_cdiv(kbn, 4));
 }
 
-/* Decoded, scaled operand (rows x K) of batch l in f64. */
+static int is_mx_dtype(mxf_dtype d) { return d == MXF_E4M3 || d == MXF_E5M2 || d == MXF_E2M1 || d == MXF_E2M1X2; }
+
+/* Decoded, scaled operand (rows x K) of batch l in f64 (sf NULL: a bf16 operand, unscaled). */
 static void decode_operand(double *out, const tio_tensor *t, const tio_tensor *sf, int sf_swz, int64_t rows,
                            int64_t K, int64_t l, int major_k, int sf_vec, mxf_dtype code_dt) {
   int64_t kbn = mxf_cdiv(K, sf_vec);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t k = 0; k < K; ++k) {
-      double s = fc_decode(sf->dtype, sf->data, sf_off(sf_swz, rows, kbn, r, k / sf_vec, l));
+      double s = sf ? fc_decode(sf->dtype, sf->data, sf_off(sf_swz, rows, kbn, r, k / sf_vec, l)) : 1.0;
       out[r * K + k] = fc_decode(code_dt, t->data, op_index(r, k, l, rows, K, major_k)) * s;
     }
 }
@@ -109,7 +115,7 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
   fc_ctx c;
   fc_init(&c, cmd);
   const char *sa = NULL, *sb = NULL, *ssfa = NULL, *ssfb = NULL, *given = NULL, *v;
-  mxf_dtype ab_want = MXF_DTYPE_INVALID, sf_want = MXF_E8M0, c_dt = MXF_F32;
+  mxf_dtype a_want = MXF_DTYPE_INVALID, b_want = MXF_DTYPE_INVALID, sf_want = MXF_E8M0, c_dt = MXF_F32;
   int64_t sf_vec = 0;
   int a_mmajor = 0, b_nmajor = 0;
   float alpha = 1.0f;
@@ -131,12 +137,15 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
       ssfb = v;
     else if (OPT("--check-output"))
       given = v;
-    else if (OPT("--ab-dtype")) {
-      ab_want = tio_dtype_parse(v);
-      if (ab_want != MXF_E4M3 && ab_want != MXF_E5M2 && ab_want != MXF_E2M1 && ab_want != MXF_E2M1X2) {
-        mxf_cli_err(cmd, "--ab-dtype: '%s' is not one of e4m3, e5m2, e2m1, e2m1x2", v);
+    else if (OPT("--ab-dtype") || OPT("--a-dtype") || OPT("--b-dtype")) {
+      const mxf_dtype t = tio_dtype_parse(v);
+      const int for_a = strcmp(o, "--b-dtype") != 0, for_b = strcmp(o, "--a-dtype") != 0;
+      if (!is_mx_dtype(t) && !(t == MXF_BF16 && !for_b)) {
+        mxf_cli_err(cmd, "%s: '%s' is not one of %se4m3, e5m2, e2m1, e2m1x2", o, v, for_b ? "" : "bf16, ");
         return MXF_CLI_USAGE;
       }
+      if (for_a) a_want = t;
+      if (for_b) b_want = t;
     } else if (OPT("--sf-dtype")) {
       if (!strcmp(v, "e8m0"))
         sf_want = MXF_E8M0;
@@ -184,25 +193,31 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
 
   int rc = MXF_CLI_FAIL;
   fc_operand A, B, SFA, SFB;
+  memset(&SFA, 0, sizeof SFA);
   void *da = NULL, *db = NULL, *dsfa = NULL, *dsfb = NULL, *dc = NULL, *damax = NULL;
   uint8_t *hc = NULL, *a_pad = NULL, *b_pad = NULL;
   float amax = NAN;
   mxf_plan *plan = NULL;
   double *ra = NULL, *rb = NULL;
   char sh[256];
-  if (fc_operand_get(&c, sa, "a", 1, &A) < 0 || fc_operand_get(&c, sb, "b", 1, &B) < 0 ||
-      fc_operand_get(&c, ssfa, "sfa", 1, &SFA) < 0 || fc_operand_get(&c, ssfb, "sfb", 1, &SFB) < 0)
-    goto done;
+  if (fc_operand_get(&c, sa, "a", 1, &A) < 0 || fc_operand_get(&c, sb, "b", 1, &B) < 0) goto done;
 
-  /* operand dtypes */
-  if (ab_want == MXF_DTYPE_INVALID) {
-    mxf_dtype d = A.t->dtype;
-    ab_want = (d == MXF_E4M3 || d == MXF_E5M2 || d == MXF_E2M1) ? d : MXF_E4M3;
+  /* operand dtypes: as given, else the file's (a bf16 file is a bf16 A), else e4m3 */
+  if (a_want == MXF_DTYPE_INVALID)
+    a_want = is_mx_dtype(A.t->dtype) || A.t->dtype == MXF_BF16 ? A.t->dtype : MXF_E4M3;
+  if (b_want == MXF_DTYPE_INVALID) b_want = is_mx_dtype(B.t->dtype) ? B.t->dtype : MXF_E4M3;
+  const int a_bf16 = a_want == MXF_BF16;
+  if (a_bf16 && ssfa) {
+    mxf_cli_err(cmd, "--sfa %s: a is bf16, which has no scales; drop --sfa (or give --a-dtype)", ssfa);
+    goto done;
   }
-  if (fc_as(&c, &A, ab_want) || fc_as(&c, &B, ab_want)) goto done;
-  if (fc_as(&c, &SFA, sf_want) || fc_as(&c, &SFB, sf_want)) goto done;
-  mxf_dtype code_dt = ab_want == MXF_E2M1X2 ? MXF_E2M1 : ab_want;
-  int kscale = ab_want == MXF_E2M1X2 ? 2 : 1; /* logical values per described element */
+  if ((!a_bf16 && fc_operand_get(&c, ssfa, "sfa", 1, &SFA) < 0) || fc_operand_get(&c, ssfb, "sfb", 1, &SFB) < 0)
+    goto done;
+  if (fc_as(&c, &A, a_want) || fc_as(&c, &B, b_want)) goto done;
+  if ((!a_bf16 && fc_as(&c, &SFA, sf_want)) || fc_as(&c, &SFB, sf_want)) goto done;
+  const mxf_dtype a_code = a_want == MXF_E2M1X2 ? MXF_E2M1 : a_want, b_code = b_want == MXF_E2M1X2 ? MXF_E2M1 : b_want;
+  /* logical values per described element */
+  const int a_kscale = a_want == MXF_E2M1X2 ? 2 : 1, b_kscale = b_want == MXF_E2M1X2 ? 2 : 1;
 
   /* geometry */
   if (A.t->ndim < 2 || A.t->ndim > 3 || B.t->ndim != A.t->ndim) {
@@ -219,44 +234,46 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
   int64_t N = b_nmajor ? B.t->shape[nd - 1] : B.t->shape[nd - 2];
   int64_t Kbd = b_nmajor ? B.t->shape[nd - 2] : B.t->shape[nd - 1];
   int64_t LB = nd == 3 ? B.t->shape[0] : 1;
-  if (Kbd != Kd || LB != L) {
+  if (Kbd * b_kscale != Kd * a_kscale || LB != L) {
     mxf_cli_err(cmd, "%s is (M=%lld, K=%lld, L=%lld) but %s is (N=%lld, K=%lld, L=%lld): K and L must agree",
-                A.what, (long long)M, (long long)Kd, (long long)L, B.what, (long long)N, (long long)Kbd,
-                (long long)LB);
+                A.what, (long long)M, (long long)(Kd * a_kscale), (long long)L, B.what, (long long)N,
+                (long long)(Kbd * b_kscale), (long long)LB);
     goto done;
   }
-  int64_t K = Kd * kscale, Kb = mxf_cdiv(K, sf_vec);
+  int64_t K = Kd * a_kscale, Kb = mxf_cdiv(K, sf_vec);
   mxf_gemm_amax_desc d;
   memset(&d, 0, sizeof d);
-  d.a.dtype = d.b.dtype = ab_want;
+  d.a.dtype = a_want;
+  d.b.dtype = b_want;
   d.a.ndim = d.b.ndim = 3;
-  d.a.device = d.b.device = d.sfa.device = d.sfb.device = d.c.device = d.amax.device = c.device;
-  int64_t ashape[3] = {M, Kd, L}, bshape[3] = {N, Kd, L};
+  d.a.device = d.b.device = d.sfb.device = d.c.device = d.amax.device = c.device;
+  if (!a_bf16) d.sfa.device = c.device;
+  int64_t ashape[3] = {M, Kd, L}, bshape[3] = {N, Kbd, L};
   memcpy(d.a.shape, ashape, sizeof ashape);
   memcpy(d.b.shape, bshape, sizeof bshape);
   /* rows must start 16-byte aligned: pad the file's rows when they are not */
   const void *a_host = A.t->data, *b_host = B.t->data;
   size_t a_bytes = A.t->nbytes, b_bytes = B.t->nbytes;
   {
-    int64_t ald = padded_ld(ab_want, a_mmajor ? M : Kd), bld = padded_ld(ab_want, b_nmajor ? N : Kd);
-    int64_t arows = L * (a_mmajor ? Kd : M), brows = L * (b_nmajor ? Kd : N);
+    int64_t ald = padded_ld(a_want, a_mmajor ? M : Kd), bld = padded_ld(b_want, b_nmajor ? N : Kbd);
+    int64_t arows = L * (a_mmajor ? Kd : M), brows = L * (b_nmajor ? Kbd : N);
     if (ald != (a_mmajor ? M : Kd)) {
-      if (!(a_pad = pad_rows(A.t->data, arows, ab_want, a_mmajor ? M : Kd, ald, &a_bytes))) goto oom;
+      if (!(a_pad = pad_rows(A.t->data, arows, a_want, a_mmajor ? M : Kd, ald, &a_bytes))) goto oom;
       a_host = a_pad;
     }
-    if (bld != (b_nmajor ? N : Kd)) {
-      if (!(b_pad = pad_rows(B.t->data, brows, ab_want, b_nmajor ? N : Kd, bld, &b_bytes))) goto oom;
+    if (bld != (b_nmajor ? N : Kbd)) {
+      if (!(b_pad = pad_rows(B.t->data, brows, b_want, b_nmajor ? N : Kbd, bld, &b_bytes))) goto oom;
       b_host = b_pad;
     }
     operand_strides(&d.a, a_mmajor, ald, M, Kd);
-    operand_strides(&d.b, b_nmajor, bld, N, Kd);
+    operand_strides(&d.b, b_nmajor, bld, N, Kbd);
   }
   /* scale tensors: normalize to (L, MN, Kb) or (L, R, K', 32, 4, 4) */
   fc_operand *sfs[2] = {&SFA, &SFB};
   mxf_tensor *sfd[2] = {&d.sfa, &d.sfb};
   int64_t mns[2] = {M, N};
-  int swz[2];
-  for (int s = 0; s < 2; ++s) {
+  int swz[2] = {0, 0};
+  for (int s = a_bf16 ? 1 : 0; s < 2; ++s) { /* a bf16 A has no sfa: its descriptor stays absent */
     tio_tensor *t = sfs[s]->t;
     mxf_tensor *x = sfd[s];
     x->dtype = sf_want;
@@ -313,7 +330,7 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
   size_t cdev_bytes = cldb * (size_t)(M * L);
   if (!given) fc_stage(&c, "copying inputs");
   if (!given && (!(da = fc_upload(&c, a_host, a_bytes)) || !(db = fc_upload(&c, b_host, b_bytes)) ||
-                 !(dsfa = fc_upload(&c, SFA.t->data, SFA.t->nbytes)) ||
+                 (!a_bf16 && !(dsfa = fc_upload(&c, SFA.t->data, SFA.t->nbytes))) ||
                  !(dsfb = fc_upload(&c, SFB.t->data, SFB.t->nbytes)) ||
                  !(dc = fc_dev_output(&c, cdev_bytes)) || !(damax = fc_dev_output(&c, 4))))
     goto done;
@@ -365,8 +382,8 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
     row_step = macs > 4294967296.0 ? (int64_t)ceil(macs / 4294967296.0) : 1;
     double work = (double)mxf_cdiv(M, row_step) * (double)N * (double)L, done_ = 0;
     for (int64_t l = 0; l < L; ++l) {
-      decode_operand(ra, A.t, SFA.t, swz[0], M, K, l, !a_mmajor, (int)sf_vec, code_dt);
-      decode_operand(rb, B.t, SFB.t, swz[1], N, K, l, !b_nmajor, (int)sf_vec, code_dt);
+      decode_operand(ra, A.t, SFA.t, swz[0], M, K, l, !a_mmajor, (int)sf_vec, a_code);
+      decode_operand(rb, B.t, SFB.t, swz[1], N, K, l, !b_nmajor, (int)sf_vec, b_code);
       for (int64_t m = 0; m < M; m += row_step) {
         fc_progress(&c, "checking against the f64 reference", done_, work);
         for (int64_t n = 0; n < N; ++n) {
@@ -417,9 +434,9 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
     printf("{\"command\": \"gemm-amax\", \"device\": \"%s\", \"backend\": ", devs);
     mxf_cli_json_str(stdout, mxf_plan_backend(plan));
     printf(
-        ", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"l\": %lld, \"ab_dtype\": \"%s\", \"sf_dtype\": \"%s\", "
-        "\"sf_vec\": %d, \"c_dtype\": \"%s\", \"time_ms\": %.3f, \"amax\": ",
-        (long long)M, (long long)N, (long long)K, (long long)L, tio_dtype_name(code_dt),
+        ", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"l\": %lld, \"a_dtype\": \"%s\", \"b_dtype\": \"%s\", "
+        "\"sf_dtype\": \"%s\", \"sf_vec\": %d, \"c_dtype\": \"%s\", \"time_ms\": %.3f, \"amax\": ",
+        (long long)M, (long long)N, (long long)K, (long long)L, tio_dtype_name(a_code), tio_dtype_name(b_code),
         sf_want == MXF_E4M3 ? "ue4m3" : "e8m0", (int)sf_vec, tio_dtype_name(c_dt), ms);
     if (isfinite(amax))
       printf("%.9g, ", (double)amax);
@@ -450,8 +467,8 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
     }
     printf("}\n");
   } else {
-    printf("gemm-amax: M=%lld N=%lld K=%lld L=%lld, %s x %s scales (sf_vec %d) -> C %s\n", (long long)M,
-           (long long)N, (long long)K, (long long)L, tio_dtype_name(code_dt),
+    printf("gemm-amax: M=%lld N=%lld K=%lld L=%lld, A %s x B %s, %s scales (sf_vec %d) -> C %s\n", (long long)M,
+           (long long)N, (long long)K, (long long)L, tio_dtype_name(a_code), tio_dtype_name(b_code),
            sf_want == MXF_E4M3 ? "ue4m3" : "e8m0", (int)sf_vec, tio_dtype_name(c_dt));
     if (given)
       printf("  c and amax read from %s (the operation did not run; plan: device %s, backend %s)\n", given,

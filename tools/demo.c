@@ -6,6 +6,8 @@
  *   gemm_amax MXFP8  A (T, 1536) e4m3 x B (24576 = 128 heads x 192, 1536) e4m3, e8m0
  *                    scales per 32 in the swizzled layout, bf16 C, amax
  *   gemm_amax MXFP4  A (T, 2048) e2m1 x B (7168, 2048) e2m1, e8m0 per 32, swizzled, bf16 C
+ *   gemm_amax bf16 x MXFP4  bf16 activations (no scales) x the same MXFP4 weights, at a
+ *                    decode shape (M = 16) and at M = T
  *   proj_rope        x (T, 1536) -> (T, 128, 192), rope 64 (YaRN rotary table), w out-in,
  *                    once with bf16 inputs, once with MXFP8 inputs
  *   quantize         the (T, 128*192) output shape, bf16 in, both directions
@@ -200,8 +202,9 @@ typedef struct inputs {
   /* w: (24576, 1536) out-in, e4m3 + compact scales, bf16 */
   uint8_t *w8, *w8s;
   uint16_t *wbf;
-  /* MXFP4 GEMM operands: packed e2m1 codes, compact e8m0 scales */
+  /* MXFP4 GEMM operands: packed e2m1 codes, compact e8m0 scales; bf16 activations (T, 2048) */
   uint8_t *a4, *a4s, *b4, *b4s;
+  uint16_t *a16;
   /* rotary table (T, 64) bf16 */
   uint16_t *cosv, *sinv;
   int64_t pos0;
@@ -299,6 +302,13 @@ static int make_inputs(demo *dm, inputs *in) {
   }
   for (int64_t i = 0; i < T * FP4_K / 32; i++)
     in->a4s[i] = (uint8_t)(124 + mxf_cli_rng_below(r, 7));
+  const int64_t t16 = T > 16 ? T : 16; /* the decode row's 16 tokens at least */
+  in->a16 = xalloc(sizeof(uint16_t) * (size_t)(t16 * FP4_K));
+  for (int64_t i = 0; i < t16 * FP4_K; i += 64) {
+    mxf_cli_rng_normal(r, tmp, 64);
+    for (int j = 0; j < 64; j++)
+      in->a16[i + j] = mxf_f32_to_bf16(tmp[j]);
+  }
   for (int64_t i = 0; i < (int64_t)FP4_N * FP4_K / 32; i++)
     in->b4s[i] = (uint8_t)(118 + mxf_cli_rng_below(r, 7));
 
@@ -326,23 +336,33 @@ static int make_inputs(demo *dm, inputs *in) {
 
 static void free_inputs(inputs *in) {
   free(in->x8), free(in->x8s), free(in->xbf), free(in->w8), free(in->w8s), free(in->wbf);
-  free(in->a4), free(in->a4s), free(in->b4), free(in->b4s), free(in->cosv), free(in->sinv), free(in->qin);
+  free(in->a4), free(in->a4s), free(in->b4), free(in->b4s), free(in->a16), free(in->cosv), free(in->sinv),
+      free(in->qin);
 }
 
 /* ------------------------------------------------------------ gemm_amax */
 typedef struct gemm_case {
-  int fp4;
+  mxf_dtype fa, fb; /* bf16 (A only: no scales), e4m3 or e2m1 */
   int64_t m, n, k;
-  const uint8_t *a, *b, *as, *bs; /* host codes (e4m3 bytes / packed e2m1), compact scales */
+  const void *a, *b;              /* host values: bf16, e4m3 bytes or packed e2m1 */
+  const uint8_t *as, *bs;         /* compact scales (as NULL for bf16 A) */
 } gemm_case;
 
-static double gemm_decode(const gemm_case *g, const uint8_t *codes, const uint8_t *sc, int64_t row,
+static double gemm_decode(const gemm_case *g, mxf_dtype f, const void *vals, const uint8_t *sc, int64_t row,
                           int64_t k) {
-  int64_t kb = g->k / 32;
-  double s = mxf_e8m0_to_f32(sc[row * kb + k / 32]);
-  double v =
-      g->fp4 ? mxf_e2m1_to_f32(mxf_e2m1_get(codes, row * g->k + k)) : mxf_e4m3_to_f32(codes[row * g->k + k]);
-  return v * s;
+  const int64_t i = row * g->k + k;
+  if (f == MXF_BF16) return mxf_bf16_to_f32(((const uint16_t *)vals)[i]);
+  const double s = mxf_e8m0_to_f32(sc[row * (g->k / 32) + k / 32]);
+  const uint8_t *codes = vals;
+  return (f == MXF_E2M1 ? mxf_e2m1_to_f32(mxf_e2m1_get(codes, i)) : mxf_e4m3_to_f32(codes[i])) * s;
+}
+
+static size_t operand_bytes(mxf_dtype f, int64_t n) {
+  return (size_t)(f == MXF_E2M1 ? n / 2 : f == MXF_BF16 ? 2 * n : n);
+}
+
+static const char *format_name(mxf_dtype f) {
+  return f == MXF_E2M1 ? "MXFP4" : f == MXF_BF16 ? "bf16" : "MXFP8";
 }
 
 static void gemm_check(demo *dm, demo_row *row, const gemm_case *g, const uint16_t *c, float amax) {
@@ -354,7 +374,7 @@ static void gemm_check(demo *dm, demo_row *row, const gemm_case *g, const uint16
     int64_t m = (i == 0) ? 0 : (i == 1) ? g->m - 1 : (int64_t)mxf_cli_rng_below(&dm->rng, (uint64_t)g->m);
     int64_t n = (i == 0) ? 0 : (i == 1) ? g->n - 1 : (int64_t)mxf_cli_rng_below(&dm->rng, (uint64_t)g->n);
     for (int64_t k = 0; k < g->k; k++)
-      ra[k] = gemm_decode(g, g->a, g->as, m, k), rb[k] = gemm_decode(g, g->b, g->bs, n, k);
+      ra[k] = gemm_decode(g, g->fa, g->a, g->as, m, k), rb[k] = gemm_decode(g, g->fb, g->b, g->bs, n, k);
     const mxj_ref r = mxj_gemm_ref(ra, rb, g->k, 1.0);
     if (fabs(r.ref) > max_ref) max_ref = fabs(r.ref);
     const uint16_t got = c[m * g->n + n];
@@ -388,12 +408,16 @@ static void gemm_check(demo *dm, demo_row *row, const gemm_case *g, const uint16
 static void demo_gemm(demo *dm, const gemm_case *g) {
   demo_row *row = &dm->rows[dm->nrows++];
   const int64_t M = g->m, N = g->n, K = g->k, kb = K / 32;
-  snprintf(row->op, sizeof row->op, "gemm_amax %s", g->fp4 ? "MXFP4 e2m1" : "MXFP8 e4m3");
+  if (g->fa == g->fb)
+    snprintf(row->op, sizeof row->op, "gemm_amax %s %s", format_name(g->fa), mxf_dtype_name(g->fa));
+  else
+    snprintf(row->op, sizeof row->op, "gemm_amax %s x %s", format_name(g->fa), format_name(g->fb));
+  const int a_mx = g->fa != MXF_BF16;
   snprintf(row->shape, sizeof row->shape, "M=%" PRId64 " N=%" PRId64 " K=%" PRId64, M, N, K);
   row->work = 2.0 * (double)M * (double)N * (double)K;
 
-  size_t a_bytes = (size_t)(g->fp4 ? M * K / 2 : M * K), b_bytes = (size_t)(g->fp4 ? N * K / 2 : N * K);
-  size_t sfa_bytes = mxf_sf_size(M, K, 1, 32, MXF_SF_SWIZZLED),
+  size_t a_bytes = operand_bytes(g->fa, M * K), b_bytes = operand_bytes(g->fb, N * K);
+  size_t sfa_bytes = a_mx ? mxf_sf_size(M, K, 1, 32, MXF_SF_SWIZZLED) : 1,
          sfb_bytes = mxf_sf_size(N, K, 1, 32, MXF_SF_SWIZZLED);
   size_t c_bytes = sizeof(uint16_t) * (size_t)(M * N);
   if (!sfa_bytes || !sfb_bytes) {
@@ -403,27 +427,27 @@ static void demo_gemm(demo *dm, const gemm_case *g) {
   uint8_t *sfa = xalloc(sfa_bytes), *sfb = xalloc(sfb_bytes);
   uint16_t *c = xalloc(c_bytes);
   float amax = 0.0f;
-  if (swizzle(g->as, sfa, M, K) != 0 || swizzle(g->bs, sfb, N, K) != 0) {
+  if ((a_mx && swizzle(g->as, sfa, M, K) != 0) || swizzle(g->bs, sfb, N, K) != 0) {
     row->state = ROW_ERROR;
     snprintf(row->check, sizeof row->check, "mxf_sf_swizzle: %s", mxf_last_error());
     free(sfa), free(sfb), free(c);
     return;
   }
   void *da = dev_in(dm, g->a, a_bytes), *db = dev_in(dm, g->b, b_bytes);
-  void *dsfa = dev_in(dm, sfa, sfa_bytes), *dsfb = dev_in(dm, sfb, sfb_bytes);
+  void *dsfa = a_mx ? dev_in(dm, sfa, sfa_bytes) : NULL, *dsfb = dev_in(dm, sfb, sfb_bytes);
   void *dc = dev_out(dm, c, c_bytes), *damax = dev_out(dm, &amax, sizeof amax);
 
   mxf_gemm_amax_desc d;
   memset(&d, 0, sizeof d);
-  mxf_dtype ab = g->fp4 ? MXF_E2M1 : MXF_E4M3;
-  d.a = tens(NULL, ab, dm->device, 2, M, K, 0);
-  d.b = tens(NULL, ab, dm->device, 2, N, K, 0);
-  /* swizzled scales, physical form (L, R, K', 32, 4, 4) */
-  d.sfa = tens(NULL, MXF_E8M0, dm->device, 6, 1, mxf_cdiv(M, 128), mxf_cdiv(kb, 4));
+  d.a = tens(NULL, g->fa, dm->device, 2, M, K, 0);
+  d.b = tens(NULL, g->fb, dm->device, 2, N, K, 0);
+  /* swizzled scales, physical form (L, R, K', 32, 4, 4); a bf16 A has none */
+  if (a_mx) {
+    d.sfa = tens(NULL, MXF_E8M0, dm->device, 6, 1, mxf_cdiv(M, 128), mxf_cdiv(kb, 4));
+    d.sfa.shape[3] = 32, d.sfa.shape[4] = 4, d.sfa.shape[5] = 4;
+  }
   d.sfb = tens(NULL, MXF_E8M0, dm->device, 6, 1, mxf_cdiv(N, 128), mxf_cdiv(kb, 4));
-  d.sfa.shape[3] = d.sfb.shape[3] = 32;
-  d.sfa.shape[4] = d.sfb.shape[4] = 4;
-  d.sfa.shape[5] = d.sfb.shape[5] = 4;
+  d.sfb.shape[3] = 32, d.sfb.shape[4] = 4, d.sfb.shape[5] = 4;
   d.c = tens(NULL, MXF_BF16, dm->device, 2, M, N, 0);
   d.amax = tens(NULL, MXF_F32, dm->device, 1, 1, 0, 0);
   d.sf_vec = 32;
@@ -434,8 +458,8 @@ static void demo_gemm(demo *dm, const gemm_case *g) {
     if (fetch(dm, c, dc, c_bytes) != 0 || fetch(dm, &amax, damax, sizeof amax) != 0) exit(MXF_CLI_FAIL);
     gemm_check(dm, row, g, c, amax);
   }
-  dev_release(dm, da, g->a), dev_release(dm, db, g->b), dev_release(dm, dsfa, sfa),
-      dev_release(dm, dsfb, sfb);
+  dev_release(dm, da, g->a), dev_release(dm, db, g->b), dev_release(dm, dsfb, sfb);
+  if (dsfa) dev_release(dm, dsfa, sfa);
   dev_release(dm, dc, c), dev_release(dm, damax, &amax);
   free(sfa), free(sfb), free(c);
 }
@@ -688,6 +712,7 @@ static void usage(FILE *f) {
           "section 5 against an f64 reference (determined outputs bit for bit):\n"
           "  gemm_amax MXFP8   M=T, N=24576 (128 heads x 192), K=1536, e4m3 + e8m0/32 swizzled, bf16 C\n"
           "  gemm_amax MXFP4   M=T, N=7168, K=2048, e2m1 + e8m0/32 swizzled, bf16 C\n"
+          "  gemm_amax bf16 x MXFP4  bf16 activations x those weights, M=16 and M=T\n"
           "  proj_rope         T tokens, K=1536, H=128, D=192 (rope 64, YaRN table), bf16 and MXFP8 inputs\n"
           "  quantize          (T, 24576) bf16 -> MXFP8, rows and columns\n"
           "\n"
@@ -758,10 +783,14 @@ int mxf_cmd_demo(int argc, char **argv) {
           prep_s, in.pos0, in.pos0 + dm.t - 1, dm.runs, dm.warmup);
   fflush(info);
 
-  gemm_case g8 = {0, dm.t, DS_HD, DS_K, in.x8, in.w8, in.x8s, in.w8s};
-  gemm_case g4 = {1, dm.t, FP4_N, FP4_K, in.a4, in.b4, in.a4s, in.b4s};
+  gemm_case g8 = {MXF_E4M3, MXF_E4M3, dm.t, DS_HD, DS_K, in.x8, in.w8, in.x8s, in.w8s};
+  gemm_case g4 = {MXF_E2M1, MXF_E2M1, dm.t, FP4_N, FP4_K, in.a4, in.b4, in.a4s, in.b4s};
+  gemm_case w4_decode = {MXF_BF16, MXF_E2M1, 16, FP4_N, FP4_K, in.a16, in.b4, NULL, in.b4s};
+  gemm_case w4_prefill = {MXF_BF16, MXF_E2M1, dm.t, FP4_N, FP4_K, in.a16, in.b4, NULL, in.b4s};
   demo_gemm(&dm, &g8);
   demo_gemm(&dm, &g4);
+  demo_gemm(&dm, &w4_decode);
+  if (dm.t != 16) demo_gemm(&dm, &w4_prefill);
   demo_proj(&dm, &in, 0);
   demo_proj(&dm, &in, 1);
   demo_quantize(&dm, &in);

@@ -113,10 +113,11 @@ def gemm_amax(a, b, sfa, sfb, *, c_major="n", c_dtype="float32", sf_vec_size=32,
     extra = O._gemm_extra(sf_vec_size, accumulate, mma_tiler_mn, cluster_shape_mn)
     ws = _plan(O._GEMM, (a, b, sfa, sfb, c_struct, amax_struct), extra)
     attrs = {k: np.int32(v) for k, v in extra.items()}
-    attrs.update(alpha=np.float32(1.0 if alpha is None else alpha), has_alpha=np.int32(alpha is not None))
-    operands = (a, b, sfa, sfb) + ((amax,) if accumulate else ())
+    attrs.update(alpha=np.float32(1.0 if alpha is None else alpha), has_alpha=np.int32(alpha is not None),
+                 has_sfa=np.int32(sfa is not None))
+    operands = (a, b) + ((sfa,) if sfa is not None else ()) + (sfb,) + ((amax,) if accumulate else ())
     call = jax.ffi.ffi_call("mxfuse_gemm_amax", (c_struct, amax_struct, _ws(ws)),
-                            input_output_aliases={4: 1} if accumulate else None)
+                            input_output_aliases={len(operands) - 1: 1} if accumulate else None)
     c, amax_out, _ = call(*operands, **attrs)
     return O.GemmAmaxResult(c, amax_out)
 

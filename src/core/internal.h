@@ -41,8 +41,10 @@ typedef enum mxf_op {
  * a_ks is 1 (likewise for B and C). */
 typedef struct mxf_gemm_problem {
   int64_t m, n, k, l;
-  mxf_dtype ab; /* MXF_E4M3, MXF_E5M2 or MXF_E2M1 */
-  mxf_dtype sf; /* MXF_E8M0 or MXF_E4M3 (ue4m3) */
+  mxf_dtype a_fmt;   /* MXF_BF16 (no scales), MXF_E4M3, MXF_E5M2 or MXF_E2M1 */
+  mxf_dtype b_fmt;   /* MXF_E4M3, MXF_E5M2 or MXF_E2M1 */
+  mxf_dtype sfa_fmt; /* MXF_E8M0 or MXF_E4M3 (ue4m3); MXF_DTYPE_INVALID when a is bf16 */
+  mxf_dtype sfb_fmt; /* MXF_E8M0 or MXF_E4M3 (ue4m3) */
   mxf_dtype c;  /* MXF_F32, MXF_F16, MXF_BF16, MXF_E4M3, MXF_E5M2 or MXF_E2M1 */
   int sf_vec;   /* 16 or 32 */
   int64_t kb;   /* ceil(k / sf_vec): scale blocks per row */

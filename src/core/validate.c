@@ -354,43 +354,53 @@ mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *d, int need_data, mx
 
   TRY(check_tensor(&v, "a", &d->a));
   TRY(check_tensor(&v, "b", &d->b));
-  TRY(check_tensor(&v, "sfa", &d->sfa));
+
+  /* formats (SPEC §1.1): A bf16 or MX, B MX, each MX operand with its own scales */
+  const unsigned mx_kinds = MXF_DK_FP8 | MXF_DK_E2M1_VALUES | MXF_DK_E2M1_BYTES;
+  const char *mx_list = "e4m3, e5m2, e2m1, e2m1x2, u8 or i8 (u8/i8 = packed e2m1 pairs)";
+  if (d->a.dtype != MXF_BF16)
+    TRY(check_dtype(&v, "a", &d->a, mx_kinds,
+                    "bf16, e4m3, e5m2, e2m1, e2m1x2, u8 or i8 (u8/i8 = packed e2m1 pairs)"));
+  TRY(check_dtype(&v, "b", &d->b, mx_kinds, mx_list));
+  const mxf_dtype fa = d->a.dtype == MXF_BF16 ? MXF_BF16 : gemm_operand_format(d->a.dtype);
+  const mxf_dtype fb = gemm_operand_format(d->b.dtype);
+  if (fa == MXF_BF16) {
+    if (d->sfa.data || d->sfa.ndim != 0)
+      FAIL("gemm_amax: a is bf16, so sfa must be absent (data NULL, ndim 0); got %s",
+           d->sfa.ndim > 0 && d->sfa.ndim <= MXF_MAX_DIMS ? fmt_shape(&b1, &d->sfa) : "a tensor");
+  } else {
+    if (!d->sfa.data && d->sfa.ndim == 0)
+      FAIL("gemm_amax: a is %s, so sfa is required; got an absent sfa (only a bf16 a has no scales)",
+           mxf_dtype_name(d->a.dtype));
+    TRY(check_tensor(&v, "sfa", &d->sfa));
+  }
   TRY(check_tensor(&v, "sfb", &d->sfb));
   TRY(check_tensor(&v, "c", &d->c));
   TRY(check_tensor(&v, "amax", &d->amax));
-
-  /* formats */
-  const unsigned ab_kinds = MXF_DK_FP8 | MXF_DK_E2M1_VALUES | MXF_DK_E2M1_BYTES;
-  const char *ab_list = "e4m3, e5m2, e2m1, e2m1x2, u8 or i8 (u8/i8 = packed e2m1 pairs)";
-  TRY(check_dtype(&v, "a", &d->a, ab_kinds, ab_list));
-  TRY(check_dtype(&v, "b", &d->b, ab_kinds, ab_list));
-  mxf_dtype fa = gemm_operand_format(d->a.dtype), fb = gemm_operand_format(d->b.dtype);
-  if (fa != fb)
-    FAIL("gemm_amax: a is %s but b is %s; a and b must have the same format", mxf_dtype_name(d->a.dtype),
-         mxf_dtype_name(d->b.dtype));
   if (!(mxf_dtype_is(d->c.dtype, MXF_DK_FLOAT | MXF_DK_FP8 | MXF_DK_E2M1_VALUES) ||
         d->c.dtype == MXF_E2M1X2 || d->c.dtype == MXF_U8))
     FAIL("gemm_amax: c has dtype %s; expected f32, f16, bf16, e4m3, e5m2, e2m1, e2m1x2 or u8 (u8 = packed "
          "e2m1 pairs)",
          mxf_dtype_name(d->c.dtype));
   const char *sf_list = "e8m0, u8, i8 (read as e8m0) or e4m3 (ue4m3)";
-  TRY(check_dtype(&v, "sfa", &d->sfa, MXF_DK_SCALE_E8M0 | MXF_DK_SCALE_UE4M3, sf_list));
+  mxf_dtype sfa = MXF_DTYPE_INVALID;
+  if (fa != MXF_BF16) {
+    TRY(check_dtype(&v, "sfa", &d->sfa, MXF_DK_SCALE_E8M0 | MXF_DK_SCALE_UE4M3, sf_list));
+    sfa = d->sfa.dtype == MXF_E4M3 ? MXF_E4M3 : MXF_E8M0;
+  }
   TRY(check_dtype(&v, "sfb", &d->sfb, MXF_DK_SCALE_E8M0 | MXF_DK_SCALE_UE4M3, sf_list));
-  mxf_dtype sfa = d->sfa.dtype == MXF_E4M3 ? MXF_E4M3 : MXF_E8M0;
-  mxf_dtype sfb = d->sfb.dtype == MXF_E4M3 ? MXF_E4M3 : MXF_E8M0;
-  if (sfa != sfb)
-    FAIL("gemm_amax: sfa is %s but sfb is %s; both scales must have the same format",
-         mxf_dtype_name(d->sfa.dtype), mxf_dtype_name(d->sfb.dtype));
-  if (fa != MXF_E2M1) {
-    if (sfa != MXF_E8M0)
-      FAIL("gemm_amax: sfa has dtype e4m3 (ue4m3) with %s operands; ue4m3 scales need e2m1 operands and "
-           "sf_vec 16 (MXFP8 takes e8m0)",
-           mxf_dtype_name(fa));
-    if (d->sf_vec != 32)
-      FAIL("gemm_amax: sf_vec=%d with %s operands; MXFP8 needs sf_vec 32 with e8m0 scales", d->sf_vec,
-           mxf_dtype_name(fa));
-  } else if (sfa == MXF_E4M3 && d->sf_vec != 16) {
-    FAIL("gemm_amax: sf_vec=%d with e4m3 (ue4m3) scales; ue4m3 scales need sf_vec 16", d->sf_vec);
+  const mxf_dtype sfb = d->sfb.dtype == MXF_E4M3 ? MXF_E4M3 : MXF_E8M0;
+  /* sf_vec 32: e8m0 scales, any operand formats; sf_vec 16 (NVFP4-style): e2m1 MX
+   * operands, each scale e8m0 or ue4m3 */
+  if (d->sf_vec == 32) {
+    if (sfa == MXF_E4M3 || sfb == MXF_E4M3)
+      FAIL("gemm_amax: %s has dtype e4m3 (ue4m3) with sf_vec 32; ue4m3 scales need e2m1 operands and sf_vec "
+           "16 (sf_vec 32 takes e8m0)",
+           sfa == MXF_E4M3 ? "sfa" : "sfb");
+  } else if (fb != MXF_E2M1 || (fa != MXF_BF16 && fa != MXF_E2M1)) {
+    FAIL("gemm_amax: sf_vec=16 with a %s and b %s; sf_vec 16 (NVFP4-style) needs an e2m1 b and an e2m1 or "
+         "bf16 a (e4m3 and e5m2 take sf_vec 32)",
+         mxf_dtype_name(d->a.dtype), mxf_dtype_name(d->b.dtype));
   }
 
   /* matrices */
@@ -398,7 +408,7 @@ mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *d, int need_data, mx
   static const gemm_role rb = {"b", "N", "K", "n-major", "k-major", 0};
   static const gemm_role rc = {"c", "M", "N", "m-major", "n-major", 1};
   gemm_mat A, B, C;
-  TRY(check_gemm_matrix(&v, &ra, &d->a, fa == MXF_E2M1 ? 4 : 8, &A));
+  TRY(check_gemm_matrix(&v, &ra, &d->a, fa == MXF_E2M1 ? 4 : fa == MXF_BF16 ? 16 : 8, &A));
   TRY(check_gemm_matrix(&v, &rb, &d->b, fb == MXF_E2M1 ? 4 : 8, &B));
   mxf_dtype fc = mxf_dtype_is(d->c.dtype, MXF_DK_E2M1_VALUES | MXF_DK_E2M1_BYTES) ? MXF_E2M1 : d->c.dtype;
   TRY(check_gemm_matrix(&v, &rc, &d->c, fc == MXF_E2M1 ? 4 : mxf_dtype_bits(fc), &C));
@@ -413,8 +423,8 @@ mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *d, int need_data, mx
   if (C.l != A.l) FAIL("gemm_amax: c has L=%" PRId64 " but a has L=%" PRId64 "; L must agree", C.l, A.l);
 
   /* scale factors */
-  mxf_sf_layout la, lb;
-  TRY(check_gemm_sf(&v, "sfa", &d->sfa, "M", A.rows, A.cols, A.l, d->sf_vec, &la));
+  mxf_sf_layout la = MXF_SF_COMPACT, lb;
+  if (fa != MXF_BF16) TRY(check_gemm_sf(&v, "sfa", &d->sfa, "M", A.rows, A.cols, A.l, d->sf_vec, &la));
   TRY(check_gemm_sf(&v, "sfb", &d->sfb, "N", B.rows, A.cols, A.l, d->sf_vec, &lb));
 
   /* amax */
@@ -429,8 +439,10 @@ mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *d, int need_data, mx
   p->n = B.rows;
   p->k = A.cols;
   p->l = A.l;
-  p->ab = fa;
-  p->sf = sfa;
+  p->a_fmt = fa;
+  p->b_fmt = fb;
+  p->sfa_fmt = sfa;
+  p->sfb_fmt = sfb;
   p->c = fc;
   p->sf_vec = d->sf_vec;
   p->kb = mxf_cdiv(p->k, d->sf_vec);
@@ -719,7 +731,11 @@ mxf_status mxf_validate_run(const mxf_plan *plan, mxf_op op, const void *args, c
     const mxf_gemm_amax_args *a = args;
     TRY(check_ptr(on, "a", a->a, 16, "row starts must be 16-byte aligned"));
     TRY(check_ptr(on, "b", a->b, 16, "row starts must be 16-byte aligned"));
-    TRY(check_ptr(on, "sfa", a->sfa, 1, ""));
+    if (plan->p.gemm.a_fmt == MXF_BF16) {
+      if (a->sfa) FAIL("%s_run: args->sfa is %p; a is bf16, so sfa must be NULL (bf16 a has no scales)", on, a->sfa);
+    } else {
+      TRY(check_ptr(on, "sfa", a->sfa, 1, ""));
+    }
     TRY(check_ptr(on, "sfb", a->sfb, 1, ""));
     TRY(check_ptr(on, "c", a->c, 16, "row starts must be 16-byte aligned"));
     TRY(check_ptr(on, "amax", a->amax, 4, "an f32"));

@@ -8,7 +8,8 @@
  * C is n-major, and B, A, C^T when C is m-major (so the epilogue always streams along
  * contiguous memory). Per batch, the panel driver walks the tiles of acc and asks for:
  *   1. blocks of X and Y (rows x one K panel) dequantized into f32: code value times
- *      block scale; K panels start on scale blocks;
+ *      block scale, each operand in its own format (SPEC §1.1: the pair may be mixed; a
+ *      bf16 A is read as it is); K panels start on scale blocks;
  *   2. acc += Xblock Yblock^T through mxf_cpu_sgemm_nt into the tile's f32 acc, K panel
  *      by K panel (f32 sums, so K's order of summation is the panels' order);
  *   3. per finished tile, the epilogue: v = alpha * acc (alpha applied once, after the
@@ -46,8 +47,10 @@
 
 /* ------------------------------------------------------------ the oriented problem */
 typedef struct gemm_operand {
-  const uint8_t *data; /* codes; e2m1 packed, value i in byte i/2, nibble i%2 */
-  const uint8_t *sf;
+  const uint8_t *data; /* codes; e2m1 packed, value i in byte i/2, nibble i%2; bf16 values */
+  const uint8_t *sf;   /* null for a bf16 operand */
+  mxf_dtype fmt;       /* MXF_BF16 (A only), MXF_E4M3, MXF_E5M2 or MXF_E2M1 */
+  mxf_dtype sf_fmt;    /* MXF_E8M0 or MXF_E4M3 (ue4m3) */
   mxf_sf_layout layout;
   int64_t rows;       /* M or N: the MN of the scale tensor */
   int64_t rs, ks, ls; /* value strides: row, k, batch */
@@ -56,7 +59,7 @@ typedef struct gemm_operand {
 typedef struct gemm_view {
   int64_t rows, cols, k, l, kb;
   int sf_vec;
-  mxf_dtype ab, sf, c;
+  mxf_dtype c;
   gemm_operand x, y;        /* x: rows of acc, y: columns of acc */
   int64_t c_rs, c_cs, c_ls; /* C strides in values, for (row of acc, col of acc, batch) */
   mxf_cpu_panels pp;
@@ -64,8 +67,8 @@ typedef struct gemm_view {
 } gemm_view;
 
 static void gemm_view_init(gemm_view *v, const mxf_gemm_problem *p) {
-  gemm_operand a = {NULL, NULL, p->sfa_layout, p->m, p->a_ms, p->a_ks, p->a_ls};
-  gemm_operand b = {NULL, NULL, p->sfb_layout, p->n, p->b_ns, p->b_ks, p->b_ls};
+  gemm_operand a = {NULL, NULL, p->a_fmt, p->sfa_fmt, p->sfa_layout, p->m, p->a_ms, p->a_ks, p->a_ls};
+  gemm_operand b = {NULL, NULL, p->b_fmt, p->sfb_fmt, p->sfb_layout, p->n, p->b_ns, p->b_ks, p->b_ls};
   /* m-major C: compute C^T = B A^T so that the epilogue writes contiguous runs. e2m1 C
    * is n-major by contract (two values share a byte along n). */
   int swap = p->c != MXF_E2M1 && p->c_ms == 1 && p->c_ns != 1;
@@ -74,8 +77,6 @@ static void gemm_view_init(gemm_view *v, const mxf_gemm_problem *p) {
   v->l = p->l;
   v->kb = p->kb;
   v->sf_vec = p->sf_vec;
-  v->ab = p->ab;
-  v->sf = p->sf;
   v->c = p->c;
   v->c_ls = p->c_ls;
   if (!swap) {
@@ -96,11 +97,15 @@ size_t mxf_cpu_gemm_amax_workspace(const mxf_plan *plan) {
 }
 
 /* ------------------------------------------------------------ dequantization */
+typedef struct operand_luts {
+  float code[256]; /* code byte -> value (fp8), or low nibble (e2m1) */
+  float sf[256];   /* scale byte -> value */
+} operand_luts;
+
 typedef struct gemm_ctx {
   const gemm_view *v;
   int64_t batch;
-  float code_lut[256];    /* code byte -> value (fp8), or low nibble (e2m1) */
-  float sf_lut[256];      /* scale byte -> value */
+  operand_luts lut[2];    /* of x and of y */
   float pair_lut[256][2]; /* e2m1: byte -> (low nibble value, high nibble value) */
   /* epilogue */
   float alpha;
@@ -111,8 +116,29 @@ typedef struct gemm_ctx {
   int has_nan;
 } gemm_ctx;
 
-static uint8_t operand_code(const gemm_view *v, const uint8_t *data, int64_t i) {
-  return v->ab == MXF_E2M1 ? mxf_e2m1_get(data, i) : data[i];
+static uint8_t operand_code(const gemm_operand *op, int64_t i) {
+  return op->fmt == MXF_E2M1 ? mxf_e2m1_get(op->data, i) : op->data[i];
+}
+
+/* Rows [r0, r0 + n) of a bf16 operand (no scales: the values as they are), values
+ * [k0, k0 + kn), as f32. */
+static void fill_bf16(const gemm_ctx *d, const gemm_operand *op, int64_t r0, int64_t n, int64_t k0, int64_t kn,
+                      float *dst, int64_t ld) {
+  const uint16_t *src = (const uint16_t *)op->data + d->batch * op->ls;
+  if (op->ks == 1) {
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t *restrict row = src + (r0 + i) * op->rs + k0;
+      float *restrict o = dst + i * ld;
+      for (int64_t k = 0; k < kn; ++k)
+        o[k] = mxf_bf16_to_f32(row[k]);
+    }
+    return;
+  }
+  for (int64_t k = 0; k < kn; ++k) {
+    const uint16_t *restrict col = src + (k0 + k) * op->ks + r0 * op->rs;
+    for (int64_t i = 0; i < n; ++i)
+      dst[i * ld + k] = mxf_bf16_to_f32(col[i * op->rs]);
+  }
 }
 
 /* Row r of op with unit k stride, scale blocks [kb0, kb1): codes of a block are
@@ -120,16 +146,16 @@ static uint8_t operand_code(const gemm_view *v, const uint8_t *data, int64_t i) 
  * compiler that the stores reach neither the codes nor the tables (the codes are bytes,
  * which alias anything): without them every store reloads, and the loop ran at half
  * the speed (bench/NOTES.md). */
-static void dequant_row_kmajor(const gemm_ctx *d, const gemm_operand *op, int64_t r, int64_t kb0, int64_t kb1,
-                               float *restrict dst) {
+static void dequant_row_kmajor(const gemm_ctx *d, const gemm_operand *op, const operand_luts *lut, int64_t r,
+                               int64_t kb0, int64_t kb1, float *restrict dst) {
   const gemm_view *v = d->v;
-  const float *restrict code_lut = d->code_lut;
+  const float *restrict code_lut = lut->code;
   const float(*restrict pair_lut)[2] = d->pair_lut;
   const int64_t base = r * op->rs + d->batch * op->ls;
   for (int64_t kb = kb0; kb < kb1; ++kb, dst += v->sf_vec) {
-    const float s = d->sf_lut[op->sf[mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r, kb, d->batch)]];
+    const float s = lut->sf[op->sf[mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r, kb, d->batch)]];
     const int64_t k0 = kb * v->sf_vec, n = k0 + v->sf_vec < v->k ? v->sf_vec : v->k - k0;
-    if (v->ab != MXF_E2M1) {
+    if (op->fmt != MXF_E2M1) {
       const uint8_t *restrict src = op->data + base + k0;
       for (int64_t i = 0; i < n; ++i)
         dst[i] = code_lut[src[i]] * s;
@@ -155,11 +181,16 @@ static void gemm_fill(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, i
   const gemm_ctx *d = (const gemm_ctx *)ctx;
   const gemm_view *v = d->v;
   const gemm_operand *op = which ? &v->y : &v->x;
+  const operand_luts *lut = &d->lut[which];
+  if (op->fmt == MXF_BF16) {
+    fill_bf16(d, op, r0, n, k0, kn, dst, ld);
+    return;
+  }
   const int64_t kb0 = k0 / v->sf_vec, kb1 = mxf_cdiv(k0 + kn, v->sf_vec);
   if (op->ks == 1) {
     /* A row's K panel is a short run of codes, the next row's a row stride away: ask for
      * the run MXF_GEMM_PREFETCH_ROWS rows ahead (bench/NOTES.md: the fills waited on the codes). */
-    const int e2 = v->ab == MXF_E2M1;
+    const int e2 = op->fmt == MXF_E2M1;
     const int64_t run = e2 ? (kn + 1) / 2 : kn;
     for (int64_t i = 0; i < n; ++i) {
       if (i + MXF_GEMM_PREFETCH_ROWS < n) {
@@ -168,7 +199,7 @@ static void gemm_fill(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, i
         for (int64_t b = 0; b < run; b += 64)
           __builtin_prefetch(p + b);
       }
-      dequant_row_kmajor(d, op, r0 + i, kb0, kb1, dst + i * ld);
+      dequant_row_kmajor(d, op, lut, r0 + i, kb0, kb1, dst + i * ld);
     }
     return;
   }
@@ -177,18 +208,18 @@ static void gemm_fill(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, i
   float s[MXF_CPU_FILL_ROWS];
   for (int64_t kb = kb0; kb < kb1; ++kb) {
     for (int64_t i = 0; i < n; ++i)
-      s[i] = d->sf_lut[op->sf[mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0 + i, kb, d->batch)]];
+      s[i] = lut->sf[op->sf[mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0 + i, kb, d->batch)]];
     int64_t kk0 = kb * v->sf_vec, kk1 = kk0 + v->sf_vec < v->k ? kk0 + v->sf_vec : v->k;
     for (int64_t k = kk0; k < kk1; ++k) {
       int64_t base = k * op->ks + d->batch * op->ls + r0 * op->rs;
       float *restrict o = dst + (k - k0);
-      if (v->ab != MXF_E2M1 && op->rs == 1) {
+      if (op->fmt != MXF_E2M1 && op->rs == 1) {
         const uint8_t *restrict src = op->data + base;
         for (int64_t i = 0; i < n; ++i)
-          o[i * ld] = d->code_lut[src[i]] * s[i];
+          o[i * ld] = lut->code[src[i]] * s[i];
       } else {
         for (int64_t i = 0; i < n; ++i)
-          o[i * ld] = d->code_lut[operand_code(v, op->data, base + i * op->rs)] * s[i];
+          o[i * ld] = lut->code[operand_code(op, base + i * op->rs)] * s[i];
       }
     }
   }
@@ -281,18 +312,21 @@ static void gemm_epilogue(void *ctx, int64_t r0, int64_t rn, int64_t c0, int64_t
 }
 
 /* ------------------------------------------------------------ run */
+/* Code and scale tables of each MX operand (a bf16 operand has none); formats.h decodes. */
 static void build_luts(gemm_ctx *g) {
   const gemm_view *v = g->v;
+  const gemm_operand *ops[2] = {&v->x, &v->y};
   for (int b = 0; b < 256; ++b) {
-    uint8_t u = (uint8_t)b;
-    switch (v->ab) {
-    case MXF_E4M3: g->code_lut[b] = mxf_e4m3_to_f32(u); break;
-    case MXF_E5M2: g->code_lut[b] = mxf_e5m2_to_f32(u); break;
-    default: g->code_lut[b] = mxf_e2m1_to_f32(u & 0xFu); break;
+    const uint8_t u = (uint8_t)b;
+    for (int w = 0; w < 2; ++w) {
+      if (ops[w]->fmt == MXF_BF16) continue;
+      g->lut[w].code[b] = ops[w]->fmt == MXF_E4M3   ? mxf_e4m3_to_f32(u)
+                          : ops[w]->fmt == MXF_E5M2 ? mxf_e5m2_to_f32(u)
+                                                    : mxf_e2m1_to_f32(u & 0xFu);
+      g->lut[w].sf[b] = ops[w]->sf_fmt == MXF_E4M3 ? mxf_e4m3_to_f32(u) : mxf_e8m0_to_f32(u);
     }
     g->pair_lut[b][0] = mxf_e2m1_to_f32(u & 0xFu);
     g->pair_lut[b][1] = mxf_e2m1_to_f32(u >> 4);
-    g->sf_lut[b] = v->sf == MXF_E4M3 ? mxf_e4m3_to_f32(u) : mxf_e8m0_to_f32(u);
   }
 }
 

@@ -16,6 +16,7 @@
  *
  * Operands and results by op (mxfuse.jax builds the calls):
  *   gemm_amax   a, b, sfa, sfb [, amax_in aliased to amax] -> c, amax, workspace
+ *               (attribute has_sfa = 0: a bf16 a, no sfa operand)
  *               attributes sf_vec, flags, alpha, has_alpha, tile_m, tile_n, cluster_m, cluster_n
  *   proj_rope   x, w, cos, sin [, x_scale, w_scale] -> out_row, out_scales_row, out_col,
  *               out_scales_col, workspace; attribute flags
@@ -193,14 +194,16 @@ static XLA_FFI_Error *gemm_amax(XLA_FFI_CallFrame *f, int cuda) {
   XLA_FFI_Error *err = frame_open(f, cuda, &fr);
   void *ws;
   size_t ws_size;
-  if (!err) err = shape_check(&fr, "gemm_amax", 4, 5, 3, &ws, &ws_size);
+  /* has_sfa = 0: a bf16 a, no sfa operand (a, b, sfb [, amax_in]) */
+  const int has_sfa = err ? 1 : attr(&fr, "has_sfa", 1) != 0;
+  if (!err) err = shape_check(&fr, "gemm_amax", 3 + has_sfa, 4 + has_sfa, 3, &ws, &ws_size);
   if (err) return err;
   mxf_gemm_amax_desc d;
   memset(&d, 0, sizeof d);
   tensor_of(arg(&fr, 0), fr.device, &d.a);
   tensor_of(arg(&fr, 1), fr.device, &d.b);
-  tensor_of(arg(&fr, 2), fr.device, &d.sfa);
-  tensor_of(arg(&fr, 3), fr.device, &d.sfb);
+  if (has_sfa) tensor_of(arg(&fr, 2), fr.device, &d.sfa);
+  tensor_of(arg(&fr, 2 + has_sfa), fr.device, &d.sfb);
   tensor_of(ret(&fr, 0), fr.device, &d.c);
   tensor_of(ret(&fr, 1), fr.device, &d.amax);
   d.sf_vec = (int)attr(&fr, "sf_vec", 32);

@@ -133,7 +133,7 @@ static void build(host_problem &h, const spec &s) {
   mxf_gemm_problem &p = h.p;
   memset(&p, 0, sizeof p);
   p.m = s.m; p.n = s.n; p.k = s.k; p.l = s.l;
-  p.ab = s.ab; p.sf = s.sf; p.c = s.c; p.sf_vec = s.sf_vec;
+  p.a_fmt = p.b_fmt = s.ab; p.sfa_fmt = p.sfb_fmt = s.sf; p.c = s.c; p.sf_vec = s.sf_vec;
   p.kb = (s.k + s.sf_vec - 1) / s.sf_vec;
   p.sfa_layout = s.la; p.sfb_layout = s.lb;
   const int fp4 = s.ab == MXF_E2M1;

@@ -50,7 +50,8 @@ enum { SP_NONE, SP_NANINF, SP_EXTREME };
 
 typedef struct gcase {
   int64_t m, n, k, l;
-  mxf_dtype ab, sf;
+  mxf_dtype fa, fb;   /* formats of A (bf16 or MX) and B (MX) */
+  mxf_dtype sfa, sfb; /* their scales' formats (sfa unused with a bf16 A: no scales) */
   int sf_vec;
   int sfa_swz, sfb_swz;
   int a_mmajor, b_nmajor, c_mmajor;
@@ -84,7 +85,7 @@ static long g_equal[MXF_DTYPE_COUNT], g_total[MXF_DTYPE_COUNT], g_undet[MXF_DTYP
 static int64_t rup(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-static int ab_bits(mxf_dtype ab) { return ab == MXF_E2M1 ? 4 : 8; }
+static int ab_bits(mxf_dtype ab) { return ab == MXF_E2M1 ? 4 : ab == MXF_BF16 ? 16 : 8; }
 static int c_bits(mxf_dtype c) {
   return c == MXF_F32 ? 32 : (c == MXF_F16 || c == MXF_BF16) ? 16 : c == MXF_E2M1 ? 4 : 8;
 }
@@ -145,25 +146,37 @@ static mxf_tensor mat_tensor(void *data, mxf_dtype dt, int64_t rows, int64_t col
   return t;
 }
 
-static uint8_t get_code(const uint8_t *buf, mxf_dtype ab, int64_t idx) {
+static uint16_t get_code(const uint8_t *buf, mxf_dtype ab, int64_t idx) {
+  uint16_t h;
+  if (ab == MXF_BF16) return memcpy(&h, buf + 2 * idx, 2), h;
   return ab == MXF_E2M1 ? mxf_e2m1_get(buf, idx) : buf[idx];
 }
-static void set_code(uint8_t *buf, mxf_dtype ab, int64_t idx, uint8_t c) {
+static void set_code(uint8_t *buf, mxf_dtype ab, int64_t idx, uint16_t c) {
   if (ab == MXF_E2M1)
-    mxf_e2m1_set(buf, idx, c);
+    mxf_e2m1_set(buf, idx, (uint8_t)c);
+  else if (ab == MXF_BF16)
+    memcpy(buf + 2 * idx, &c, 2);
   else
-    buf[idx] = c;
+    buf[idx] = (uint8_t)c;
 }
-static double decode_ab(mxf_dtype ab, uint8_t c) {
-  return ab == MXF_E4M3 ? mxf_e4m3_to_f32(c) : ab == MXF_E5M2 ? mxf_e5m2_to_f32(c) : mxf_e2m1_to_f32(c);
+static double decode_ab(mxf_dtype ab, uint16_t c) {
+  return ab == MXF_BF16   ? mxf_bf16_to_f32(c)
+         : ab == MXF_E4M3 ? mxf_e4m3_to_f32((uint8_t)c)
+         : ab == MXF_E5M2 ? mxf_e5m2_to_f32((uint8_t)c)
+                          : mxf_e2m1_to_f32((uint8_t)c);
 }
 static double decode_sf(mxf_dtype sf, uint8_t c) {
   return sf == MXF_E4M3 ? mxf_e4m3_to_f32(c) : mxf_e8m0_to_f32(c);
 }
 
-/* A random finite code. */
-static uint8_t rand_code(tu_rng *r, mxf_dtype ab) {
+/* A random finite code; bf16: activations of a few binades around 1, sometimes of
+ * 2^-40 .. 2^24. */
+static uint16_t rand_code(tu_rng *r, mxf_dtype ab) {
   uint32_t u = tu_u32(r);
+  if (ab == MXF_BF16) {
+    const int e = tu_range(r, 0, 7) ? (int)tu_range(r, 120, 134) : (int)tu_range(r, 87, 151);
+    return (uint16_t)((u & 0x807F) | (uint32_t)(e << 7));
+  }
   if (ab == MXF_E2M1) return (uint8_t)(u & 0xF);
   uint8_t c = (uint8_t)u;
   if (ab == MXF_E4M3 && (c & 0x7F) == 0x7F) c ^= 0x01;
@@ -174,7 +187,7 @@ static uint8_t rand_code(tu_rng *r, mxf_dtype ab) {
 /* A random scale byte inside the exactness window, magnitudes near 1 unless the case
  * names a range. */
 static uint8_t rand_scale(tu_rng *r, const gcase *gc, int is_b) {
-  const mxf_dtype sf = gc->sf;
+  const mxf_dtype sf = is_b ? gc->sfb : gc->sfa;
   if (sf == MXF_E8M0 && gc->sf_hi)
     return (uint8_t)(is_b ? tu_range(r, gc->sfb_lo, gc->sfb_hi) : tu_range(r, gc->sf_lo, gc->sf_hi));
   if (sf == MXF_E8M0) return (uint8_t)tu_range(r, 118, 136);
@@ -185,13 +198,14 @@ static uint8_t rand_scale(tu_rng *r, const gcase *gc, int is_b) {
 
 static void fill_operand(tu_rng *r, const gcase *gc, int is_b, uint8_t *buf, size_t bytes, uint8_t *sf,
                          size_t sf_bytes, int sf_swz, int64_t rows, const int64_t s[3], int64_t kb) {
+  const mxf_dtype f = is_b ? gc->fb : gc->fa;
   memset(buf, 0xFF, bytes); /* padding: NaN codes that must never be read */
   memset(sf, 0xFF, sf_bytes);
   for (int64_t l = 0; l < gc->l; ++l)
     for (int64_t i = 0; i < rows; ++i) {
       for (int64_t k = 0; k < gc->k; ++k)
-        set_code(buf, gc->ab, l * s[2] + i * s[0] + k * s[1], rand_code(r, gc->ab));
-      for (int64_t b = 0; b < kb; ++b)
+        set_code(buf, f, l * s[2] + i * s[0] + k * s[1], rand_code(r, f));
+      for (int64_t b = 0; b < kb && f != MXF_BF16; ++b)
         sf[sf_offset(sf_swz, i, b, l, rows, kb)] = rand_scale(r, gc, is_b);
     }
 }
@@ -201,12 +215,13 @@ static void inject_specials(tu_rng *r, const gcase *gc, gprob *p) {
   for (int t = 0; t < 3; ++t) {
     int64_t l = tu_range(r, 0, gc->l - 1), i = tu_range(r, 0, gc->m - 1), k = tu_range(r, 0, gc->k - 1);
     int64_t idx = l * p->as[2] + i * p->as[0] + k * p->as[1];
-    if (gc->ab == MXF_E4M3) set_code(p->a, gc->ab, idx, t & 1 ? 0xFF : 0x7F);
-    if (gc->ab == MXF_E5M2) set_code(p->a, gc->ab, idx, t == 0 ? 0x7E : t == 1 ? 0x7C : 0xFC);
+    if (gc->fa == MXF_E4M3) set_code(p->a, gc->fa, idx, t & 1 ? 0xFF : 0x7F);
+    if (gc->fa == MXF_E5M2) set_code(p->a, gc->fa, idx, t == 0 ? 0x7E : t == 1 ? 0x7C : 0xFC);
+    if (gc->fa == MXF_BF16) set_code(p->a, gc->fa, idx, t == 0 ? 0x7FC1 : t == 1 ? 0x7F80 : 0xFF80);
   }
   {
     int64_t l = tu_range(r, 0, gc->l - 1), j = tu_range(r, 0, gc->n - 1), b = tu_range(r, 0, p->kb - 1);
-    p->sfb[sf_offset(gc->sfb_swz, j, b, l, gc->n, p->kb)] = gc->sf == MXF_E4M3 ? 0x7F : 0xFF;
+    p->sfb[sf_offset(gc->sfb_swz, j, b, l, gc->n, p->kb)] = gc->sfb == MXF_E4M3 ? 0x7F : 0xFF;
   }
 }
 
@@ -215,7 +230,7 @@ static void inject_extremes(tu_rng *r, const gcase *gc, gprob *p) {
   static const uint8_t ext[4] = {0, 1, 253, 254};
   for (int t = 0; t < 6; ++t) {
     int64_t l = tu_range(r, 0, gc->l - 1), b = tu_range(r, 0, p->kb - 1);
-    if (t & 1) {
+    if ((t & 1) || gc->fa == MXF_BF16) {
       int64_t j = tu_range(r, 0, gc->n - 1);
       p->sfb[sf_offset(gc->sfb_swz, j, b, l, gc->n, p->kb)] = ext[tu_range(r, 0, 3)];
     } else {
@@ -249,13 +264,14 @@ static void oracle(const gcase *gc, gprob *p) {
     for (int64_t i = 0; i < M; ++i)
       for (int64_t k = 0; k < K; ++k)
         ad[i * K + k] =
-            decode_ab(gc->ab, get_code(p->a, gc->ab, l * p->as[2] + i * p->as[0] + k * p->as[1])) *
-            decode_sf(gc->sf, p->sfa[sf_offset(gc->sfa_swz, i, k / gc->sf_vec, l, M, p->kb)]);
+            decode_ab(gc->fa, get_code(p->a, gc->fa, l * p->as[2] + i * p->as[0] + k * p->as[1])) *
+            (gc->fa == MXF_BF16 ? 1.0
+                                : decode_sf(gc->sfa, p->sfa[sf_offset(gc->sfa_swz, i, k / gc->sf_vec, l, M, p->kb)]));
     for (int64_t j = 0; j < N; ++j)
       for (int64_t k = 0; k < K; ++k)
         bd[j * K + k] =
-            decode_ab(gc->ab, get_code(p->b, gc->ab, l * p->bs[2] + j * p->bs[0] + k * p->bs[1])) *
-            decode_sf(gc->sf, p->sfb[sf_offset(gc->sfb_swz, j, k / gc->sf_vec, l, N, p->kb)]);
+            decode_ab(gc->fb, get_code(p->b, gc->fb, l * p->bs[2] + j * p->bs[0] + k * p->bs[1])) *
+            decode_sf(gc->sfb, p->sfb[sf_offset(gc->sfb_swz, j, k / gc->sf_vec, l, N, p->kb)]);
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         double sa = 0.0, st = 0.0;
@@ -282,11 +298,11 @@ static void oracle(const gcase *gc, gprob *p) {
 
 static void describe(const gcase *gc, char *s, size_t n) {
   snprintf(s, n,
-           "[%s] M=%lld N=%lld K=%lld L=%lld ab=%s sf=%s/%d sfa=%s sfb=%s A=%s B=%s C=%s/%s pad=%d alpha=%g "
-           "acc=%d "
-           "prev=%g special=%d scales=[%d,%d]/[%d,%d] widen=%d",
+           "[%s] M=%lld N=%lld K=%lld L=%lld a=%s b=%s sf=%s,%s/%d sfa=%s sfb=%s A=%s B=%s C=%s/%s pad=%d "
+           "alpha=%g acc=%d prev=%g special=%d scales=[%d,%d]/[%d,%d] widen=%d",
            kernel_mode, (long long)gc->m, (long long)gc->n, (long long)gc->k, (long long)gc->l,
-           mxf_dtype_name(gc->ab), mxf_dtype_name(gc->sf), gc->sf_vec, gc->sfa_swz ? "swz" : "compact",
+           mxf_dtype_name(gc->fa), mxf_dtype_name(gc->fb), gc->fa == MXF_BF16 ? "-" : mxf_dtype_name(gc->sfa),
+           mxf_dtype_name(gc->sfb), gc->sf_vec, gc->sfa_swz ? "swz" : "compact",
            gc->sfb_swz ? "swz" : "compact", gc->a_mmajor ? "m-major" : "k-major",
            gc->b_nmajor ? "n-major" : "k-major", mxf_dtype_name(gc->c), gc->c_mmajor ? "m-major" : "n-major",
            gc->pad, gc->use_alpha ? (double)gc->alpha : 1.0, gc->accumulate, (double)gc->prev, gc->special,
@@ -301,10 +317,11 @@ static void run_case(tu_rng *r, const gcase *gc) {
   gprob p;
   memset(&p, 0, sizeof p);
   p.kb = cdiv(K, gc->sf_vec);
-  mat_layout(r, M, K, L, ab_bits(gc->ab), !gc->a_mmajor, gc->pad, p.as, &p.a_bytes);
-  mat_layout(r, N, K, L, ab_bits(gc->ab), !gc->b_nmajor, gc->pad, p.bs, &p.b_bytes);
+  const int a_bf16 = gc->fa == MXF_BF16;
+  mat_layout(r, M, K, L, ab_bits(gc->fa), !gc->a_mmajor, gc->pad, p.as, &p.a_bytes);
+  mat_layout(r, N, K, L, ab_bits(gc->fb), !gc->b_nmajor, gc->pad, p.bs, &p.b_bytes);
   mat_layout(r, M, N, L, c_bits(gc->c), !gc->c_mmajor, gc->pad, p.cs, &p.c_bytes);
-  p.sfa_bytes = sf_size(gc->sfa_swz, M, p.kb, L);
+  p.sfa_bytes = a_bf16 ? 16 : sf_size(gc->sfa_swz, M, p.kb, L); /* bf16 A: none (16 unused bytes) */
   p.sfb_bytes = sf_size(gc->sfb_swz, N, p.kb, L);
   p.a = tu_malloc(p.a_bytes);
   p.b = tu_malloc(p.b_bytes);
@@ -330,11 +347,11 @@ static void run_case(tu_rng *r, const gcase *gc) {
   d.sf_vec = gc->sf_vec;
   d.flags = gc->accumulate ? MXF_AMAX_ACCUMULATE : 0u;
   int64_t one = 1;
-  d.a = mat_tensor(p.a, gc->ab, M, K, L, p.as, MXF_DEVICE_CPU);
-  d.b = mat_tensor(p.b, gc->ab, N, K, L, p.bs, MXF_DEVICE_CPU);
+  d.a = mat_tensor(p.a, gc->fa, M, K, L, p.as, MXF_DEVICE_CPU);
+  d.b = mat_tensor(p.b, gc->fb, N, K, L, p.bs, MXF_DEVICE_CPU);
   d.c = mat_tensor(c_cpu, gc->c, M, N, L, p.cs, MXF_DEVICE_CPU);
-  d.sfa = sf_tensor(gc->sfa_swz, p.sfa, gc->sf, M, p.kb, L, MXF_DEVICE_CPU);
-  d.sfb = sf_tensor(gc->sfb_swz, p.sfb, gc->sf, N, p.kb, L, MXF_DEVICE_CPU);
+  if (!a_bf16) d.sfa = sf_tensor(gc->sfa_swz, p.sfa, gc->sfa, M, p.kb, L, MXF_DEVICE_CPU);
+  d.sfb = sf_tensor(gc->sfb_swz, p.sfb, gc->sfb, N, p.kb, L, MXF_DEVICE_CPU);
   d.amax = tu_tensor(&amax_cpu, MXF_F32, 1, &one);
   const float *alpha = gc->use_alpha ? &gc->alpha : NULL;
 
@@ -344,7 +361,7 @@ static void run_case(tu_rng *r, const gcase *gc) {
   if (ok) {
     size_t ws = mxf_plan_workspace_size(plan);
     void *w = ws ? tu_malloc(ws) : NULL;
-    mxf_gemm_amax_args a = {p.a, p.b, p.sfa, p.sfb, c_cpu, &amax_cpu, alpha};
+    mxf_gemm_amax_args a = {p.a, p.b, a_bf16 ? NULL : p.sfa, p.sfb, c_cpu, &amax_cpu, alpha};
     GU_MXF_OK(mxf_gemm_amax_run(plan, &a, w, ws, NULL), ok = 0);
     free(w);
   }
@@ -362,11 +379,11 @@ static void run_case(tu_rng *r, const gcase *gc) {
   else
     gu_dpoison(damax, sizeof(float), 0xA5);
   const int32_t dev = GU_TEST_DEVICE;
-  d.a = mat_tensor(da, gc->ab, M, K, L, p.as, dev);
-  d.b = mat_tensor(db, gc->ab, N, K, L, p.bs, dev);
+  d.a = mat_tensor(da, gc->fa, M, K, L, p.as, dev);
+  d.b = mat_tensor(db, gc->fb, N, K, L, p.bs, dev);
   d.c = mat_tensor(dc, gc->c, M, N, L, p.cs, dev);
-  d.sfa = sf_tensor(gc->sfa_swz, dsfa, gc->sf, M, p.kb, L, dev);
-  d.sfb = sf_tensor(gc->sfb_swz, dsfb, gc->sf, N, p.kb, L, dev);
+  if (!a_bf16) d.sfa = sf_tensor(gc->sfa_swz, dsfa, gc->sfa, M, p.kb, L, dev);
+  d.sfb = sf_tensor(gc->sfb_swz, dsfb, gc->sfb, N, p.kb, L, dev);
   d.amax = tu_tensor(damax, MXF_F32, 1, &one);
   d.amax.device = dev;
   int gok = 1;
@@ -379,7 +396,7 @@ static void run_case(tu_rng *r, const gcase *gc) {
     if (w) gu_dpoison(w, ws, 0xFF);
     cudaStream_t s;
     GU_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    mxf_gemm_amax_args a = {da, db, dsfa, dsfb, dc, damax, alpha};
+    mxf_gemm_amax_args a = {da, db, a_bf16 ? NULL : dsfa, dsfb, dc, damax, alpha};
     GU_MXF_OK(mxf_gemm_amax_run(plan, &a, w, ws, s), gok = 0; printf("  case %s\n", what));
     GU_CUDA(cudaStreamSynchronize(s));
     GU_CUDA(cudaStreamDestroy(s));
@@ -507,29 +524,37 @@ static void run_case(tu_rng *r, const gcase *gc) {
 
 /* ------------------------------------------------------------ case generation */
 typedef struct fmt {
-  mxf_dtype ab, sf;
+  mxf_dtype fa, fb, sfa, sfb; /* sfa unused with a bf16 A */
   int sf_vec;
 } fmt;
 static const fmt k_formats[] = {
-    {MXF_E4M3, MXF_E8M0, 32}, {MXF_E5M2, MXF_E8M0, 32}, {MXF_E2M1, MXF_E8M0, 32},
-    {MXF_E2M1, MXF_E4M3, 16}, {MXF_E2M1, MXF_E8M0, 16},
+    {MXF_E4M3, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32}, {MXF_E5M2, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E2M1, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32}, {MXF_E2M1, MXF_E2M1, MXF_E4M3, MXF_E4M3, 16},
+    {MXF_E2M1, MXF_E2M1, MXF_E8M0, MXF_E8M0, 16},
 };
 enum { N_FORMATS = sizeof k_formats / sizeof k_formats[0] };
+/* SPEC §1.1's mixed pairs: bf16 A (no scales) and A, B of different MX formats */
+static const fmt k_mixed[] = {
+    {MXF_BF16, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32}, {MXF_BF16, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_BF16, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32}, {MXF_BF16, MXF_E2M1, MXF_E8M0, MXF_E4M3, 16},
+    {MXF_E4M3, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32}, {MXF_E5M2, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E2M1, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32}, {MXF_E4M3, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E2M1, MXF_E2M1, MXF_E4M3, MXF_E8M0, 16},
+};
+enum { N_MIXED = sizeof k_mixed / sizeof k_mixed[0] };
 static const mxf_dtype k_cdtypes[] = {MXF_F32, MXF_F16, MXF_BF16, MXF_E4M3, MXF_E5M2, MXF_E2M1};
 
 static gcase random_case(tu_rng *r, const fmt *f, mxf_dtype c, int64_t m, int64_t n, int64_t k, int64_t l) {
   gcase gc;
   memset(&gc, 0, sizeof gc);
   gc.m = m, gc.n = n, gc.k = k, gc.l = l;
-  gc.ab = f->ab, gc.sf = f->sf, gc.sf_vec = f->sf_vec;
+  gc.fa = f->fa, gc.fb = f->fb, gc.sfa = f->sfa, gc.sfb = f->sfb, gc.sf_vec = f->sf_vec;
   gc.c = c;
   if (c == MXF_E2M1 && (n & 1)) gc.n = n + 1; /* e2m1 C: packed along N, N even */
   gc.sfa_swz = (int)tu_range(r, 0, 1);
   gc.sfb_swz = (int)tu_range(r, 0, 1);
-  if (f->ab != MXF_E2M1) {
-    gc.a_mmajor = tu_range(r, 0, 2) == 0;
-    gc.b_nmajor = tu_range(r, 0, 2) == 0;
-  }
+  if (f->fa != MXF_E2M1) gc.a_mmajor = tu_range(r, 0, 2) == 0;
+  if (f->fb != MXF_E2M1) gc.b_nmajor = tu_range(r, 0, 2) == 0;
   if (c != MXF_E2M1) gc.c_mmajor = tu_range(r, 0, 3) == 0;
   gc.pad = (int)tu_range(r, 0, 1);
   gc.use_alpha = tu_range(r, 0, 2) == 0;
@@ -541,7 +566,9 @@ static gcase random_case(tu_rng *r, const fmt *f, mxf_dtype c, int64_t m, int64_
   return gc;
 }
 
-static int64_t even_if(int64_t k, const fmt *f) { return f->ab == MXF_E2M1 && (k & 1) ? k + 1 : k; }
+static int64_t even_if(int64_t k, const fmt *f) {
+  return (f->fa == MXF_E2M1 || f->fb == MXF_E2M1) && (k & 1) ? k + 1 : k;
+}
 
 static void run_all(tu_rng *r, int small) {
   /* 1. every format x every C dtype on a random small shape */
@@ -583,7 +610,7 @@ static void run_all(tu_rng *r, int small) {
   for (int fi = 0; fi < N_FORMATS; ++fi)
     for (int sp = SP_NANINF; sp <= SP_EXTREME; ++sp) {
       const fmt *f = &k_formats[fi];
-      if (sp == SP_EXTREME && f->sf != MXF_E8M0) continue;
+      if (sp == SP_EXTREME && f->sfb != MXF_E8M0) continue;
       gcase gc =
           random_case(r, f, tu_range(r, 0, 1) ? MXF_F32 : k_cdtypes[tu_range(r, 1, 5)], tu_range(r, 1, 90),
                       tu_range(r, 1, 90), even_if(tu_range(r, 1, 100), f), tu_range(r, 1, 2));
@@ -667,7 +694,36 @@ static void run_all(tu_rng *r, int small) {
       gc.widen = ri == 0;
       run_case(r, &gc);
     }
-  /* 7. amax accumulate with each kind of previous value */
+  /* 9. the mixed pairs: every pair x two C dtypes on a random shape; decode shapes (few
+   * rows of A against a wide B, K over many blocks) and one large shape with bf16 C;
+   * NaN / inf and extreme scales */
+  for (int fi = 0; fi < N_MIXED; ++fi) {
+    const fmt *f = &k_mixed[fi];
+    for (int ci = 0; ci < 6; ci += small ? 5 : 2) {
+      gcase gc = random_case(r, f, k_cdtypes[(ci + fi) % 6], tu_range(r, 1, small ? 70 : 300),
+                             tu_range(r, 1, small ? 70 : 300), even_if(tu_range(r, 1, small ? 90 : 260), f),
+                             tu_range(r, 1, 3));
+      run_case(r, &gc);
+    }
+    static const int64_t dec[][4] = {{1, 2100, 1024, 1}, {16, 1000, 2048, 1}, {64, 700, 544, 2},
+                                     {128, 515, 1056, 1}, {7, 4096, 96, 1}};
+    for (int si = 0; si < 5; si += small ? 2 : 1) {
+      gcase gc = random_case(r, f, si & 1 ? MXF_BF16 : MXF_F32, dec[si][0], dec[si][1], dec[si][2], dec[si][3]);
+      if (si == 4) gc.special = SP_NANINF;
+      run_case(r, &gc);
+    }
+    if (!small) {
+      gcase gc = random_case(r, f, MXF_BF16, 600, 520, 320, 1);
+      gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
+      run_case(r, &gc);
+      if (f->sfb == MXF_E8M0) {
+        gc = random_case(r, f, MXF_F32, 50, 70, 96, 1);
+        gc.special = SP_EXTREME, gc.c_mmajor = 0;
+        run_case(r, &gc);
+      }
+    }
+  }
+  /* 10. amax accumulate with each kind of previous value */
   static const uint32_t prevs[] = {0xBF800000u /* -1 */,   0x80000000u /* -0 */,  0x7FC00000u /* NaN */,
                                    0x7149F2CAu /* 1e30 */, 0x3F000000u /* 0.5 */, 0x7F800000u /* inf */};
   for (int i = 0; i < 6; i += small ? 2 : 1) {

@@ -12,7 +12,11 @@ E2M1_VALUES = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3
 # ------------------------------------------------------------------ inputs and oracle
 def mx_operand(rng, rows, k, fmt):
     """Random codes (rows, K) of fmt ('e4m3', 'e5m2' or 'e2m1' packed as uint8 (rows, K/2))
-    and compact e8m0 scales (rows, ceil(K/32)); also their f64 values (rows, K)."""
+    and compact e8m0 scales (rows, ceil(K/32)); also their f64 values (rows, K). fmt
+    'bf16': bf16 values and no scales (None), as an activation without scales."""
+    if fmt == "bf16":
+        x = (rng.standard_normal((rows, k)) * 2).astype(ml_dtypes.bfloat16)
+        return x, None, x.astype(np.float64)
     kb = -(-k // 32)
     s = rng.integers(120, 132, size=(rows, kb), dtype=np.uint8)
     if fmt == "e2m1":

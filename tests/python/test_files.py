@@ -308,6 +308,37 @@ def test_gemm_amax_e2m1_from_ml_dtypes_and_packed_f4(tmp_path, rng):
 
 
 # ---------------------------------------------------------------- proj-rope
+def test_gemm_amax_mixed_formats_from_files(tmp_path, rng):
+    """bf16 activations x MXFP4 weights (no sfa) and MXFP8 x MXFP4, from .npy files."""
+    m, n, k = 19, 22, 96
+    vals = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.5, -1, -2, -6], np.float32)
+    w = rng.choice(vals, (n, k)).astype(md.float4_e2m1fn)
+    sfb = rng.integers(122, 132, (n, k // 32)).astype(np.uint8)
+    x = rng.standard_normal((m, k)).astype(md.bfloat16)
+    for name, arr in {"x": x, "w": w, "sfb": sfb, "sfa": sfb[:m]}.items():
+        np.save(tmp_path / f"{name}.npy", arr)
+    ops = ["--b", tmp_path / "w.npy", "--sfb", tmp_path / "sfb.npy", "--b-dtype", "e2m1", "--device", "cpu"]
+    r = run_json("gemm-amax", "--a", tmp_path / "x.npy", "--a-dtype", "bf16", *ops, "--c-dtype", "bf16",
+                 "--out", tmp_path / "o", "--check")
+    assert r["a_dtype"] == "bf16" and r["b_dtype"] == "e2m1" and r["check"]["passed"] and r["check"]["c_wrong"] == 0
+    ref = x.astype(np.float64) @ (w.astype(np.float64) * np.repeat(decode_sf(sfb), 32, axis=1)).T
+    c = np.load(tmp_path / "o" / "c.npy").view(md.bfloat16).astype(np.float64)
+    assert np.mean(c == ref.astype(np.float32).astype(md.bfloat16).astype(np.float64)) >= 0.99
+    # a bf16 A has no scales: an sfa is refused, nothing written
+    p = run("gemm-amax", "--a", tmp_path / "x.npy", "--a-dtype", "bf16", "--sfa", tmp_path / "sfa.npy", *ops,
+            "--out", tmp_path / "bad", ok=False)
+    assert p.returncode != 0 and "a is bf16, which has no scales" in p.stderr and not os.path.exists(tmp_path / "bad")
+
+    a8, _, sfa, _ = mx_operands(rng, m, n, k)
+    np.save(tmp_path / "a8.npy", a8)
+    np.save(tmp_path / "sfa8.npy", sfa)
+    r = run_json("gemm-amax", "--a", tmp_path / "a8.npy", "--a-dtype", "e4m3", "--sfa", tmp_path / "sfa8.npy", *ops,
+                 "--out", tmp_path / "o8", "--check")
+    assert r["a_dtype"] == "e4m3" and r["b_dtype"] == "e2m1" and r["check"]["passed"]
+    np.testing.assert_allclose(np.load(tmp_path / "o8" / "c.npy"),
+                               gemm_ref(a8.astype(np.float32), w.astype(np.float32), sfa, sfb), rtol=1e-5)
+
+
 def test_proj_rope_small(tmp_path, rng):
     t_, k, h, nope, rope = 37, 64, 2, 32, 32
     d = nope + rope

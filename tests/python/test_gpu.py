@@ -68,6 +68,26 @@ def test_torch_gemm_amax_eager(rng, fmt, c_dtype):
 
 
 @needs_cuda
+@pytest.mark.parametrize("fa,fb,m", [("bf16", "e2m1", 16), ("bf16", "e2m1", 300), ("e4m3", "e2m1", 16),
+                                     ("bf16", "e4m3", 77)])
+def test_torch_gemm_amax_mixed_formats(rng, fa, fb, m):
+    """bf16 activations (sfa None) or MXFP8 x MXFP4 / MXFP8 weights on torch CUDA tensors."""
+    n, k = 1000, 512
+    a, sa, av = mx_operand(rng, m, k, fa)
+    b, sb, bv = mx_operand(rng, n, k, fb)
+    c, amax = mxfuse.gemm_amax(to_torch(a), to_torch(b), None if sa is None else to_torch(sa), to_torch(sb),
+                               c_dtype=torch.bfloat16)
+    ref, delta = oracle(av, bv)
+    check_gemm(to_numpy(c).astype(np.float64), ref, delta, "bfloat16")
+    assert abs(float(amax[0]) - np.abs(ref).max()) <= 1e-6 * np.sqrt(k) * np.abs(ref).max()
+    # torch.ops path (custom op) gives the same bits
+    amax2 = torch.full((1,), float("nan"), device="cuda")
+    c2 = torch.ops.mxfuse.gemm_amax(to_torch(a), to_torch(b), None if sa is None else to_torch(sa), to_torch(sb),
+                                    amax2, "n", torch.bfloat16, 32, None, False, 0, 0, 0, 0)
+    assert same_bits(c2, c) and same_bits(amax2, amax)
+
+
+@needs_cuda
 def test_torch_class_api_reuse(rng):
     m, n, k = 256, 384, 512
     (a, b, sa, sb), _, _ = gemm_inputs(rng, m, n, k, "e4m3")

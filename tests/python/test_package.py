@@ -66,6 +66,24 @@ def test_gemm_amax_numpy(rng, fmt, c_dtype):
     check_gemm(r3.c_tensor, ref3, delta3, c_dtype)
 
 
+@pytest.mark.parametrize("fa,fb", [("bf16", "e2m1"), ("bf16", "e4m3"), ("e4m3", "e2m1"), ("e2m1", "e5m2")])
+def test_gemm_amax_mixed_formats(rng, fa, fb):
+    """A and B in different formats; a bf16 A has no scales (sfa None)."""
+    m, n, k = 37, 50, 192
+    a, sa, av = mx_operand(rng, m, k, fa)
+    b, sb, bv = mx_operand(rng, n, k, fb)
+    r = mxfuse.gemm_amax(a, b, sa, sb, c_dtype="bfloat16")
+    ref, delta = oracle(av, bv)
+    check_gemm(r.c_tensor, ref, delta, "bfloat16")
+    assert abs(r.amax_tensor[0] - np.abs(ref).max()) <= 1e-6 * np.sqrt(k) * np.abs(ref).max()
+    if fa == "bf16":
+        with pytest.raises(mxfuse.InvalidValueError, match="a is bf16, so sfa must be absent"):
+            mxfuse.gemm_amax(a, b, sb[:m], sb)
+    else:
+        with pytest.raises(mxfuse.InvalidValueError, match="so sfa is required"):
+            mxfuse.gemm_amax(a, b, None, sb)
+
+
 def test_gemm_amax_layouts(rng):
     """m-major A, n-major B, padded rows, batch L = 3 through NumPy views."""
     m, n, k, lb = 48, 32, 96, 3  # m- and n-major rows of 16 bytes
@@ -296,6 +314,27 @@ def test_jax_gemm_amax_jit(rng):
     # eager mxfuse.gemm_amax on JAX arrays goes through the same custom call
     eager = mxfuse.gemm_amax(jnp.asarray(a), jnp.asarray(b), jnp.asarray(sa), jnp.asarray(sb), c_dtype=c_dtype)
     assert np.array_equal(np.asarray(eager.c_tensor), want.c_tensor)
+
+
+@needs_jax
+def test_jax_gemm_amax_mixed_formats(rng):
+    for fa, fb in [("bf16", "e2m1"), ("e4m3", "e2m1")]:
+        a, sa, _ = mx_operand(rng, 33, 128, fa)
+        b, sb, _ = mx_operand(rng, 48, 128, fb)
+        want = mxfuse.gemm_amax(a, b, sa, sb, c_dtype=jnp.bfloat16)
+        if sa is None:
+            got = jax.jit(lambda a, b, sb: mj.gemm_amax(a, b, None, sb, c_dtype=jnp.bfloat16))(
+                jnp.asarray(a), jnp.asarray(b), jnp.asarray(sb))
+        else:
+            got = jax.jit(lambda a, b, sa, sb: mj.gemm_amax(a, b, sa, sb, c_dtype=jnp.bfloat16))(
+                jnp.asarray(a), jnp.asarray(b), jnp.asarray(sa), jnp.asarray(sb))
+        assert np.array_equal(np.asarray(got.c_tensor), want.c_tensor)
+        assert np.array_equal(np.asarray(got.amax_tensor), want.amax_tensor)
+    # accumulate with no sfa operand: the aliased amax is the last operand
+    x = mx_operand(rng, 33, 128, "bf16")[0]
+    acc = mj.gemm_amax(jnp.asarray(x), jnp.asarray(b), None, jnp.asarray(sb), amax=jnp.full((1,), 1e30, jnp.float32),
+                       accumulate=True)
+    assert acc.amax_tensor[0] == np.float32(1e30)
 
 
 @needs_jax

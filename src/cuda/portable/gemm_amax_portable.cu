@@ -1,12 +1,14 @@
 /*
  * gemm_amax_portable.cu — block-scaled GEMM + amax for any sm_80+ GPU (SPEC §1).
  *
- * Runs every problem an mxf_gemm_problem can hold: A/B e4m3 / e5m2 / e2m1, e8m0 or ue4m3
- * scales, sf_vec 16 or 32, compact or swizzled SF, k- or m-major A, k- or n-major B,
+ * Runs every problem an mxf_gemm_problem can hold: A bf16 / e4m3 / e5m2 / e2m1 and B
+ * e4m3 / e5m2 / e2m1 in any pair (one kernel instance per pair), e8m0 or ue4m3 scales
+ * (each operand its own), sf_vec 16 or 32, compact or swizzled SF, k- or m-major A, k- or n-major B,
  * n- or m-major C of any dtype, any leading dims and batch strides, alpha, amax modes.
  *
  * Method: each 128x32 slab of A and of B is dequantized EXACTLY to bf16 in shared memory
- * (code * scale has at most 4 + 4 significant bits, so bf16's 8 bits hold it) and fed to
+ * (code * scale has at most 4 + 4 significant bits, so bf16's 8 bits hold it; a bf16 A
+ * is copied as it is) and fed to
  * the tensor cores with mma.sync m16n8k16 bf16 -> f32. alpha is applied once after the
  * K loop, amax is taken on alpha*acc before the conversion to C's dtype.
  *
@@ -25,8 +27,9 @@
  * on slab k, then dequantized into the other stage; one __syncthreads per slab.
  *
  * Global loads, per thread and slab: one 16-value chunk of A and one of B.
- *   K-major operand:  row = tid/2, 16 consecutive k  (16 B for fp8, 8 B for fp4), 1 scale
- *   MN-major operand: k = tid/8,  16 consecutive rows (16 B), 16 scales
+ *   K-major operand:  row = tid/2, 16 consecutive k  (16 B for fp8, 8 B for fp4, 32 B for
+ *                     bf16), 1 scale (none for bf16)
+ *   MN-major operand: k = tid/8,  16 consecutive rows (16 B; 32 B for bf16), 16 scales
  * as one vector load when the operand is aligned and the chunk lies inside the matrix;
  * otherwise (tails, odd strides/offsets) element by element with bounds checks: values
  * outside M/N/K contribute 0 and their scale bytes (SF padding) are never read. Except on
@@ -52,17 +55,20 @@ constexpr int THREADS = 256;
 constexpr int LDS = BK + 8; /* bf16 per shared row */
 constexpr int GROUP_M = 8;  /* tile raster: groups of 8 M-tiles sweep N together (L2 reuse) */
 
-enum { FMT_E4M3 = 0, FMT_E5M2 = 1, FMT_E2M1 = 2 };
+/* FMT_ANY: the instance for mixed pairs and bf16 A, which picks each operand's format at
+ * run time (operand::fmt); the one-format pairs have their own instances. */
+enum { FMT_E4M3 = 0, FMT_E5M2 = 1, FMT_E2M1 = 2, FMT_BF16 = 3 /* A only: no scales */, FMT_ANY = 4 };
 
 struct operand {
-  const uint8_t *p;  /* codes */
-  const uint8_t *sf; /* scale bytes */
+  const uint8_t *p;  /* codes (bf16: values) */
+  const uint8_t *sf; /* scale bytes (null for bf16) */
   int64_t s_mn, s_k, s_l; /* strides in values */
   int64_t mn;             /* rows (M for A, N for B) */
   int kmajor;             /* s_k == 1 */
   int vec_ok;             /* base and strides allow the vector chunk load */
   int sf_swz;             /* swizzled SF layout */
   int sf_e4m3;            /* ue4m3 scales (else e8m0) */
+  int fmt;                /* FMT_*: read by the FMT_ANY instance */
 };
 
 struct params {
@@ -81,6 +87,7 @@ struct params {
 /* ---------------------------------------------------------------- decoding */
 /* Exact decode of one code, any value (NaN/inf included). */
 template <int FMT> __device__ __forceinline__ float decode_exact(uint32_t code) {
+  if (FMT == FMT_BF16) return mxf_bf16_to_f32((uint16_t)code);
   if (FMT == FMT_E4M3) return mxf_e4m3_to_f32((uint8_t)code);
   if (FMT == FMT_E5M2) return mxf_e5m2_to_f32((uint8_t)code);
   return mxf_e2m1_to_f32((uint8_t)code);
@@ -130,8 +137,8 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 /* ---------------------------------------------------------------- chunk staging */
 /* What one thread carries from the global loads of slab k+1 to its dequantization. */
 struct stage_regs {
-  uint4 raw;  /* 16 codes (fp8) or 16 nibbles in raw.x/raw.y (fp4) */
-  uint4 sc;   /* k-major: sc.x = scale byte; mn-major: 16 scale bytes */
+  uint4 raw;  /* 16 codes (fp8) or 16 nibbles in raw.x/raw.y (fp4); bf16: values 0-7 */
+  uint4 sc;   /* k-major: sc.x = scale byte; mn-major: 16 scale bytes; bf16: values 8-15 */
   int mode;   /* 0 = k-major vector, 1 = mn-major vector, 2 = element by element */
 };
 
@@ -149,6 +156,13 @@ __device__ __forceinline__ void stage_load(stage_regs &s, const operand &o, cons
     s.mode = 2;
     if (o.vec_ok && r < o.mn && k + 16 <= p.k) {
       const int64_t v = l * o.s_l + r * o.s_mn + k; /* value index */
+      if (FMT == FMT_BF16) {
+        const uint4 *q = reinterpret_cast<const uint4 *>(reinterpret_cast<const uint16_t *>(o.p) + v);
+        s.raw = __ldg(q);
+        s.sc = __ldg(q + 1);
+        s.mode = 0;
+        return;
+      }
       if (FMT == FMT_E2M1) {
         uint2 w = __ldg(reinterpret_cast<const uint2 *>(o.p + (v >> 1)));
         s.raw = make_uint4(w.x, w.y, 0u, 0u);
@@ -162,6 +176,14 @@ __device__ __forceinline__ void stage_load(stage_regs &s, const operand &o, cons
     const int64_t r = mn0 + (tid & 7) * 16, k = kt0 + (tid >> 3);
     s.mode = 2;
     if (o.vec_ok && r + 16 <= o.mn && k < p.k) {
+      if (FMT == FMT_BF16) {
+        const uint4 *q = reinterpret_cast<const uint4 *>(reinterpret_cast<const uint16_t *>(o.p) + l * o.s_l +
+                                                         k * o.s_k + r);
+        s.raw = __ldg(q);
+        s.sc = __ldg(q + 1);
+        s.mode = 1;
+        return;
+      }
       s.raw = __ldg(reinterpret_cast<const uint4 *>(o.p + l * o.s_l + k * o.s_k + r));
       const int64_t kb = (k >> p.sf_shift);
       uint32_t w[4];
@@ -180,6 +202,10 @@ __device__ __forceinline__ void stage_load(stage_regs &s, const operand &o, cons
 }
 
 template <int FMT> __device__ __forceinline__ uint32_t code_at(const uint4 &raw, int i) {
+  if (FMT == FMT_BF16) { /* values 0-7 of a chunk: (raw.x .. raw.w), two per word */
+    const uint32_t w2 = (i & 7) < 4 ? ((i & 7) < 2 ? raw.x : raw.y) : ((i & 7) < 6 ? raw.z : raw.w);
+    return (w2 >> ((i & 1) * 16)) & 0xFFFFu;
+  }
   const uint32_t w = i < 8 ? (i < 4 ? raw.x : raw.y) : (i < 12 ? raw.z : raw.w);
   if (FMT == FMT_E2M1) {
     const uint32_t w4 = i < 8 ? raw.x : raw.y;
@@ -210,8 +236,41 @@ template <int FMT> __device__ __forceinline__ uint32_t code_at(const uint4 &raw,
 
 /* A mode-0 chunk (16 k-major codes under one scale) decoded to f32: NaN/inf codes exactly,
  * else by bit placement and one multiply (two where 2^SHIFT * scale leaves f32's range). */
+/* Value i of a staged bf16 chunk (either vector mode). */
+__device__ __forceinline__ float bf16_chunk_value(const stage_regs &s, int i) {
+  return mxf_bf16_to_f32((uint16_t)code_at<FMT_BF16>(i < 8 ? s.raw : s.sc, i));
+}
+
+/* Value (r, k) of an operand, 0 outside the matrix: the element-by-element path. */
+template <int FMT>
+__device__ __forceinline__ float element_value(const operand &o, const params &p, int64_t r, int64_t k, int64_t l) {
+  if (r >= o.mn || k >= p.k) return 0.0f;
+  const int64_t idx = l * o.s_l + r * o.s_mn + k * o.s_k;
+  if constexpr (FMT == FMT_BF16) {
+    return mxf_bf16_to_f32(reinterpret_cast<const uint16_t *>(o.p)[idx]);
+  } else {
+    const uint32_t code = FMT == FMT_E2M1 ? mxf_e2m1_get(o.p, idx) : o.p[idx];
+    return decode_exact<FMT>(code) * decode_scale(o.sf[sf_off(o, p, r, (k >> p.sf_shift), l)], o.sf_e4m3);
+  }
+}
+
+/* A mode-1 chunk (16 mn-major values of one k, each row its own scale) decoded to f32. */
+template <int FMT> __device__ __forceinline__ float mode1_value(const stage_regs &s, const operand &o, int i) {
+  if constexpr (FMT == FMT_BF16) {
+    return bf16_chunk_value(s, i);
+  } else {
+    const uint32_t sb = code_at<FMT_E4M3>(s.sc, i);
+    return decode_exact<FMT>(code_at<FMT>(s.raw, i)) * decode_scale(sb, o.sf_e4m3);
+  }
+}
+
 template <int FMT> __device__ __forceinline__ void mode0_values(const stage_regs &s, const operand &o, float (&v)[16]) {
-  typedef fast_fmt<FMT> F;
+  if constexpr (FMT == FMT_BF16) {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = bf16_chunk_value(s, i);
+    return;
+  }
+  typedef fast_fmt<FMT == FMT_BF16 ? FMT_E4M3 : FMT> F;
   const float sf = decode_scale(s.sc.x, o.sf_e4m3);
   bool special = F::special4(s.raw.x) || F::special4(s.raw.y);
   if (FMT != FMT_E2M1) special = special || F::special4(s.raw.z) || F::special4(s.raw.w);
@@ -249,8 +308,7 @@ __device__ __noinline__ void stage_store_slow(const stage_regs &s, uint16_t (*t)
     const int rr = (tid & 7) * 16, kk = tid >> 3;
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-      const uint32_t sb = code_at<FMT_E4M3>(s.sc, i);
-      const float x = decode_exact<FMT>(code_at<FMT>(s.raw, i)) * decode_scale(sb, o.sf_e4m3);
+      const float x = mode1_value<FMT>(s, o, i);
       t[rr + i][kk] = (uint16_t)(pack_bf16(x, 0.0f) & 0xFFFFu);
     }
   } else {
@@ -264,13 +322,7 @@ __device__ __noinline__ void stage_store_slow(const stage_regs &s, uint16_t (*t)
         tr = (tid & 7) * 16 + i;
         tk = tid >> 3;
       }
-      const int64_t r = mn0 + tr, k = kt0 + tk;
-      float x = 0.0f;
-      if (r < o.mn && k < p.k) {
-        const int64_t idx = l * o.s_l + r * o.s_mn + k * o.s_k;
-        const uint32_t code = FMT == FMT_E2M1 ? mxf_e2m1_get(o.p, idx) : o.p[idx];
-        x = decode_exact<FMT>(code) * decode_scale(o.sf[sf_off(o, p, r, (k >> p.sf_shift), l)], o.sf_e4m3);
-      }
+      const float x = element_value<FMT>(o, p, mn0 + tr, kt0 + tk, l);
       t[tr][tk] = (uint16_t)(pack_bf16(x, 0.0f) & 0xFFFFu);
     }
   }
@@ -287,10 +339,7 @@ __device__ __forceinline__ void stage_store(const stage_regs &s, uint16_t (*t)[L
     mode0_values<FMT>(s, o, v);
   } else if (s.mode == 1) {
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      const uint32_t sb = code_at<FMT_E4M3>(s.sc, i);
-      v[i] = decode_exact<FMT>(code_at<FMT>(s.raw, i)) * decode_scale(sb, o.sf_e4m3);
-    }
+    for (int i = 0; i < 16; ++i) v[i] = mode1_value<FMT>(s, o, i);
   } else {
     /* element by element: tails and layouts the vector path does not cover */
 #pragma unroll
@@ -303,13 +352,7 @@ __device__ __forceinline__ void stage_store(const stage_regs &s, uint16_t (*t)[L
         r = mn0 + (tid & 7) * 16 + i;
         k = kt0 + (tid >> 3);
       }
-      float x = 0.0f;
-      if (r < o.mn && k < p.k) {
-        const int64_t idx = l * o.s_l + r * o.s_mn + k * o.s_k;
-        const uint32_t code = FMT == FMT_E2M1 ? mxf_e2m1_get(o.p, idx) : o.p[idx];
-        x = decode_exact<FMT>(code) * decode_scale(o.sf[sf_off(o, p, r, (k >> p.sf_shift), l)], o.sf_e4m3);
-      }
-      v[i] = x;
+      v[i] = element_value<FMT>(o, p, r, k, l);
     }
   }
   if (o.kmajor) {
@@ -398,8 +441,46 @@ __device__ __forceinline__ void store_pair(const params &p, int64_t idx, float x
  * fp4 on sm_80 at one CTA, MXF_FP4_MIN_CTAS) given stage_store's per-target choice above;
  * __grid_constant__ keeps the parameters in the constant bank when &p goes to the
  * out-of-line function (no local copy). */
+/* The chunk of one operand, in its format: the instance's, or the operand's own. */
 template <int FMT>
-__global__ void __launch_bounds__(THREADS, FMT == FMT_E2M1 ? MXF_FP4_MIN_CTAS : 2) gemm_amax_portable_kernel(const __grid_constant__ params p) {
+__device__ __forceinline__ void load_chunk(stage_regs &s, const operand &o, const params &p, int64_t mn0, int64_t kt0,
+                                           int64_t l, int tid) {
+  if constexpr (FMT == FMT_ANY) {
+    switch (o.fmt) {
+    case FMT_E4M3: stage_load<FMT_E4M3>(s, o, p, mn0, kt0, l, tid); break;
+    case FMT_E5M2: stage_load<FMT_E5M2>(s, o, p, mn0, kt0, l, tid); break;
+    case FMT_E2M1: stage_load<FMT_E2M1>(s, o, p, mn0, kt0, l, tid); break;
+    default: stage_load<FMT_BF16>(s, o, p, mn0, kt0, l, tid); break;
+    }
+  } else {
+    stage_load<FMT>(s, o, p, mn0, kt0, l, tid);
+  }
+}
+/* FMT_ANY's dequantization, out of line: four inlined formats per operand made the
+ * instance spill and compile slowly; the call costs little beside the decode itself. */
+template <int FMT>
+__device__ __noinline__ void stage_store_call(const stage_regs &s, uint16_t (*t)[LDS], const operand &o,
+                                              const params &p, int64_t mn0, int64_t kt0, int64_t l, int tid) {
+  stage_store<FMT>(s, t, o, p, mn0, kt0, l, tid);
+}
+template <int FMT>
+__device__ __forceinline__ void store_chunk(const stage_regs &s, uint16_t (*t)[LDS], const operand &o, const params &p,
+                                            int64_t mn0, int64_t kt0, int64_t l, int tid) {
+  if constexpr (FMT == FMT_ANY) {
+    switch (o.fmt) {
+    case FMT_E4M3: stage_store_call<FMT_E4M3>(s, t, o, p, mn0, kt0, l, tid); break;
+    case FMT_E5M2: stage_store_call<FMT_E5M2>(s, t, o, p, mn0, kt0, l, tid); break;
+    case FMT_E2M1: stage_store_call<FMT_E2M1>(s, t, o, p, mn0, kt0, l, tid); break;
+    default: stage_store_call<FMT_BF16>(s, t, o, p, mn0, kt0, l, tid); break;
+    }
+  } else {
+    stage_store<FMT>(s, t, o, p, mn0, kt0, l, tid);
+  }
+}
+
+template <int FMT>
+__global__ void __launch_bounds__(THREADS, FMT == FMT_E2M1 || FMT == FMT_ANY ? MXF_FP4_MIN_CTAS : 2)
+    gemm_amax_portable_kernel(const __grid_constant__ params p) {
   __shared__ __align__(16) uint16_t sa[2][BM][LDS];
   __shared__ __align__(16) uint16_t sb[2][BN][LDS];
   __shared__ uint32_t red[32];
@@ -431,10 +512,10 @@ __global__ void __launch_bounds__(THREADS, FMT == FMT_E2M1 ? MXF_FP4_MIN_CTAS : 
 
     stage_regs ra, rb;
     if (nk > 0) {
-      stage_load<FMT>(ra, p.a, p, m0, 0, l, tid);
-      stage_load<FMT>(rb, p.b, p, n0, 0, l, tid);
-      stage_store<FMT>(ra, sa[0], p.a, p, m0, 0, l, tid);
-      stage_store<FMT>(rb, sb[0], p.b, p, n0, 0, l, tid);
+      load_chunk<FMT>(ra, p.a, p, m0, 0, l, tid);
+      load_chunk<FMT>(rb, p.b, p, n0, 0, l, tid);
+      store_chunk<FMT>(ra, sa[0], p.a, p, m0, 0, l, tid);
+      store_chunk<FMT>(rb, sb[0], p.b, p, n0, 0, l, tid);
     }
     __syncthreads();
 
@@ -443,8 +524,8 @@ __global__ void __launch_bounds__(THREADS, FMT == FMT_E2M1 ? MXF_FP4_MIN_CTAS : 
       const bool more = kt + 1 < nk;
       const int64_t kn = (int64_t)(kt + 1) * BK;
       if (more) {
-        stage_load<FMT>(ra, p.a, p, m0, kn, l, tid);
-        stage_load<FMT>(rb, p.b, p, n0, kn, l, tid);
+        load_chunk<FMT>(ra, p.a, p, m0, kn, l, tid);
+        load_chunk<FMT>(rb, p.b, p, n0, kn, l, tid);
         asm volatile("" ::: "memory"); /* issue those loads before the tensor-core work */
       }
 #pragma unroll
@@ -469,8 +550,8 @@ __global__ void __launch_bounds__(THREADS, FMT == FMT_E2M1 ? MXF_FP4_MIN_CTAS : 
         }
       }
       if (more) {
-        stage_store<FMT>(ra, sa[cur ^ 1], p.a, p, m0, kn, l, tid);
-        stage_store<FMT>(rb, sb[cur ^ 1], p.b, p, n0, kn, l, tid);
+        store_chunk<FMT>(ra, sa[cur ^ 1], p.a, p, m0, kn, l, tid);
+        store_chunk<FMT>(rb, sb[cur ^ 1], p.b, p, n0, kn, l, tid);
       }
       __syncthreads();
     }
@@ -529,6 +610,16 @@ int vec_ok(const void *ptr, int64_t s_mn, int64_t s_k, int64_t s_l, int kmajor, 
   return 1;
 }
 
+int fmt_of(mxf_dtype d) {
+  switch (d) {
+  case MXF_E4M3: return FMT_E4M3;
+  case MXF_E5M2: return FMT_E5M2;
+  case MXF_E2M1: return FMT_E2M1;
+  case MXF_BF16: return FMT_BF16;
+  default: return -1;
+  }
+}
+
 } /* namespace */
 
 /* Launches the portable kernel on `stream` (amax prepared here too). */
@@ -542,9 +633,9 @@ extern "C" mxf_status mxf_portable_gemm_amax_launch(const mxf_gemm_problem *pr, 
   p.a.s_l = pr->a_ls;
   p.a.mn = pr->m;
   p.a.kmajor = pr->a_ks == 1;
-  p.a.vec_ok = vec_ok(args->a, pr->a_ms, pr->a_ks, pr->a_ls, p.a.kmajor, pr->ab);
+  p.a.vec_ok = vec_ok(args->a, pr->a_ms, pr->a_ks, pr->a_ls, p.a.kmajor, pr->a_fmt);
   p.a.sf_swz = pr->sfa_layout == MXF_SF_SWIZZLED;
-  p.a.sf_e4m3 = pr->sf == MXF_E4M3;
+  p.a.sf_e4m3 = pr->sfa_fmt == MXF_E4M3;
   p.b.p = static_cast<const uint8_t *>(args->b);
   p.b.sf = static_cast<const uint8_t *>(args->sfb);
   p.b.s_mn = pr->b_ns;
@@ -552,9 +643,9 @@ extern "C" mxf_status mxf_portable_gemm_amax_launch(const mxf_gemm_problem *pr, 
   p.b.s_l = pr->b_ls;
   p.b.mn = pr->n;
   p.b.kmajor = pr->b_ks == 1;
-  p.b.vec_ok = vec_ok(args->b, pr->b_ns, pr->b_ks, pr->b_ls, p.b.kmajor, pr->ab);
+  p.b.vec_ok = vec_ok(args->b, pr->b_ns, pr->b_ks, pr->b_ls, p.b.kmajor, pr->b_fmt);
   p.b.sf_swz = pr->sfb_layout == MXF_SF_SWIZZLED;
-  p.b.sf_e4m3 = pr->sf == MXF_E4M3;
+  p.b.sf_e4m3 = pr->sfb_fmt == MXF_E4M3;
   p.c = static_cast<uint8_t *>(args->c);
   p.amax = args->amax;
   p.m = pr->m;
@@ -585,12 +676,17 @@ extern "C" mxf_status mxf_portable_gemm_amax_launch(const mxf_gemm_problem *pr, 
   if (tiles_m == 0 || tiles_n == 0 || pr->l == 0) return MXF_OK;
 
   dim3 grid((unsigned)(tiles_m * tiles_n), (unsigned)(pr->l < 65535 ? pr->l : 65535));
-  switch (pr->ab) {
-  case MXF_E4M3: gemm_amax_portable_kernel<FMT_E4M3><<<grid, THREADS, 0, stream>>>(p); break;
-  case MXF_E5M2: gemm_amax_portable_kernel<FMT_E5M2><<<grid, THREADS, 0, stream>>>(p); break;
-  case MXF_E2M1: gemm_amax_portable_kernel<FMT_E2M1><<<grid, THREADS, 0, stream>>>(p); break;
-  default:
-    return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: gemm_amax: unexpected A/B dtype %d", (int)pr->ab);
+  const int fa = fmt_of(pr->a_fmt), fb = fmt_of(pr->b_fmt);
+  if (fa < 0 || fb < 0 || fb == FMT_BF16)
+    return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: gemm_amax: unexpected A/B formats %d, %d", (int)pr->a_fmt,
+                         (int)pr->b_fmt);
+  p.a.fmt = fa;
+  p.b.fmt = fb;
+  switch (fa == fb ? fa : FMT_ANY) {
+  case FMT_E4M3: gemm_amax_portable_kernel<FMT_E4M3><<<grid, THREADS, 0, stream>>>(p); break;
+  case FMT_E5M2: gemm_amax_portable_kernel<FMT_E5M2><<<grid, THREADS, 0, stream>>>(p); break;
+  case FMT_E2M1: gemm_amax_portable_kernel<FMT_E2M1><<<grid, THREADS, 0, stream>>>(p); break;
+  default: gemm_amax_portable_kernel<FMT_ANY><<<grid, THREADS, 0, stream>>>(p); break;
   }
   MXF_CUDA_CHECK_LAUNCH("gemm_amax: portable kernel launch failed");
   return MXF_OK;

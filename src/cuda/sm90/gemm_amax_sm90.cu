@@ -1629,7 +1629,7 @@ static constexpr int64_t BP_TILES_M = 6;
  * scales built per stage) they ran up to 11 % slower (docs/decisions.md, gemm_amax: scale
  * preparation, raw scale bytes). */
 static bool sf_raw_layout(const mxf_gemm_problem *p, int nb) {
-  return nb == BN_NARROW && p->sf == MXF_E8M0 && p->sfa_layout == MXF_SF_SWIZZLED &&
+  return nb == BN_NARROW && p->sfa_fmt == MXF_E8M0 && p->sfa_layout == MXF_SF_SWIZZLED &&
          env_switch("MXF_GEMM_SFRAW") != 0;
 }
 
@@ -1645,13 +1645,16 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, i
   g->tc = tc;
   g->nb = tc && p->n <= BN_NARROW ? BN_NARROW : BN;
   if (p->a_ks != 1 || p->b_ks != 1 || p->c_ns != 1) return false;
-  if (p->ab == MXF_E4M3 || p->ab == MXF_E5M2) {
-    if (p->sf != MXF_E8M0 || p->sf_vec != 32) return false;
-    g->fmt = p->ab == MXF_E4M3 ? FMT_E4M3 : FMT_E5M2;
+  /* one format for A and B, one for their scales (mixed pairs and bf16 A run elsewhere) */
+  if (p->a_fmt != p->b_fmt || p->sfa_fmt != p->sfb_fmt) return false;
+  const mxf_dtype ab = p->b_fmt, sf = p->sfb_fmt;
+  if (ab == MXF_E4M3 || ab == MXF_E5M2) {
+    if (sf != MXF_E8M0 || p->sf_vec != 32) return false;
+    g->fmt = ab == MXF_E4M3 ? FMT_E4M3 : FMT_E5M2;
     g->rb = 64;
     g->kbytes = p->k;
-  } else if (p->ab == MXF_E2M1) {
-    if (!((p->sf == MXF_E8M0 && (p->sf_vec == 32 || p->sf_vec == 16)) || (p->sf == MXF_E4M3 && p->sf_vec == 16)))
+  } else if (ab == MXF_E2M1) {
+    if (!((sf == MXF_E8M0 && (p->sf_vec == 32 || p->sf_vec == 16)) || (sf == MXF_E4M3 && p->sf_vec == 16)))
       return false;
     if (p->k % 2 || p->a_ms % 2 || p->b_ns % 2 || p->a_ls % 2 || p->b_ls % 2) return false;
     g->fmt = FMT_E2M1;
@@ -1745,6 +1748,8 @@ static mxf_gemm_problem swapped_problem(const mxf_gemm_problem *p) {
   s.a_ms = p->b_ns, s.a_ks = p->b_ks, s.a_ls = p->b_ls;
   s.b_ns = p->a_ms, s.b_ks = p->a_ks, s.b_ls = p->a_ls;
   s.sfa_layout = p->sfb_layout, s.sfb_layout = p->sfa_layout;
+  s.a_fmt = p->b_fmt, s.b_fmt = p->a_fmt;
+  s.sfa_fmt = p->sfb_fmt, s.sfb_fmt = p->sfa_fmt;
   return s;
 }
 
@@ -1897,7 +1902,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   pa.tiles_n = (int)g.tiles_n;
   pa.nkb = g.nkb;
   pa.sf_vec = p->sf_vec;
-  pa.ue4m3 = p->sf == MXF_E4M3;
+  pa.ue4m3 = p->sfa_fmt == MXF_E4M3; /* = sfb_fmt (make_geometry) */
   pa.la = p->sfa_layout;
   pa.lb = p->sfb_layout;
   pa.amax = args->amax;
@@ -1927,7 +1932,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
     ba.units = (ba.rows + 3) / 4 * ba.ngr;
     ba.nkb = g.nkb;
     ba.rb = g.rb;
-    ba.ue4m3 = p->sf == MXF_E4M3;
+    ba.ue4m3 = p->sfb_fmt == MXF_E4M3;
     ba.lb = p->sfb_layout;
     const int64_t bmax = sms * 8;
     const int64_t bneed = (ba.units * 32 + 255) / 256;
