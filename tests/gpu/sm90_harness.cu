@@ -194,10 +194,10 @@ static double ref_elem(const host_problem &h, int64_t l, int64_t m, int64_t n, d
   double sum = 0, asum = 0;
   for (int64_t k = 0; k < p.k; ++k) {
     const int64_t kb = k / p.sf_vec;
-    double a = decode_code(p.ab, get_code(h, h.a, l * p.a_ls + m * p.a_ms + k)) *
-               decode_scale(p.sf, h.sfa[mxf_gemm_sf_offset(p.sfa_layout, p.m, p.kb, m, kb, l)]);
-    double b = decode_code(p.ab, get_code(h, h.b, l * p.b_ls + n * p.b_ns + k)) *
-               decode_scale(p.sf, h.sfb[mxf_gemm_sf_offset(p.sfb_layout, p.n, p.kb, n, kb, l)]);
+    double a = decode_code(p.a_fmt, get_code(h, h.a, l * p.a_ls + m * p.a_ms + k)) *
+               decode_scale(p.sfa_fmt, h.sfa[mxf_gemm_sf_offset(p.sfa_layout, p.m, p.kb, m, kb, l)]);
+    double b = decode_code(p.b_fmt, get_code(h, h.b, l * p.b_ls + n * p.b_ns + k)) *
+               decode_scale(p.sfb_fmt, h.sfb[mxf_gemm_sf_offset(p.sfb_layout, p.n, p.kb, n, kb, l)]);
     sum += a * b;
     asum += fabs(a * b);
   }
@@ -366,7 +366,7 @@ static void bench_shape(int64_t M, int64_t N, int64_t K, mxf_dtype ab, mxf_dtype
   memset(&p, 0, sizeof p);
   const int fp4 = ab == MXF_E2M1;
   const int64_t kbytes = fp4 ? K / 2 : K;
-  p.m = M; p.n = N; p.k = K; p.l = 1; p.ab = ab; p.sf = MXF_E8M0; p.c = cdt; p.sf_vec = 32;
+  p.m = M; p.n = N; p.k = K; p.l = 1; p.a_fmt = p.b_fmt = ab; p.sfa_fmt = p.sfb_fmt = MXF_E8M0; p.c = cdt; p.sf_vec = 32;
   p.kb = (K + 31) / 32; p.sfa_layout = p.sfb_layout = MXF_SF_SWIZZLED;
   p.a_ks = p.b_ks = 1; p.a_ms = p.b_ns = K; p.a_ls = M * K; p.b_ls = N * K;
   p.c_ns = 1; p.c_ms = N; p.c_ls = M * N;
