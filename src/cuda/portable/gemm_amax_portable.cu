@@ -46,6 +46,7 @@
 
 #include "core/internal.h"
 #include "cuda/amax.cuh"
+#include "cuda/c_store.cuh"
 #include "cuda/cuda_util.h"
 
 namespace {
@@ -392,47 +393,6 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-/* ---------------------------------------------------------------- C stores */
-__device__ __forceinline__ void store_one(const params &p, int64_t idx, float x) {
-  switch (p.c_dtype) {
-  case MXF_F32: reinterpret_cast<float *>(p.c)[idx] = x; break;
-  case MXF_F16: reinterpret_cast<uint16_t *>(p.c)[idx] = mxf_f32_to_f16(x); break;
-  case MXF_BF16: reinterpret_cast<uint16_t *>(p.c)[idx] = mxf_f32_to_bf16(x); break;
-  case MXF_E4M3: p.c[idx] = mxf_f32_to_e4m3(x); break;
-  case MXF_E5M2: p.c[idx] = mxf_f32_to_e5m2(x); break;
-  default: { /* e2m1: other threads may own the other nibble of this byte */
-    const uint32_t code = mxf_f32_to_e2m1(x);
-    uintptr_t addr = reinterpret_cast<uintptr_t>(p.c) + (uintptr_t)(idx >> 1);
-    unsigned int *word = reinterpret_cast<unsigned int *>(addr & ~(uintptr_t)3);
-    const int sh = (int)(addr & 3u) * 8 + (int)(idx & 1) * 4;
-    atomicAnd(word, ~(0xFu << sh));
-    atomicOr(word, code << sh);
-  }
-  }
-}
-
-/* (n, n+1) of one row, both inside C; idx even, paired stores allowed. */
-__device__ __forceinline__ void store_pair(const params &p, int64_t idx, float x0, float x1) {
-  switch (p.c_dtype) {
-  case MXF_F32: *reinterpret_cast<float2 *>(reinterpret_cast<float *>(p.c) + idx) = make_float2(x0, x1); break;
-  case MXF_F16:
-    *reinterpret_cast<uint32_t *>(reinterpret_cast<uint16_t *>(p.c) + idx) =
-        (uint32_t)mxf_f32_to_f16(x0) | ((uint32_t)mxf_f32_to_f16(x1) << 16);
-    break;
-  case MXF_BF16:
-    *reinterpret_cast<uint32_t *>(reinterpret_cast<uint16_t *>(p.c) + idx) =
-        (uint32_t)mxf_f32_to_bf16(x0) | ((uint32_t)mxf_f32_to_bf16(x1) << 16);
-    break;
-  case MXF_E4M3:
-    *reinterpret_cast<uint16_t *>(p.c + idx) = (uint16_t)(mxf_f32_to_e4m3(x0) | (mxf_f32_to_e4m3(x1) << 8));
-    break;
-  case MXF_E5M2:
-    *reinterpret_cast<uint16_t *>(p.c + idx) = (uint16_t)(mxf_f32_to_e5m2(x0) | (mxf_f32_to_e5m2(x1) << 8));
-    break;
-  default: p.c[idx >> 1] = mxf_e2m1_pack(mxf_f32_to_e2m1(x0), mxf_f32_to_e2m1(x1)); break;
-  }
-}
-
 /* ---------------------------------------------------------------- the kernel */
 /* Two CTAs per SM (registers capped at 128) measured 1.6x faster on an H200 than one CTA
  * with 180 registers: the second CTA hides the global-load latency that the single
@@ -575,10 +535,10 @@ __global__ void __launch_bounds__(THREADS, FMT == FMT_E2M1 || FMT == FMT_ANY ? M
           if (two) amax_bits = mxf_amax_fold(amax_bits, x1);
           const int64_t idx = cbase + m * p.c_ms + n * p.c_ns;
           if (two && p.c_pair_ok) {
-            store_pair(p, idx, x0, x1);
+            mxf_c_store_pair(p.c, p.c_dtype, idx, x0, x1);
           } else {
-            store_one(p, idx, x0);
-            if (two) store_one(p, idx + p.c_ns, x1);
+            mxf_c_store_one(p.c, p.c_dtype, idx, x0);
+            if (two) mxf_c_store_one(p.c, p.c_dtype, idx + p.c_ns, x1);
           }
         }
       }
