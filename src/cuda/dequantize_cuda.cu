@@ -8,9 +8,8 @@
 
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_util.h"
+#include "cuda/portable/portable_ops.h"
 
-extern "C" mxf_status mxf_portable_dequantize_launch(const mxf_quant_problem *p, const mxf_dequantize_args *args,
-                                                     cudaStream_t stream, int num_sms);
 
 extern "C" mxf_status mxf_cuda_dequantize_plan(mxf_plan *plan) {
   mxf_cuda_device_info_t info;

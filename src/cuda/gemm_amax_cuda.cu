@@ -18,17 +18,11 @@
 
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_util.h"
+#include "cuda/portable/portable_ops.h"
 #if defined(MXF_HAVE_SM90)
 #include "cuda/sm90/sm90_ops.h"
 #endif
 
-/* portable/gemm_amax_portable.cu: prepares amax and launches the portable kernel. */
-extern "C" mxf_status mxf_portable_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_gemm_amax_args *args,
-                                                    cudaStream_t stream);
-/* portable/gemm_amax_gemv.cu: the weight-streaming kernel for few rows of A. */
-extern "C" int mxf_gemv_gemm_amax_plan(const mxf_gemm_problem *p, int sms, size_t *ws);
-extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_gemm_amax_args *args, void *ws,
-                                                cudaStream_t stream, int sms);
 
 static const char k_sm90[] = "cuda/sm90";
 static const char k_portable[] = "cuda/portable";

@@ -20,14 +20,11 @@
 
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_util.h"
+#include "cuda/portable/portable_ops.h"
 #if defined(MXF_HAVE_SM90)
 #include "cuda/sm90/sm90_ops.h"
 #endif
 
-/* portable/proj_rope_portable.cu */
-extern "C" size_t mxf_portable_proj_rope_workspace(const mxf_proj_problem *p, int max_smem);
-extern "C" mxf_status mxf_portable_proj_rope_launch(const mxf_proj_problem *p, const mxf_proj_rope_args *args, void *ws,
-                                                    size_t ws_size, int max_smem, cudaStream_t stream);
 
 static const char k_sm90[] = "cuda/sm90";
 static const char k_portable[] = "cuda/portable";

@@ -39,6 +39,7 @@
 #include "cuda/amax.cuh"
 #include "cuda/c_store.cuh"
 #include "cuda/cuda_util.h"
+#include "cuda/portable/portable_ops.h"
 
 namespace {
 

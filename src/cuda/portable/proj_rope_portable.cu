@@ -37,6 +37,7 @@
 
 #include "core/internal.h"
 #include "cuda/cuda_util.h"
+#include "cuda/portable/portable_ops.h"
 #include "cuda/proj_epilogue.cuh"
 
 namespace {

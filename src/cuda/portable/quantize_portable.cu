@@ -34,6 +34,7 @@
 
 #include "core/internal.h"
 #include "cuda/cuda_util.h"
+#include "cuda/portable/portable_ops.h"
 
 namespace {
 

@@ -50,14 +50,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/portable/portable_ops.h"
 #include "cuda/sm90/sm90_dequant.cuh"
 #include "cuda/sm90/sm90_host.h"
 #include "cuda/sm90/sm90_ops.h"
 #include "cuda/sm90/sm90_ptx.cuh"
 
-/* portable/quantize_portable.cu: the MXFP8 inputs' pre-pass */
-extern "C" mxf_status mxf_portable_dequantize_launch(const mxf_quant_problem *p, const mxf_dequantize_args *args,
-                                                     cudaStream_t stream, int num_sms);
 
 namespace mxf_sm90_proj {
 
