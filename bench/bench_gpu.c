@@ -173,6 +173,26 @@ static int launch_cublas_bf16(void *st, int set) {
   return e != CUBLAS_STATUS_SUCCESS;
 }
 
+/* Median ms of cuBLAS BF16 on (m, n, k), k-major operands, bf16 C, rotated inputs. */
+static double time_cublas_bf16(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
+  cublas_state cb;
+  memset(&cb, 0, sizeof cb);
+  cb.m = m, cb.n = n, cb.k = k;
+  const size_t abf = (size_t)(m * k * 2), bbf = (size_t)(n * k * 2), cbf = (size_t)(m * n * 2);
+  const int nsets = rotation_sets((double)(abf + bbf));
+  cublasCreate(&cb.h);
+  cublasSetStream(cb.h, ctx->stream);
+  cb.a = alloc_sets(nsets, abf, FILL_BF16);
+  cb.b = alloc_sets(nsets, bbf, FILL_BF16);
+  CK(cudaMalloc(&cb.c, cbf));
+  const double ms = time_median(ctx, launch_cublas_bf16, &cb, nsets);
+  free_sets(cb.a, nsets);
+  free_sets(cb.b, nsets);
+  cudaFree(cb.c);
+  cublasDestroy(cb.h);
+  return ms;
+}
+
 typedef struct lt_state {
   cublasLtHandle_t h;
   cublasLtMatmulDesc_t op;
@@ -386,29 +406,16 @@ static void bench_gemm_shape(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
   const double flops = 2.0 * (double)m * (double)n * (double)k;
 
   /* cuBLAS BF16 */
-  cublas_state cb;
-  memset(&cb, 0, sizeof cb);
-  cb.m = m, cb.n = n, cb.k = k;
   const size_t abf = (size_t)(m * k * 2), bbf = (size_t)(n * k * 2), cbf = (size_t)(m * n * 2);
-  int nsets = rotation_sets((double)(abf + bbf));
-  cublasCreate(&cb.h);
-  cublasSetStream(cb.h, ctx->stream);
-  cb.a = alloc_sets(nsets, abf, FILL_BF16);
-  cb.b = alloc_sets(nsets, bbf, FILL_BF16);
-  CK(cudaMalloc(&cb.c, cbf));
-  double t_bf16 = time_median(ctx, launch_cublas_bf16, &cb, nsets);
+  const double t_bf16 = time_cublas_bf16(ctx, m, n, k);
   report(ctx, "gemm", shape, "cublas_bf16", "cublasGemmEx", t_bf16, flops, (double)(abf + bbf + cbf), t_bf16, NAN);
-  free_sets(cb.a, nsets);
-  free_sets(cb.b, nsets);
-  cudaFree(cb.c);
-  cublasDestroy(cb.h);
 
   /* cuBLASLt FP8 per-tensor */
   lt_state lt;
   memset(&lt, 0, sizeof lt);
   double t_fp8 = NAN;
   const size_t a8 = (size_t)(m * k), b8 = (size_t)(n * k);
-  nsets = rotation_sets((double)(a8 + b8));
+  const int nsets = rotation_sets((double)(a8 + b8));
   if (lt_setup(&lt, m, n, k) == 0) {
     lt.a = alloc_sets(nsets, a8, FILL_E4M3);
     lt.b = alloc_sets(nsets, b8, FILL_E4M3);
@@ -474,22 +481,9 @@ static void bench_mixed_shape(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
   const double flops = 2.0 * (double)m * (double)n * (double)k;
   const int64_t kb = (k + 31) / 32, kq = (kb + 3) / 4;
   /* cuBLAS BF16 with bf16 weights */
-  cublas_state cb;
-  memset(&cb, 0, sizeof cb);
-  cb.m = m, cb.n = n, cb.k = k;
-  const size_t abf = (size_t)(m * k * 2), bbf = (size_t)(n * k * 2), cbf = (size_t)(m * n * 2);
-  int nsets = rotation_sets((double)(abf + bbf));
-  cublasCreate(&cb.h);
-  cublasSetStream(cb.h, ctx->stream);
-  cb.a = alloc_sets(nsets, abf, FILL_BF16);
-  cb.b = alloc_sets(nsets, bbf, FILL_BF16);
-  CK(cudaMalloc(&cb.c, cbf));
-  const double t_bf16 = time_median(ctx, launch_cublas_bf16, &cb, nsets);
+  const size_t bbf = (size_t)(n * k * 2), cbf = (size_t)(m * n * 2);
+  const double t_bf16 = time_cublas_bf16(ctx, m, n, k);
   report(ctx, "mixed", shape, "cublas_bf16 (bf16 w)", "cublasGemmEx", t_bf16, flops, (double)bbf, t_bf16, NAN);
-  free_sets(cb.a, nsets);
-  free_sets(cb.b, nsets);
-  cudaFree(cb.c);
-  cublasDestroy(cb.h);
   /* the dequantization's bytes, as one copy */
   const size_t wq = (size_t)(n * k / 2), wsf = (size_t)(((n + 127) / 128) * kq * 512);
   const size_t copy_bytes = (size_t)(n * k * 5 / 4);
@@ -518,7 +512,7 @@ static void bench_mixed_shape(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
     }
     const size_t a_bytes = (size_t)(m * k) * (ops[i].fa == MXF_BF16 ? 2 : 1);
     const size_t sfa_bytes = ops[i].fa == MXF_BF16 ? 0 : (size_t)(((m + 127) / 128) * kq * 512);
-    nsets = rotation_sets((double)(a_bytes + wq + wsf + sfa_bytes));
+    const int nsets = rotation_sets((double)(a_bytes + wq + wsf + sfa_bytes));
     s.a = alloc_sets(nsets, a_bytes, ops[i].fa == MXF_BF16 ? FILL_BF16 : FILL_E4M3);
     s.b = alloc_sets(nsets, wq, FILL_E2M1);
     s.sfb = alloc_sets(nsets, wsf, FILL_E8M0);
