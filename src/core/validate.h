@@ -27,6 +27,12 @@ typedef struct mxf_dtype_traits {
   const char *name;
   int bits;       /* storage bits per element as described */
   unsigned kinds; /* MXF_DK_* */
+  /* mxf_convert: value i read as f32 / written from f32 (formats.h), NULL where the dtype
+   * is not read resp. written as numbers; `values` names the dtype whose values these
+   * bytes hold when that is another one (e2m1x2: e2m1 values, two per byte) */
+  float (*load)(const void *p, int64_t i);
+  void (*store)(void *p, int64_t i, float v);
+  mxf_dtype values;
 } mxf_dtype_traits;
 
 /* The traits of a valid dtype, NULL otherwise. */
