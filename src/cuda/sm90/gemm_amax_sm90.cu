@@ -1829,9 +1829,11 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   if (g.wg == 3 && !sfraw && !make_geometry(p, num_sms, &g, g.tc, false))
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: the sm_90a gemm_amax kernel does not run this problem");
   const size_t need = g.total();
+  /* core checked the caller's workspace against the plan's, which covers both geometries
+   * (geometry::ws_alt): a shortfall here is the library's own error */
   if (ws_size < need || (need && !ws))
-    return mxf_set_error(MXF_ERR_INVALID_VALUE, "gemm_amax: workspace of %zu bytes; the sm90 kernel needs %zu", ws_size,
-                         need);
+    return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: gemm_amax: the run needs %zu workspace bytes, the plan "
+                         "sized %zu", need, ws_size);
   encode_tiled_fn enc = get_encode_tiled();
   if (!enc) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: cuTensorMapEncodeTiled is not available from the driver");
 

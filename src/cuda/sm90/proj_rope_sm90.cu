@@ -729,9 +729,11 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
   if (!mxf_sm90_proj_rope_supports(p))
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: the sm_90a proj_rope kernel does not run this problem");
   const size_t need = mxf_sm90_proj_rope_workspace(p);
+  /* core checked the caller's workspace against the plan's, which covers this kernel's:
+   * a shortfall here is the library's own error */
   if (need && (!ws || ws_size < need))
-    return mxf_set_error(MXF_ERR_INVALID_VALUE, "proj_rope: workspace of %zu bytes; the sm90 kernel needs %zu",
-                         ws ? ws_size : (size_t)0, need);
+    return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: proj_rope: the run needs %zu workspace bytes, the plan "
+                         "sized %zu", need, ws ? ws_size : (size_t)0);
   encode_tiled_fn enc = get_encode_tiled();
   if (!enc) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: cuTensorMapEncodeTiled is not available from the driver");
   const int64_t hd = p->h * p->d;
