@@ -58,4 +58,9 @@ static void cpu_free(int32_t device, void *ptr) {
   free(ptr);
 }
 
-const mxf_backend mxf_cpu_backend = {"cpu", cpu_plan, cpu_run, cpu_plan_free, cpu_alloc, cpu_free};
+const mxf_backend mxf_cpu_backend = {.name = "cpu",
+                                    .plan = cpu_plan,
+                                    .run = cpu_run,
+                                    .plan_free = cpu_plan_free,
+                                    .alloc = cpu_alloc,
+                                    .free = cpu_free};

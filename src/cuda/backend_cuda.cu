@@ -147,6 +147,11 @@ static void cuda_free(int32_t device, void *ptr) {
   if (ptr) cudaFree(ptr);
 }
 
-const mxf_backend mxf_cuda_backend = {"cuda", cuda_plan, cuda_run, cuda_plan_free, cuda_alloc, cuda_free};
+const mxf_backend mxf_cuda_backend = {.name = "cuda",
+                                     .plan = cuda_plan,
+                                     .run = cuda_run,
+                                     .plan_free = cuda_plan_free,
+                                     .alloc = cuda_alloc,
+                                     .free = cuda_free};
 
 } /* extern "C" */
