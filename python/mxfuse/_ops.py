@@ -295,8 +295,9 @@ def gemm_c_layout(a_shape, n, c_code, c_major):
 def gemm_amax(a, b, sfa, sfb, *, c_major="n", c_dtype="float32", sf_vec_size=32, alpha=None, amax=None,
               accumulate=False, mma_tiler_mn=None, cluster_shape_mn=None, acc_dtype=None, stream=None, c=None):
     """C = alpha * (A·SFA)(B·SFB)^T in c_dtype and amax = max|C| (SPEC §1). Returns
-    (c_tensor, amax_tensor), also by name. a (M, K[, L]), b (N, K[, L]); sfa/sfb compact
-    (MN, Kb) / (L, MN, Kb) or swizzled; amax: an f32 tensor to write (with accumulate,
+    (c_tensor, amax_tensor), also by name. a (M, K[, L]), b (N, K[, L]), each in its own
+    format (a bf16 a has no scales: sfa=None); sfa/sfb compact (MN, Kb) / (L, MN, Kb) or
+    swizzled; amax: an f32 tensor to write (with accumulate,
     also read), else a new one; c: a tensor to write C into (its dtype and layout are
     then C's), else a new one with rows padded to 16 bytes. JAX arrays run through
     mxfuse.jax.gemm_amax."""
