@@ -408,10 +408,11 @@ mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *d, int need_data, mx
   static const gemm_role rb = {"b", "N", "K", "n-major", "k-major", 0};
   static const gemm_role rc = {"c", "M", "N", "m-major", "n-major", 1};
   gemm_mat A, B, C;
-  TRY(check_gemm_matrix(&v, &ra, &d->a, fa == MXF_E2M1 ? 4 : fa == MXF_BF16 ? 16 : 8, &A));
-  TRY(check_gemm_matrix(&v, &rb, &d->b, fb == MXF_E2M1 ? 4 : 8, &B));
+  /* bits per value of the normalized formats (e2m1 however described: 4) */
+  TRY(check_gemm_matrix(&v, &ra, &d->a, mxf_dtype_bits(fa), &A));
+  TRY(check_gemm_matrix(&v, &rb, &d->b, mxf_dtype_bits(fb), &B));
   mxf_dtype fc = mxf_dtype_is(d->c.dtype, MXF_DK_E2M1_VALUES | MXF_DK_E2M1_BYTES) ? MXF_E2M1 : d->c.dtype;
-  TRY(check_gemm_matrix(&v, &rc, &d->c, fc == MXF_E2M1 ? 4 : mxf_dtype_bits(fc), &C));
+  TRY(check_gemm_matrix(&v, &rc, &d->c, mxf_dtype_bits(fc), &C));
   if (B.cols != A.cols)
     FAIL("gemm_amax: b has shape %s, K=%" PRId64 "; expected K=%" PRId64 " as in a", fmt_shape(&b1, &d->b),
          B.cols, A.cols);
