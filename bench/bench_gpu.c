@@ -173,23 +173,34 @@ static int launch_cublas_bf16(void *st, int set) {
   return e != CUBLAS_STATUS_SUCCESS;
 }
 
-/* Median ms of cuBLAS BF16 on (m, n, k), k-major operands, bf16 C, rotated inputs. */
-static double time_cublas_bf16(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
-  cublas_state cb;
-  memset(&cb, 0, sizeof cb);
-  cb.m = m, cb.n = n, cb.k = k;
+/* cuBLAS BF16 on (m, n, k) on ctx's stream: k-major operands (rotated input sets, their
+ * count returned), bf16 C. */
+static int cublas_open(bench_ctx *ctx, cublas_state *cb, int64_t m, int64_t n, int64_t k) {
+  memset(cb, 0, sizeof *cb);
+  cb->m = m, cb->n = n, cb->k = k;
   const size_t abf = (size_t)(m * k * 2), bbf = (size_t)(n * k * 2), cbf = (size_t)(m * n * 2);
   const int nsets = rotation_sets((double)(abf + bbf));
-  cublasCreate(&cb.h);
-  cublasSetStream(cb.h, ctx->stream);
-  cb.a = alloc_sets(nsets, abf, FILL_BF16);
-  cb.b = alloc_sets(nsets, bbf, FILL_BF16);
-  CK(cudaMalloc(&cb.c, cbf));
+  cublasCreate(&cb->h);
+  cublasSetStream(cb->h, ctx->stream);
+  cb->a = alloc_sets(nsets, abf, FILL_BF16);
+  cb->b = alloc_sets(nsets, bbf, FILL_BF16);
+  CK(cudaMalloc(&cb->c, cbf));
+  return nsets;
+}
+
+static void cublas_close(cublas_state *cb, int nsets) {
+  free_sets(cb->a, nsets);
+  free_sets(cb->b, nsets);
+  cudaFree(cb->c);
+  cublasDestroy(cb->h);
+}
+
+/* Median ms of cuBLAS BF16 on (m, n, k). */
+static double time_cublas_bf16(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
+  cublas_state cb;
+  const int nsets = cublas_open(ctx, &cb, m, n, k);
   const double ms = time_median(ctx, launch_cublas_bf16, &cb, nsets);
-  free_sets(cb.a, nsets);
-  free_sets(cb.b, nsets);
-  cudaFree(cb.c);
-  cublasDestroy(cb.h);
+  cublas_close(&cb, nsets);
   return ms;
 }
 
@@ -774,15 +785,8 @@ static void bench_proj_t(bench_ctx *ctx, int64_t t) {
 
   /* the floor: cuBLAS BF16 GEMM alone on the same shape */
   cublas_state cb;
-  memset(&cb, 0, sizeof cb);
-  cb.m = t, cb.n = n, cb.k = k;
   const size_t abf = (size_t)(t * k * 2), bbf = (size_t)(n * k * 2), cbf = (size_t)(t * n * 2);
-  const int nsets = rotation_sets((double)(abf + bbf));
-  cublasCreate(&cb.h);
-  cublasSetStream(cb.h, ctx->stream);
-  cb.a = alloc_sets(nsets, abf, FILL_BF16);
-  cb.b = alloc_sets(nsets, bbf, FILL_BF16);
-  CK(cudaMalloc(&cb.c, cbf));
+  const int nsets = cublas_open(ctx, &cb, t, n, k);
   const double t_gemm = time_median(ctx, launch_cublas_bf16, &cb, nsets);
   report(ctx, "proj", shape, "cublas_bf16_gemm", "cublasGemmEx", t_gemm, flops, (double)(abf + bbf + cbf), t_gemm, NAN);
 
@@ -816,10 +820,7 @@ static void bench_proj_t(bench_ctx *ctx, int64_t t) {
       printf("%-22s %-26s refused: %s\n", shape, "unfused_gemm_quant", mxf_last_error());
     }
   }
-  free_sets(cb.a, nsets);
-  free_sets(cb.b, nsets);
-  cudaFree(cb.c);
-  cublasDestroy(cb.h);
+  cublas_close(&cb, nsets);
 
   double t_ops[2] = {NAN, NAN};
   for (int mx = 0; mx < 2; ++mx) {
