@@ -166,6 +166,10 @@ MXF_HD float mxf_e8m0_to_f32(uint8_t b) {
   return mxf_f32_from_bits((uint32_t)b << 23);
 }
 
+/* A block scale byte of an MX operand: e8m0, or ue4m3 (read as an e4m3 code) when
+ * ue4m3 is nonzero (SPEC §1.1). */
+MXF_HD float mxf_scale_to_f32(uint8_t b, int ue4m3) { return ue4m3 ? mxf_e4m3_to_f32(b) : mxf_e8m0_to_f32(b); }
+
 /* ------------------------------------------------------------ bf16 / f16 */
 MXF_HD float mxf_bf16_to_f32(uint16_t h) { return mxf_f32_from_bits((uint32_t)h << 16); }
 

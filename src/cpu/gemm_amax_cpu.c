@@ -323,7 +323,7 @@ static void build_luts(gemm_ctx *g) {
       g->lut[w].code[b] = ops[w]->fmt == MXF_E4M3   ? mxf_e4m3_to_f32(u)
                           : ops[w]->fmt == MXF_E5M2 ? mxf_e5m2_to_f32(u)
                                                     : mxf_e2m1_to_f32(u & 0xFu);
-      g->lut[w].sf[b] = ops[w]->sf_fmt == MXF_E4M3 ? mxf_e4m3_to_f32(u) : mxf_e8m0_to_f32(u);
+      g->lut[w].sf[b] = mxf_scale_to_f32(u, ops[w]->sf_fmt == MXF_E4M3);
     }
     g->pair_lut[b][0] = mxf_e2m1_to_f32(u & 0xFu);
     g->pair_lut[b][1] = mxf_e2m1_to_f32(u >> 4);

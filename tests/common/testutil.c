@@ -12,6 +12,9 @@ uint64_t tu_seed(void) {
   static int printed;
   static uint64_t seed;
   if (!printed) {
+    /* line-buffered even into a file, so that a test cut off by a timeout leaves what it
+     * had printed (the FAIL lines first of all) */
+    setvbuf(stdout, NULL, _IOLBF, 0);
     const char *env = getenv("MXF_SEED");
     if (env && *env)
       seed = strtoull(env, NULL, 0);

@@ -127,10 +127,6 @@ template <> struct fast_fmt<FMT_E2M1> {
   __device__ static __forceinline__ bool special4(uint32_t) { return false; }
 };
 
-__device__ __forceinline__ float decode_scale(uint32_t byte, int sf_e4m3) {
-  return sf_e4m3 ? mxf_e4m3_to_f32((uint8_t)byte) : mxf_e8m0_to_f32((uint8_t)byte);
-}
-
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi); /* RNE; NaN stays NaN */
   return *reinterpret_cast<uint32_t *>(&h);
@@ -252,7 +248,8 @@ __device__ __forceinline__ float element_value(const operand &o, const params &p
     return mxf_bf16_to_f32(reinterpret_cast<const uint16_t *>(o.p)[idx]);
   } else {
     const uint32_t code = FMT == FMT_E2M1 ? mxf_e2m1_get(o.p, idx) : o.p[idx];
-    return decode_exact<FMT>(code) * decode_scale(o.sf[sf_off(o, p, r, (k >> p.sf_shift), l)], o.sf_e4m3);
+    const uint8_t sb = o.sf[sf_off(o, p, r, (k >> p.sf_shift), l)];
+    return decode_exact<FMT>(code) * mxf_scale_to_f32(sb, o.sf_e4m3);
   }
 }
 
@@ -262,7 +259,7 @@ template <int FMT> __device__ __forceinline__ float mode1_value(const stage_regs
     return bf16_chunk_value(s, i);
   } else {
     const uint32_t sb = code_at<FMT_E4M3>(s.sc, i);
-    return decode_exact<FMT>(code_at<FMT>(s.raw, i)) * decode_scale(sb, o.sf_e4m3);
+    return decode_exact<FMT>(code_at<FMT>(s.raw, i)) * mxf_scale_to_f32((uint8_t)sb, o.sf_e4m3);
   }
 }
 
@@ -273,7 +270,7 @@ template <int FMT> __device__ __forceinline__ void mode0_values(const stage_regs
     return;
   }
   typedef fast_fmt<FMT == FMT_BF16 ? FMT_E4M3 : FMT> F;
-  const float sf = decode_scale(s.sc.x, o.sf_e4m3);
+  const float sf = mxf_scale_to_f32((uint8_t)s.sc.x, o.sf_e4m3);
   bool special = F::special4(s.raw.x) || F::special4(s.raw.y);
   if (FMT != FMT_E2M1) special = special || F::special4(s.raw.z) || F::special4(s.raw.w);
   if (special) {
