@@ -22,14 +22,18 @@
  *
  * Dequantization, exact (SPEC §1.2's window): a code's bits placed into a bf16 give code *
  * 2^-c (c = 126 e2m1, 120 e4m3; subnormal codes land in bf16 subnormals), times the scale
- * multiplier 2^(b - 127 + c) as a bf16 (one bf16x2 product per pair). A warp takes the
- * exact element-wise path (formats.h decoders) for a chunk where a scale multiplier
- * leaves bf16's range or an e4m3 code is NaN: NaN scales and codes propagate.
+ * multiplier 2^(b - 127 + c) as a bf16 (one bf16x2 product per pair), or, where that
+ * leaves bf16's range, times 2^c and then the scale (two products, one rounding). A warp
+ * takes the exact element-wise path (formats.h decoders) for a chunk with a NaN scale or
+ * an e4m3 NaN code: they propagate.
  *
  * Split-K: the grid is (tiles of 64 rows of B, K splits, L). With more than one split
  * every CTA stores its partial tile (f32) in the workspace and counts itself in; the last
  * one of a tile adds the partials in split order (the result does not depend on which
- * CTA finishes last) and runs the epilogue: alpha, amax (one atomicMax per CTA), C.
+ * CTA finishes last) and runs the epilogue: alpha, amax, C. The amax goes through a
+ * workspace slot that the last tile to finish writes to *amax (mxf_amax_cta_commit_last),
+ * so a run is two launches: the kernel and, before it, the counters' memset (bf16 A) or
+ * the activations' pre-pass, which zeroes them.
  */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -65,8 +69,9 @@ struct gemv_params {
   int64_t c_ms, c_ns, c_ls;
   float alpha;
   float *amax;
+  int accumulate;
   float *part;         /* split partials: [l][tile][split][BN][8 MT] */
-  unsigned *counters;  /* [l][tile] */
+  unsigned *counters;  /* [l][tile], then the amax slot and ticket (zeroed before the kernel) */
   int tiles, splits, chunks_per_split, nchunks;
 };
 
@@ -144,19 +149,30 @@ template <int WF> __device__ __forceinline__ uint32_t act_pair(const uint32_t (&
 template <int MT, int WF>
 __device__ __forceinline__ void chunk_mma(float (&acc)[MT][4], const row_codes &r0, const row_codes &r1,
                                           const gemv_params &p, const uint16_t *a_base, int64_t k0, int g, int t) {
-  /* scale multipliers: 2^(b - 127 + c) as bf16, c = 126 (e2m1) / 120 (e4m3) */
+  /* the placed code is code * 2^-c, c = 126 (e2m1) / 120 (e4m3); the scale multiplier
+   * 2^(b - 127 + c) fits bf16 while b + c <= 254: one product; above, the code is first
+   * restored (times 2^c, exact) and then multiplied by the scale 2^(b - 127) (bf16 bits b
+   * << 7; b = 0 is the subnormal 2^-127): two products, still one rounding */
   constexpr int C = WF == W_E2M1 ? 126 : 120;
+  constexpr uint32_t UNPLACE = WF == W_E2M1 ? 0x7E807E80u : 0x7B807B80u; /* 2^c, 2^c */
   const uint32_t b0 = r0.s, b1 = r1.s;
-  bool special = b0 + C > 254 || b1 + C > 254; /* the multiplier leaves bf16 (or the scale is NaN) */
+  bool special = b0 == 255u || b1 == 255u; /* a NaN scale */
   if (WF == W_E4M3) {
     const uint32_t m0 = __vcmpeq4(r0.w.x & 0x7F7F7F7Fu, 0x7F7F7F7Fu) | __vcmpeq4(r0.w.y & 0x7F7F7F7Fu, 0x7F7F7F7Fu) |
                         __vcmpeq4(r0.w.z & 0x7F7F7F7Fu, 0x7F7F7F7Fu) | __vcmpeq4(r0.w.w & 0x7F7F7F7Fu, 0x7F7F7F7Fu);
     const uint32_t m1 = __vcmpeq4(r1.w.x & 0x7F7F7F7Fu, 0x7F7F7F7Fu) | __vcmpeq4(r1.w.y & 0x7F7F7F7Fu, 0x7F7F7F7Fu) |
                         __vcmpeq4(r1.w.z & 0x7F7F7F7Fu, 0x7F7F7F7Fu) | __vcmpeq4(r1.w.w & 0x7F7F7F7Fu, 0x7F7F7F7Fu);
-    special = special || (m0 | m1) != 0u;
+    special = special || (m0 | m1) != 0u; /* a NaN code */
   }
   uint32_t wa[8], wb[8]; /* row g and row g + 8: 8 pairs each */
-  if (!__any_sync(0xFFFFFFFFu, special)) {
+  if (__any_sync(0xFFFFFFFFu, special)) {
+    const float sc0 = mxf_e8m0_to_f32((uint8_t)b0), sc1 = mxf_e8m0_to_f32((uint8_t)b1);
+#pragma unroll
+    for (int q = 0; q < 8; ++q) {
+      wa[q] = exact_pair<WF>(r0.w, q, sc0);
+      wb[q] = exact_pair<WF>(r1.w, q, sc1);
+    }
+  } else if (!__any_sync(0xFFFFFFFFu, b0 + C > 254u || b1 + C > 254u)) {
     const uint32_t s0 = (b0 + C) << 7, s1 = (b1 + C) << 7;
     const uint32_t m0 = s0 | (s0 << 16), m1 = s1 | (s1 << 16);
 #pragma unroll
@@ -165,11 +181,12 @@ __device__ __forceinline__ void chunk_mma(float (&acc)[MT][4], const row_codes &
       wb[q] = bf16x2_mul(code_pair<WF>(r1.w, q), m1);
     }
   } else {
-    const float sc0 = mxf_e8m0_to_f32((uint8_t)b0), sc1 = mxf_e8m0_to_f32((uint8_t)b1);
+    const uint32_t s0 = b0 ? b0 << 7 : 0x40u, s1 = b1 ? b1 << 7 : 0x40u;
+    const uint32_t m0 = s0 | (s0 << 16), m1 = s1 | (s1 << 16);
 #pragma unroll
     for (int q = 0; q < 8; ++q) {
-      wa[q] = exact_pair<WF>(r0.w, q, sc0);
-      wb[q] = exact_pair<WF>(r1.w, q, sc1);
+      wa[q] = bf16x2_mul(bf16x2_mul(code_pair<WF>(r0.w, q), UNPLACE), m0);
+      wb[q] = bf16x2_mul(bf16x2_mul(code_pair<WF>(r1.w, q), UNPLACE), m1);
     }
   }
 #pragma unroll
@@ -290,7 +307,8 @@ template <int MT, int WF> __global__ void __launch_bounds__(THREADS) gemv_kernel
       amax_bits = mxf_amax_fold(amax_bits, x);
       mxf_c_store_one(p.c, p.c_dtype, cb + (int64_t)m * p.c_ms + n * p.c_ns, x);
     }
-  mxf_amax_cta_commit(amax_bits, p.amax, red);
+  const unsigned ctas = (unsigned)(p.tiles * p.l); /* the tiles' finishing CTAs */
+  mxf_amax_cta_commit_last(amax_bits, p.counters + ctas, p.counters + ctas + 1, ctas, p.amax, p.accumulate, red);
 }
 
 /* A MX A dequantized to bf16 (M, K) rows in the workspace, exactly inside the window. */
@@ -300,9 +318,13 @@ struct a_prep {
   int sfa_swz;
   int64_t m, k, kb, a_ms, a_ks, a_ls;
   uint16_t *out;
+  unsigned *ctrl; /* the gemv kernel's counters, amax slot and ticket: zeroed here */
+  int nctrl;
 };
 
 __global__ void a_to_bf16_kernel(const __grid_constant__ a_prep q, int64_t total) {
+  if (blockIdx.x == 0)
+    for (int i = threadIdx.x; i < q.nctrl; i += blockDim.x) q.ctrl[i] = 0u;
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t k = i % q.k, m = (i / q.k) % q.m, l = i / (q.k * q.m);
     const int64_t idx = l * q.a_ls + m * q.a_ms + k * q.a_ks;
@@ -349,7 +371,7 @@ bool gemv_geometry_of(const mxf_gemm_problem *p, int sms, gemv_geometry *g) {
   g->chunks_per_split = (g->nchunks + splits - 1) / splits;
   g->splits = (g->nchunks + g->chunks_per_split - 1) / g->chunks_per_split;
   g->ws_a = p->a_fmt == MXF_BF16 ? 0 : (size_t)round_up(p->l * p->m * p->k * 2, 256);
-  g->ws_counters = g->splits > 1 ? (size_t)round_up((int64_t)g->tiles * p->l * 4, 256) : 0;
+  g->ws_counters = (size_t)round_up(((int64_t)g->tiles * p->l + 2) * 4, 256); /* + amax slot, ticket */
   g->ws_part = g->splits > 1 ? (size_t)((int64_t)g->tiles * p->l * g->splits * BN * 8 * g->mt * 4) : 0;
   return true;
 }
@@ -381,9 +403,14 @@ extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, cons
   uint8_t *w = static_cast<uint8_t *>(ws);
   gemv_params p;
   p.m = (int)pr->m, p.n = (int)pr->n, p.l = (int)pr->l, p.k = pr->k;
+  p.counters = reinterpret_cast<unsigned *>(w + g.ws_a);
+  p.part = reinterpret_cast<float *>(w + g.ws_a + g.ws_counters);
+  /* one launch before the kernel: the activations' pre-pass, which zeroes the counters,
+   * or (bf16 A) a memset of them */
   if (pr->a_fmt == MXF_BF16) {
     p.a = static_cast<const uint16_t *>(args->a);
     p.a_ms = pr->a_ms, p.a_ls = pr->a_ls;
+    MXF_CUDA_TRY(cudaMemsetAsync(p.counters, 0, g.ws_counters, stream), "gemm_amax: gemv counters");
   } else {
     a_prep q;
     q.a = static_cast<const uint8_t *>(args->a);
@@ -392,6 +419,8 @@ extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, cons
     q.sfa_swz = pr->sfa_layout == MXF_SF_SWIZZLED;
     q.m = pr->m, q.k = pr->k, q.kb = pr->kb, q.a_ms = pr->a_ms, q.a_ks = pr->a_ks, q.a_ls = pr->a_ls;
     q.out = reinterpret_cast<uint16_t *>(w);
+    q.ctrl = p.counters;
+    q.nctrl = (int)(g.ws_counters / 4);
     const int64_t total = pr->l * pr->m * pr->k;
     const int blocks = (int)((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
     a_to_bf16_kernel<<<blocks, 256, 0, stream>>>(q, total);
@@ -412,13 +441,8 @@ extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, cons
   p.c_ms = pr->c_ms, p.c_ns = pr->c_ns, p.c_ls = pr->c_ls;
   p.alpha = args->alpha ? *args->alpha : 1.0f;
   p.amax = args->amax;
-  p.counters = reinterpret_cast<unsigned *>(w + g.ws_a);
-  p.part = reinterpret_cast<float *>(w + g.ws_a + g.ws_counters);
+  p.accumulate = (pr->flags & MXF_AMAX_ACCUMULATE) != 0;
   p.tiles = g.tiles, p.splits = g.splits, p.chunks_per_split = g.chunks_per_split, p.nchunks = g.nchunks;
-  MXF_CUDA_TRY(mxf_amax_begin(args->amax, (pr->flags & MXF_AMAX_ACCUMULATE) != 0, stream),
-               "gemm_amax: amax preparation failed");
-  if (g.splits > 1)
-    MXF_CUDA_TRY(cudaMemsetAsync(p.counters, 0, g.ws_counters, stream), "gemm_amax: split counters");
   const dim3 grid((unsigned)g.tiles, (unsigned)g.splits, (unsigned)pr->l);
   cudaError_t e;
   switch (g.mt) {
