@@ -78,6 +78,41 @@ static double time_median(bench_ctx *ctx, launch_fn fn, void *state, int nsets) 
   return n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
 }
 
+/* Milliseconds per launch with the host out of the way: `reps` launches (cycling the
+ * sets) captured into one CUDA graph, the median over ctx->iters graph launches divided
+ * by reps; NAN on failure. What a caller replaying graphs (decode loops) sees. */
+static double time_graph(bench_ctx *ctx, launch_fn fn, void *state, int nsets) {
+  const int reps = 20;
+  cudaGraph_t graph = NULL;
+  cudaGraphExec_t exec = NULL;
+  double r = NAN;
+  if (cudaStreamBeginCapture(ctx->stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) return NAN;
+  int bad = 0;
+  for (int i = 0; i < reps && !bad; ++i) bad = fn(state, i % nsets);
+  if (cudaStreamEndCapture(ctx->stream, &graph) != cudaSuccess || bad ||
+      cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
+    goto done;
+  for (int i = 0; i < 2; ++i)
+    if (cudaGraphLaunch(exec, ctx->stream) != cudaSuccess) goto done;
+  CK(cudaStreamSynchronize(ctx->stream));
+  float ms[64];
+  int n = ctx->iters > 64 ? 64 : ctx->iters;
+  for (int i = 0; i < n; ++i) {
+    CK(cudaEventRecord(ctx->ev[2 * i], ctx->stream));
+    CK(cudaGraphLaunch(exec, ctx->stream));
+    CK(cudaEventRecord(ctx->ev[2 * i + 1], ctx->stream));
+  }
+  CK(cudaStreamSynchronize(ctx->stream));
+  for (int i = 0; i < n; ++i) CK(cudaEventElapsedTime(&ms[i], ctx->ev[2 * i], ctx->ev[2 * i + 1]));
+  qsort(ms, (size_t)n, sizeof(float), cmp_float);
+  r = (n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2])) / reps;
+done:
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
+  cudaGetLastError(); /* a refused capture leaves nothing behind */
+  return r;
+}
+
 /* Buffer sets so that the rotated inputs span at least twice the L2. */
 static int rotation_sets(double bytes_per_set) {
   int n = (int)ceil(2.0 * L2_BYTES / (bytes_per_set > 1 ? bytes_per_set : 1));
@@ -495,6 +530,15 @@ static void bench_mixed_shape(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
   const size_t bbf = (size_t)(n * k * 2), cbf = (size_t)(m * n * 2);
   const double t_bf16 = time_cublas_bf16(ctx, m, n, k);
   report(ctx, "mixed", shape, "cublas_bf16 (bf16 w)", "cublasGemmEx", t_bf16, flops, (double)bbf, t_bf16, NAN);
+  double t_bf16_graph = NAN;
+  if (m <= 128) {
+    cublas_state cb;
+    const int nsets = cublas_open(ctx, &cb, m, n, k);
+    t_bf16_graph = time_graph(ctx, launch_cublas_bf16, &cb, nsets);
+    cublas_close(&cb, nsets);
+    report(ctx, "mixed", shape, "cublas_bf16 (graph)", "cublasGemmEx (graph)", t_bf16_graph, flops, (double)bbf,
+           t_bf16_graph, NAN);
+  }
   /* the dequantization's bytes, as one copy */
   const size_t wq = (size_t)(n * k / 2), wsf = (size_t)(((n + 127) / 128) * kq * 512);
   const size_t copy_bytes = (size_t)(n * k * 5 / 4);
@@ -511,14 +555,27 @@ static void bench_mixed_shape(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
     const char *name;
     mxf_dtype fa;
   } ops[2] = {{"gemm_amax_bf16_x_mxfp4", MXF_BF16}, {"gemm_amax_mxfp8_x_mxfp4", MXF_E4M3}};
-  for (int i = 0; i < 2; ++i) {
+  /* at decode sizes also the other of the two kernels that take mixed pairs (the kernel
+   * choice's evidence: gemm_amax_cuda.cu, GEMV_M_MAX) */
+  char first[32] = "";
+  for (int v = 0; v < 4; ++v) {
+    const int i = v >> 1, alt = v & 1;
+    if (alt && m > 128) continue;
+    if (alt) setenv("MXF_GEMM_KERNEL", strcmp(first, "cuda/gemv") == 0 ? "sm90" : "gemv", 1);
     mxf_gemm_amax_desc d = gemm_desc(m, n, k, MXF_E2M1, MXF_BF16);
     d.a.dtype = ops[i].fa;
     if (ops[i].fa == MXF_BF16) memset(&d.sfa, 0, sizeof d.sfa);
     mxf_state s;
     memset(&s, 0, sizeof s);
-    if (mxf_gemm_amax_plan(&s.plan, &d) != MXF_OK) {
+    const mxf_status pst = mxf_gemm_amax_plan(&s.plan, &d);
+    if (alt) unsetenv("MXF_GEMM_KERNEL");
+    if (pst != MXF_OK) {
       printf("%-22s %-26s refused: %s\n", shape, ops[i].name, mxf_last_error());
+      continue;
+    }
+    if (!alt) snprintf(first, sizeof first, "%s", mxf_plan_backend(s.plan));
+    if (alt && strcmp(first, mxf_plan_backend(s.plan)) == 0) { /* no other kernel takes it */
+      mxf_plan_destroy(s.plan);
       continue;
     }
     const size_t a_bytes = (size_t)(m * k) * (ops[i].fa == MXF_BF16 ? 2 : 1);
@@ -536,6 +593,13 @@ static void bench_mixed_shape(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
     const double ms = time_median(ctx, launch_mxf, &s, nsets);
     report(ctx, "mixed", shape, ops[i].name, mxf_plan_backend(s.plan), ms, flops, (double)(wq + wsf), t_bf16,
            t_copy + t_bf16);
+    if (m <= 128) { /* decode sizes: also replayed from a graph, against cuBLAS replayed so */
+      char name[64], kern[48];
+      snprintf(name, sizeof name, "%s (graph)", ops[i].name);
+      snprintf(kern, sizeof kern, "%s (graph)", mxf_plan_backend(s.plan));
+      report(ctx, "mixed", shape, name, kern, time_graph(ctx, launch_mxf, &s, nsets), flops, (double)(wq + wsf),
+             t_bf16_graph, NAN);
+    }
     free_sets(s.a, nsets);
     free_sets(s.b, nsets);
     free_sets(s.sfb, nsets);

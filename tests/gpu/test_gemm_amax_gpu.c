@@ -30,7 +30,8 @@
  * other modes take groups of 2), these two unswapped
  * (MXF_GEMM_SWAP=off), with A and B swapped for any M (MXF_GEMM_SWAP=on: C written
  * transposed; MXF_GEMM_WG3=on: 128-column tiles on three consumer warpgroups wherever
- * allowed) and with the portable kernel forced (MXF_GEMM_KERNEL=portable).
+ * allowed) and with the portable kernel forced (MXF_GEMM_KERNEL=portable); the mixed
+ * pairs once more with the weight-streaming kernel put first (MXF_GEMM_KERNEL=gemv).
  * MXF_GPU_TEST_SMALL=1 keeps only small cases.
  */
 #include <math.h>
@@ -78,7 +79,7 @@ typedef struct gprob {
 } gprob;
 
 static const char *kernel_mode = "default";
-static long kernel_counts[4]; /* sm90, portable, other, refused */
+static long kernel_counts[5]; /* sm90, portable, gemv, refused, other */
 static long g_equal[MXF_DTYPE_COUNT], g_total[MXF_DTYPE_COUNT], g_undet[MXF_DTYPE_COUNT];
 
 /* ------------------------------------------------------------ helpers */
@@ -390,7 +391,10 @@ static void run_case(tu_rng *r, const gcase *gc) {
   GU_MXF_OK(mxf_gemm_amax_plan(&plan, &d), gok = 0; printf("  case %s\n", what));
   if (gok) {
     const char *kn = mxf_plan_backend(plan);
-    kernel_counts[strcmp(kn, "cuda/sm90") == 0 ? 0 : strcmp(kn, "cuda/portable") == 0 ? 1 : 2]++;
+    kernel_counts[strcmp(kn, "cuda/sm90") == 0       ? 0
+                  : strcmp(kn, "cuda/portable") == 0 ? 1
+                  : strcmp(kn, "cuda/gemv") == 0     ? 2
+                                                     : 4]++;
     size_t ws = mxf_plan_workspace_size(plan);
     void *w = ws ? gu_dmalloc(ws) : NULL;
     if (w) gu_dpoison(w, ws, 0xFF);
@@ -570,6 +574,41 @@ static int64_t even_if(int64_t k, const fmt *f) {
   return (f->fa == MXF_E2M1 || f->fb == MXF_E2M1) && (k & 1) ? k + 1 : k;
 }
 
+/* 9. the mixed pairs: every pair x two C dtypes on a random shape; decode shapes (few
+ * rows of A against a wide B, K over many blocks), a larger shape with bf16 C and a
+ * batched one (L = 3, tiles split along K); NaN / inf and extreme scales */
+static void run_mixed(tu_rng *r, int small) {
+  for (int fi = 0; fi < N_MIXED; ++fi) {
+    const fmt *f = &k_mixed[fi];
+    for (int ci = 0; ci < 6; ci += small ? 5 : 2) {
+      gcase gc = random_case(r, f, k_cdtypes[(ci + fi) % 6], tu_range(r, 1, small ? 70 : 300),
+                             tu_range(r, 1, small ? 70 : 300), even_if(tu_range(r, 1, small ? 90 : 260), f),
+                             tu_range(r, 1, 3));
+      run_case(r, &gc);
+    }
+    static const int64_t dec[][4] = {{1, 2100, 1024, 1}, {16, 1000, 2048, 1}, {64, 700, 544, 2},
+                                     {128, 515, 1056, 1}, {7, 4096, 96, 1}};
+    for (int si = 0; si < 5; si += small ? 2 : 1) {
+      gcase gc = random_case(r, f, si & 1 ? MXF_BF16 : MXF_F32, dec[si][0], dec[si][1], dec[si][2], dec[si][3]);
+      if (si == 4) gc.special = SP_NANINF;
+      run_case(r, &gc);
+    }
+    if (!small) {
+      gcase gc = random_case(r, f, MXF_BF16, 600, 520, 320, 1);
+      gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
+      run_case(r, &gc);
+      gc = random_case(r, f, fi & 1 ? MXF_F32 : MXF_BF16, 1100, 300 + 2 * fi, 192, 3);
+      gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
+      run_case(r, &gc);
+      if (f->sfb == MXF_E8M0) {
+        gc = random_case(r, f, MXF_F32, 50, 70, 96, 1);
+        gc.special = SP_EXTREME, gc.c_mmajor = 0;
+        run_case(r, &gc);
+      }
+    }
+  }
+}
+
 static void run_all(tu_rng *r, int small) {
   /* 1. every format x every C dtype on a random small shape */
   for (int fi = 0; fi < N_FORMATS; ++fi)
@@ -694,35 +733,7 @@ static void run_all(tu_rng *r, int small) {
       gc.widen = ri == 0;
       run_case(r, &gc);
     }
-  /* 9. the mixed pairs: every pair x two C dtypes on a random shape; decode shapes (few
-   * rows of A against a wide B, K over many blocks) and one large shape with bf16 C;
-   * NaN / inf and extreme scales */
-  for (int fi = 0; fi < N_MIXED; ++fi) {
-    const fmt *f = &k_mixed[fi];
-    for (int ci = 0; ci < 6; ci += small ? 5 : 2) {
-      gcase gc = random_case(r, f, k_cdtypes[(ci + fi) % 6], tu_range(r, 1, small ? 70 : 300),
-                             tu_range(r, 1, small ? 70 : 300), even_if(tu_range(r, 1, small ? 90 : 260), f),
-                             tu_range(r, 1, 3));
-      run_case(r, &gc);
-    }
-    static const int64_t dec[][4] = {{1, 2100, 1024, 1}, {16, 1000, 2048, 1}, {64, 700, 544, 2},
-                                     {128, 515, 1056, 1}, {7, 4096, 96, 1}};
-    for (int si = 0; si < 5; si += small ? 2 : 1) {
-      gcase gc = random_case(r, f, si & 1 ? MXF_BF16 : MXF_F32, dec[si][0], dec[si][1], dec[si][2], dec[si][3]);
-      if (si == 4) gc.special = SP_NANINF;
-      run_case(r, &gc);
-    }
-    if (!small) {
-      gcase gc = random_case(r, f, MXF_BF16, 600, 520, 320, 1);
-      gc.a_mmajor = gc.b_nmajor = gc.c_mmajor = 0;
-      run_case(r, &gc);
-      if (f->sfb == MXF_E8M0) {
-        gc = random_case(r, f, MXF_F32, 50, 70, 96, 1);
-        gc.special = SP_EXTREME, gc.c_mmajor = 0;
-        run_case(r, &gc);
-      }
-    }
-  }
+  run_mixed(r, small);
   /* 10. amax accumulate with each kind of previous value */
   static const uint32_t prevs[] = {0xBF800000u /* -1 */,   0x80000000u /* -0 */,  0x7FC00000u /* NaN */,
                                    0x7149F2CAu /* 1e30 */, 0x3F000000u /* 0.5 */, 0x7F800000u /* inf */};
@@ -777,6 +788,11 @@ int main(void) {
     kernel_mode = "portable";
     setenv("MXF_GEMM_KERNEL", "portable", 1);
     run_all(&r, small);
+    /* the mixed pairs' decode shapes above 8 rows take the sm_90a kernel by default:
+     * the weight-streaming kernel on them too */
+    kernel_mode = "gemv";
+    setenv("MXF_GEMM_KERNEL", "gemv", 1);
+    run_mixed(&r, small);
     unsetenv("MXF_GEMM_KERNEL");
   }
   for (int ci = 1; ci < 6; ++ci) {
@@ -787,8 +803,8 @@ int main(void) {
     TU_CHECK((double)g_equal[c] >= 0.999 * (double)g_total[c],
              "C %s: only %ld of %ld codes equal encode(ref)", mxf_dtype_name(c), g_equal[c], g_total[c]);
   }
-  printf("kernels used: cuda/sm90 %ld, cuda/portable %ld, other %ld, refused %ld\n", kernel_counts[0],
-         kernel_counts[1], kernel_counts[2], kernel_counts[3]);
+  printf("kernels used: cuda/sm90 %ld, cuda/portable %ld, cuda/gemv %ld, other %ld, refused %ld\n",
+         kernel_counts[0], kernel_counts[1], kernel_counts[2], kernel_counts[4], kernel_counts[3]);
   return tu_finish("test_gemm_amax_gpu");
 }
 

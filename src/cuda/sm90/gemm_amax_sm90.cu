@@ -5,6 +5,9 @@
  * Scope (mxf_sm90_gemm_amax_plan): k-major A and B; e4m3/e5m2 with e8m0 scales per 32,
  * e2m1 with e8m0 per 32 or 16 or ue4m3 per 16; compact or swizzled scales; n-major C of any
  * dtype; any M, N, K >= 1 (rows 16-byte aligned), L >= 1; alpha; amax overwrite/accumulate.
+ * Mixed pairs (docs/spec.md §1.1): A and B in different formats (or scale formats) run
+ * with the B pre-pass (b_convert_any when the formats differ); a bf16 A runs swapped, as
+ * the pre-pass's operand (a bf16 copy), the MX B in registers.
  *
  * Launches on the caller's stream:
  *   0. (fp8 codes with the f16 path on, see make_geometry) sf_rows: each row's reference
@@ -503,6 +506,75 @@ __global__ void __launch_bounds__(256) prep_bp_kernel(const prep_args pa, const 
   allow_dependent_launch();
   if ((int)blockIdx.x < pblocks) sf_prepare_blocks(pa, blockIdx.x, pblocks);
   else b_convert_blocks<FMT, G>(ba, blockIdx.x - pblocks, gridDim.x - pblocks);
+}
+
+/*
+ * The B pre-pass of a mixed pair (A and B in different formats, docs/spec.md §1.1): the
+ * same bf16 tile layout as b_convert_blocks, in the k order of the register operand A's
+ * fragments (E2: A is e2m1), from B codes of any MX format or from bf16 B (a copy). One
+ * thread per 16-byte chunk of the layout (8 values; the 8 chunks of a row's stage on
+ * consecutive threads, so the stores are whole lines), element by element with formats.h:
+ * code * scale in f32 is exact for every pair of formats (at most 8 significant bits,
+ * exponents inside f32's range down to its subnormals), rounded once to bf16 (exact
+ * inside SPEC §1.2's window), NaN / inf kept; k beyond K is 0 (its scale never read).
+ */
+struct bany_args {
+  const uint8_t *b, *sfb;
+  uint4 *out;
+  int64_t b_row, b_bat;           /* bytes */
+  int64_t n, k, kb, chunks;       /* chunks: l * n * nks * 8 */
+  int nks, sf_shift, ue4m3;       /* sf_shift: log2 sf_vec */
+  int idx32;                      /* chunks < 2^32: 32-bit index arithmetic */
+  mxf_sf_layout lb;
+};
+
+template <int BDT> __device__ __forceinline__ float b_any_code(const uint8_t *row, int64_t k) {
+  if constexpr (BDT == MXF_E2M1) return mxf_e2m1_to_f32(mxf_e2m1_get(row, k));
+  else if constexpr (BDT == MXF_E4M3) return mxf_e4m3_to_f32(row[k]);
+  else return mxf_e5m2_to_f32(row[k]);
+}
+
+template <bool E2, int BDT> __device__ __forceinline__ void b_convert_any(const bany_args &a, int bx, int nbx) {
+  for (int64_t i = (int64_t)bx * blockDim.x + threadIdx.x; i < a.chunks; i += (int64_t)nbx * blockDim.x) {
+    const int c = (int)(i & 7), st = c >> 1, half = c & 1;
+    int64_t l, n;
+    int ks;
+    if (a.idx32) {
+      const uint32_t u = (uint32_t)(i >> 3), rr = u / (uint32_t)a.nks, l32 = rr / (uint32_t)a.n;
+      ks = (int)(u - rr * (uint32_t)a.nks), l = l32, n = rr - l32 * (uint32_t)a.n;
+    } else {
+      const int64_t u = i >> 3, rr = u / a.nks;
+      ks = (int)(u - rr * a.nks), l = rr / a.n, n = rr - l * a.n;
+    }
+    const uint8_t *row = a.b + l * a.b_bat + n * a.b_row;
+    uint32_t o[4];
+#pragma unroll
+    for (int qq = 0; qq < 4; ++qq) {
+      /* the pair (k0, k0 + dk): fp8 fragments k 16 qq + 4 st + 2 half + e, e2m1 ones + half + 2 e */
+      const int64_t k0 = (int64_t)ks * BK + 16 * qq + 4 * st + (E2 ? half : 2 * half), dk = E2 ? 2 : 1;
+      if constexpr (BDT == MXF_BF16) {
+        const uint16_t *r16 = reinterpret_cast<const uint16_t *>(row);
+        const uint32_t lo = k0 < a.k ? r16[k0] : 0u, hi = k0 + dk < a.k ? r16[k0 + dk] : 0u;
+        o[qq] = lo | hi << 16;
+      } else {
+        /* k0 and k0 + dk lie in one block of 16 */
+        const float sc =
+            k0 < a.k ? mxf_scale_to_f32(a.sfb[mxf_gemm_sf_offset(a.lb, a.n, a.kb, n, k0 >> a.sf_shift, l)], a.ue4m3)
+                     : 0.0f;
+        const float v0 = k0 < a.k ? b_any_code<BDT>(row, k0) * sc : 0.0f;
+        const float v1 = k0 + dk < a.k ? b_any_code<BDT>(row, k0 + dk) * sc : 0.0f;
+        o[qq] = (uint32_t)mxf_f32_to_bf16(v0) | (uint32_t)mxf_f32_to_bf16(v1) << 16;
+      }
+    }
+    a.out[i] = make_uint4(o[0], o[1], o[2], o[3]);
+  }
+}
+
+template <bool E2, int BDT>
+__global__ void __launch_bounds__(256) prep_bp_any_kernel(const prep_args pa, const bany_args ba, int pblocks) {
+  allow_dependent_launch();
+  if ((int)blockIdx.x < pblocks) sf_prepare_blocks(pa, blockIdx.x, pblocks);
+  else b_convert_any<E2, BDT>(ba, blockIdx.x - pblocks, gridDim.x - pblocks);
 }
 
 /* ------------------------------------------------------------ shared memory map */
@@ -1582,8 +1654,11 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
 
 /* ------------------------------------------------------------ host side */
 struct geometry {
-  int fmt, nkb, rb;
-  int64_t kbytes;          /* bytes of one row's k values */
+  int fmt, nkb, rb;        /* fmt, rb: A's (the register operand's) */
+  int64_t kbytes;          /* bytes of one row's k values of A */
+  mxf_dtype bdt;           /* B's format; with another than A's (or other scales) B takes the pre-pass */
+  int bany;                /* B's format differs from A's: the pre-pass is b_convert_any */
+  int64_t kbytes_b;        /* bytes of one row's k values of B */
   int64_t tiles_m, tiles_n, nks;
   size_t ws_a, ws_b;       /* workspace bytes of the prepared scales */
   int64_t grid, whole, split, tail; /* the work units of unit_work */
@@ -1602,6 +1677,20 @@ struct geometry {
 };
 
 static int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+
+/* Bytes of n values of format d (bf16, an 8-bit format or packed e2m1). */
+static int64_t row_bytes(mxf_dtype d, int64_t n) { return d == MXF_E2M1 ? n / 2 : d == MXF_BF16 ? 2 * n : n; }
+
+/* Whether (codes v, scales sf per sf_vec) is an MX operand the kernels take, and its FMT:
+ * e4m3 / e5m2 with e8m0 per 32, e2m1 with e8m0 per 32 or 16 or ue4m3 per 16. */
+static bool mx_operand(mxf_dtype v, mxf_dtype sf, int sf_vec, int *fmt) {
+  if (v == MXF_E4M3 || v == MXF_E5M2) {
+    *fmt = v == MXF_E4M3 ? FMT_E4M3 : FMT_E5M2;
+    return sf == MXF_E8M0 && sf_vec == 32;
+  }
+  *fmt = FMT_E2M1;
+  return v == MXF_E2M1 && ((sf == MXF_E8M0 && (sf_vec == 32 || sf_vec == 16)) || (sf == MXF_E4M3 && sf_vec == 16));
+}
 
 /* A test switch: 1 when the variable is "on", 0 when "off", -1 otherwise. */
 static int env_switch(const char *name) {
@@ -1645,24 +1734,21 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, i
   g->tc = tc;
   g->nb = tc && p->n <= BN_NARROW ? BN_NARROW : BN;
   if (p->a_ks != 1 || p->b_ks != 1 || p->c_ns != 1) return false;
-  /* one format for A and B, one for their scales (mixed pairs and bf16 A run elsewhere) */
-  if (p->a_fmt != p->b_fmt || p->sfa_fmt != p->sfb_fmt) return false;
-  const mxf_dtype ab = p->b_fmt, sf = p->sfb_fmt;
-  if (ab == MXF_E4M3 || ab == MXF_E5M2) {
-    if (sf != MXF_E8M0 || p->sf_vec != 32) return false;
-    g->fmt = ab == MXF_E4M3 ? FMT_E4M3 : FMT_E5M2;
-    g->rb = 64;
-    g->kbytes = p->k;
-  } else if (ab == MXF_E2M1) {
-    if (!((sf == MXF_E8M0 && (p->sf_vec == 32 || p->sf_vec == 16)) || (sf == MXF_E4M3 && p->sf_vec == 16)))
-      return false;
-    if (p->k % 2 || p->a_ms % 2 || p->b_ns % 2 || p->a_ls % 2 || p->b_ls % 2) return false;
-    g->fmt = FMT_E2M1;
-    g->rb = 32;
-    g->kbytes = p->k / 2;
-  } else {
+  /* A (the register operand) in an MX format; B in A's or, through the pre-pass, another
+   * one (docs/spec.md §1.1's mixed pairs, bf16 B included: the swapped bf16 A) */
+  int fa, fb;
+  if (!mx_operand(p->a_fmt, p->sfa_fmt, p->sf_vec, &fa)) return false;
+  if (!(p->b_fmt == MXF_BF16 ? p->sfb_fmt == MXF_DTYPE_INVALID : mx_operand(p->b_fmt, p->sfb_fmt, p->sf_vec, &fb)))
     return false;
-  }
+  const bool mixed = p->a_fmt != p->b_fmt || p->sfa_fmt != p->sfb_fmt;
+  g->fmt = fa;
+  g->bdt = p->b_fmt;
+  g->bany = p->a_fmt != p->b_fmt;
+  g->rb = fa == FMT_E2M1 ? 32 : 64;
+  g->kbytes = row_bytes(p->a_fmt, p->k);
+  g->kbytes_b = row_bytes(p->b_fmt, p->k);
+  if (p->a_fmt == MXF_E2M1 && (p->k % 2 || p->a_ms % 2 || p->a_ls % 2)) return false;
+  if (p->b_fmt == MXF_E2M1 && (p->k % 2 || p->b_ns % 2 || p->b_ls % 2)) return false;
   switch (p->c) {
   case MXF_F32: case MXF_F16: case MXF_BF16: case MXF_E4M3: case MXF_E5M2: case MXF_E2M1: break;
   default: return false;
@@ -1685,13 +1771,13 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, i
     return false;
   if (p->l * (g->tiles_m * BM + g->tiles_n * BN) * g->nks >= (1ll << 31)) return false; /* sf_prepare's items */
   /* TMA: strides of the rows and batches actually used must be multiples of 16 bytes */
-  const int64_t a_row = g->fmt == FMT_E2M1 ? p->a_ms / 2 : p->a_ms, b_row = g->fmt == FMT_E2M1 ? p->b_ns / 2 : p->b_ns;
-  const int64_t a_bat = g->fmt == FMT_E2M1 ? p->a_ls / 2 : p->a_ls, b_bat = g->fmt == FMT_E2M1 ? p->b_ls / 2 : p->b_ls;
+  const int64_t a_row = row_bytes(p->a_fmt, p->a_ms), b_row = row_bytes(p->b_fmt, p->b_ns);
+  const int64_t a_bat = row_bytes(p->a_fmt, p->a_ls), b_bat = row_bytes(p->b_fmt, p->b_ls);
   if (p->m > 1 && (a_row % 16 || a_row < g->kbytes)) return false;
-  if (p->n > 1 && (b_row % 16 || b_row < g->kbytes)) return false;
+  if (p->n > 1 && (b_row % 16 || b_row < g->kbytes_b)) return false;
   if (p->l > 1 && (a_bat % 16 || a_bat <= 0 || b_bat % 16 || b_bat <= 0)) return false;
-  if (g->kbytes >= (1ll << 32) || p->m >= (1ll << 31) || p->n >= (1ll << 31) || a_row >= (1ll << 39) ||
-      b_row >= (1ll << 39) || a_bat >= (1ll << 39) || b_bat >= (1ll << 39))
+  if (g->kbytes >= (1ll << 32) || g->kbytes_b >= (1ll << 32) || p->m >= (1ll << 31) || p->n >= (1ll << 31) ||
+      a_row >= (1ll << 39) || b_row >= (1ll << 39) || a_bat >= (1ll << 39) || b_bat >= (1ll << 39))
     return false;
   g->ws_a = g->wg == 3 ? 0 : (size_t)round_up(p->l * g->tiles_m * g->nks * BM * g->nkb * 2, 256);
   g->ws_b = (size_t)round_up(p->l * g->tiles_n * g->nks * BN * g->nkb * 2, 256);
@@ -1713,7 +1799,7 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, geometry *g, i
    * gemm_amax: the B pre-pass).
    * MXF_GEMM_BPRE=on / off overrides (tests). */
   const int bp_env = env_switch("MXF_GEMM_BPRE");
-  g->bp = tc ? 1 : bp_env >= 0 ? bp_env : g->tiles_m >= BP_TILES_M;
+  g->bp = tc || mixed ? 1 : bp_env >= 0 ? bp_env : g->tiles_m >= BP_TILES_M;
   g->ws_bp = g->bp ? (size_t)round_up(p->l * p->n * g->nks * BK * 2, 256) : 0;
   if (g->bp) g->ws_b = 0;
   /* The f16 path halves the mainloop's instructions but costs a launch and a pass over
@@ -1763,15 +1849,19 @@ static mxf_gemm_problem swapped_problem(const mxf_gemm_problem *p) {
  *   whole wide tiles (edge tiles of the wide kernel store element by element);
  * - above it, with N >= 2M: the pre-pass then converts the operand of half the size or
  *   less (at 16384 x 24576 x 1536 the swapped run was 8 % slower).
+ * A bf16 A (no scales) runs swapped only: the register operand is the MX one, A the
+ * pre-pass's bf16 copy.
  * MXF_GEMM_SWAP=on / off overrides (tests). Fills *run (the problem run) and *g.
  */
 static bool plan_problem(const mxf_gemm_problem *p, int num_sms, mxf_gemm_problem *run, geometry *g) {
   const int sw_env = env_switch("MXF_GEMM_SWAP");
+  const bool a_bf16 = p->a_fmt == MXF_BF16;
   const bool pays = p->m <= BN_NARROW ||
                     ((p->m + BM - 1) / BM < BP_TILES_M ? p->m % BN == 0 : p->n >= 2 * p->m);
-  if (sw_env == 1 || (sw_env < 0 && pays)) {
+  if (a_bf16 || sw_env == 1 || (sw_env < 0 && pays)) {
     *run = swapped_problem(p);
     if (make_geometry(run, num_sms, g, 1)) return true;
+    if (a_bf16) return false;
   }
   *run = *p;
   return make_geometry(p, num_sms, g, 0);
@@ -1799,6 +1889,24 @@ static void launch_prep_bp(int gs, unsigned blocks, const prep_args &pa, const b
                            cudaStream_t stream) {
   if (gs == 2) prep_bp_kernel<FMT, 2><<<blocks, 256, 0, stream>>>(pa, ba, pblocks);
   else prep_bp_kernel<FMT, BC_STAGES><<<blocks, 256, 0, stream>>>(pa, ba, pblocks);
+}
+
+/* prep_bp_any_kernel<e2, B's format> on the stream. */
+template <bool E2>
+static void launch_prep_bp_any_e2(mxf_dtype bdt, unsigned blocks, const prep_args &pa, const bany_args &ba,
+                                  int pblocks, cudaStream_t stream) {
+  switch (bdt) {
+  case MXF_BF16: prep_bp_any_kernel<E2, MXF_BF16><<<blocks, 256, 0, stream>>>(pa, ba, pblocks); break;
+  case MXF_E4M3: prep_bp_any_kernel<E2, MXF_E4M3><<<blocks, 256, 0, stream>>>(pa, ba, pblocks); break;
+  case MXF_E5M2: prep_bp_any_kernel<E2, MXF_E5M2><<<blocks, 256, 0, stream>>>(pa, ba, pblocks); break;
+  case MXF_E2M1: prep_bp_any_kernel<E2, MXF_E2M1><<<blocks, 256, 0, stream>>>(pa, ba, pblocks); break;
+  default: break; /* make_geometry takes no other */
+  }
+}
+static void launch_prep_bp_any(bool e2, mxf_dtype bdt, unsigned blocks, const prep_args &pa, const bany_args &ba,
+                               int pblocks, cudaStream_t stream) {
+  if (e2) launch_prep_bp_any_e2<true>(bdt, blocks, pa, ba, pblocks, stream);
+  else launch_prep_bp_any_e2<false>(bdt, blocks, pa, ba, pblocks, stream);
 }
 
 extern "C" int mxf_sm90_gemm_amax_plan(const mxf_gemm_problem *p, int num_sms, size_t *workspace) {
@@ -1837,8 +1945,8 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   encode_tiled_fn enc = get_encode_tiled();
   if (!enc) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: cuTensorMapEncodeTiled is not available from the driver");
 
-  const int64_t a_row = g.fmt == FMT_E2M1 ? p->a_ms / 2 : p->a_ms, b_row = g.fmt == FMT_E2M1 ? p->b_ns / 2 : p->b_ns;
-  const int64_t a_bat = g.fmt == FMT_E2M1 ? p->a_ls / 2 : p->a_ls, b_bat = g.fmt == FMT_E2M1 ? p->b_ls / 2 : p->b_ls;
+  const int64_t a_row = row_bytes(p->a_fmt, p->a_ms), b_row = row_bytes(p->b_fmt, p->b_ns);
+  const int64_t a_bat = row_bytes(p->a_fmt, p->a_ls), b_bat = row_bytes(p->b_fmt, p->b_ls);
   /* workspace: wa | wb | [f16 path: wa16 | wb16 | fa | fb | oka | okb] | partial sums | flags
    * | [B pre-pass: B in bf16] (wa16 - wa = wb16 - wb: the producer picks a side's
    * multipliers by one offset; with the pre-pass wb is empty) */
@@ -1904,7 +2012,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   pa.tiles_n = (int)g.tiles_n;
   pa.nkb = g.nkb;
   pa.sf_vec = p->sf_vec;
-  pa.ue4m3 = p->sfa_fmt == MXF_E4M3; /* = sfb_fmt (make_geometry) */
+  pa.ue4m3 = p->sfa_fmt == MXF_E4M3; /* without the pre-pass = sfb_fmt (make_geometry) */
   pa.la = p->sfa_layout;
   pa.lb = p->sfb_layout;
   pa.amax = args->amax;
@@ -1917,6 +2025,25 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
   if (pblocks < 1) pblocks = 1;
   if (!g.bp) {
     sf_prepare_kernel<<<(unsigned)pblocks, 256, 0, stream>>>(pa);
+  } else if (g.bany) {
+    bany_args ba;
+    ba.b = static_cast<const uint8_t *>(args->b);
+    ba.sfb = static_cast<const uint8_t *>(args->sfb);
+    ba.out = wbp;
+    ba.b_row = b_row;
+    ba.b_bat = b_bat;
+    ba.n = p->n;
+    ba.k = p->k;
+    ba.kb = p->kb;
+    ba.nks = (int)g.nks;
+    ba.chunks = p->l * p->n * g.nks * 8;
+    ba.idx32 = ba.chunks < (1ll << 32);
+    ba.sf_shift = p->sf_vec == 16 ? 4 : 5;
+    ba.ue4m3 = p->sfb_fmt == MXF_E4M3;
+    ba.lb = p->sfb_layout;
+    const int64_t bneed = (ba.chunks + 255) / 256, bmax = sms * 16;
+    const unsigned all = (unsigned)pblocks + (unsigned)(bneed < bmax ? bneed : bmax);
+    launch_prep_bp_any(g.fmt == FMT_E2M1, p->b_fmt, all, pa, ba, (int)pblocks, stream);
   } else {
     bconv_args ba;
     ba.b = static_cast<const uint8_t *>(args->b);
@@ -1924,7 +2051,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *caller, 
     ba.out = wbp;
     ba.b_row = b_row;
     ba.b_bat = b_bat;
-    ba.kbytes = g.kbytes;
+    ba.kbytes = g.kbytes_b;
     ba.n = p->n;
     ba.kb = p->kb;
     ba.rows = p->l * p->n;
