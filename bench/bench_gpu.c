@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "mxfuse.h"
+#include "testutil.h"
 
 #define L2_BYTES (60.0 * 1024 * 1024)
 #define HBM_GBPS 4800.0
@@ -407,11 +408,11 @@ static void bench_mxf(bench_ctx *ctx, const char *shape, const char *opname, int
                sfb_bytes = (size_t)(((n + 127) / 128) * kq * 512);
   const size_t c_bytes = (size_t)(m * n) * (c == MXF_F32 ? 4 : 2);
   mxf_gemm_amax_desc d = gemm_desc(m, n, k, ab, c);
-  if (force_portable) setenv("MXF_GEMM_KERNEL", "portable", 1);
+  if (force_portable) setenv("MXF_CONFIG", "gemm=portable", 1);
   mxf_state s;
   memset(&s, 0, sizeof s);
   mxf_status st = mxf_gemm_amax_plan(&s.plan, &d);
-  if (force_portable) unsetenv("MXF_GEMM_KERNEL");
+  if (force_portable) unsetenv("MXF_CONFIG");
   if (st != MXF_OK) {
     printf("%-22s %-26s refused: %s\n", shape, opname, mxf_last_error());
     snprintf(kernel_out, kernel_out_size, "refused");
@@ -447,7 +448,7 @@ static void bench_mxf(bench_ctx *ctx, const char *shape, const char *opname, int
 }
 
 static void bench_gemm_shape(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
-  char shape[64], kernel[64];
+  char shape[64], kernel[96];
   snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
   const double flops = 2.0 * (double)m * (double)n * (double)k;
 
@@ -486,7 +487,7 @@ static void bench_gemm_shape(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
               {"gemm_amax_mxfp4_bf16", MXF_E2M1, MXF_BF16}};
   for (int i = 0; i < 3; ++i) {
     bench_mxf(ctx, shape, ops[i].name, m, n, k, ops[i].ab, ops[i].c, t_bf16, t_fp8, 0, kernel, sizeof kernel);
-    if (strcmp(kernel, "cuda/portable") != 0 && strcmp(kernel, "refused") != 0) {
+    if (!tu_kernel_is(kernel, "cuda/portable") && strcmp(kernel, "refused") != 0) {
       char name[64];
       snprintf(name, sizeof name, "%s[portable]", ops[i].name);
       bench_mxf(ctx, shape, name, m, n, k, ops[i].ab, ops[i].c, t_bf16, t_fp8, 1, kernel, sizeof kernel);
@@ -557,24 +558,27 @@ static void bench_mixed_shape(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
   } ops[2] = {{"gemm_amax_bf16_x_mxfp4", MXF_BF16}, {"gemm_amax_mxfp8_x_mxfp4", MXF_E4M3}};
   /* at decode sizes also the other of the two kernels that take mixed pairs (the kernel
    * choice's evidence: gemm_amax_cuda.cu, GEMV_M_MAX) */
-  char first[32] = "";
+  char first[32] = ""; /* the default's kernel ("cuda/sm90") */
   for (int v = 0; v < 4; ++v) {
     const int i = v >> 1, alt = v & 1;
     if (alt && m > 128) continue;
-    if (alt) setenv("MXF_GEMM_KERNEL", strcmp(first, "cuda/gemv") == 0 ? "sm90" : "gemv", 1);
+    if (alt) setenv("MXF_CONFIG", tu_kernel_is(first, "cuda/gemv") ? "gemm=sm90" : "gemm=gemv", 1);
     mxf_gemm_amax_desc d = gemm_desc(m, n, k, MXF_E2M1, MXF_BF16);
     d.a.dtype = ops[i].fa;
     if (ops[i].fa == MXF_BF16) memset(&d.sfa, 0, sizeof d.sfa);
     mxf_state s;
     memset(&s, 0, sizeof s);
     const mxf_status pst = mxf_gemm_amax_plan(&s.plan, &d);
-    if (alt) unsetenv("MXF_GEMM_KERNEL");
+    if (alt) unsetenv("MXF_CONFIG");
     if (pst != MXF_OK) {
       printf("%-22s %-26s refused: %s\n", shape, ops[i].name, mxf_last_error());
       continue;
     }
-    if (!alt) snprintf(first, sizeof first, "%s", mxf_plan_backend(s.plan));
-    if (alt && strcmp(first, mxf_plan_backend(s.plan)) == 0) { /* no other kernel takes it */
+    if (!alt) {
+      snprintf(first, sizeof first, "%s", mxf_plan_backend(s.plan));
+      first[strcspn(first, " ")] = '\0';
+    }
+    if (alt && tu_kernel_is(mxf_plan_backend(s.plan), first)) { /* no other kernel takes it */
       mxf_plan_destroy(s.plan);
       continue;
     }
@@ -594,7 +598,7 @@ static void bench_mixed_shape(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
     report(ctx, "mixed", shape, ops[i].name, mxf_plan_backend(s.plan), ms, flops, (double)(wq + wsf), t_bf16,
            t_copy + t_bf16);
     if (m <= 128) { /* decode sizes: also replayed from a graph, against cuBLAS replayed so */
-      char name[64], kern[48];
+      char name[64], kern[112];
       snprintf(name, sizeof name, "%s (graph)", ops[i].name);
       snprintf(kern, sizeof kern, "%s (graph)", mxf_plan_backend(s.plan));
       report(ctx, "mixed", shape, name, kern, time_graph(ctx, launch_mxf, &s, nsets), flops, (double)(wq + wsf),
@@ -635,7 +639,7 @@ static void bench_mixed_section(bench_ctx *ctx, int quick) {
  *   proj_rope_bf16         our fused op, bf16 x / w (out-in, TE layout); also in-out
  *   proj_rope_mxfp8        our fused op, e4m3 x / w with e8m0 scales (out-in)
  *   [portable] rows        the portable kernel forced, where the default was another one
- *   [mainloop] / [prepass] the two sm90 MXFP8 paths forced (MXF_PROJ_MXFP8): dequantization
+ *   [mainloop] / [prepass] the two sm90 MXFP8 paths forced (MXF_CONFIG mxfp8=...): dequantization
  *                          in the mainloop or by a pre-pass into bf16 copies
  *   unfused_gemm_quant     cuBLAS BF16 GEMM + our quantize kernel (bf16 in, both
  *                          directions) on the (T, H*D) result; RoPE omitted, so this chain
@@ -698,11 +702,11 @@ static double bench_proj_op(bench_ctx *ctx, const char *shape, const char *opnam
   const size_t csb = (size_t)(t * rope) * 2, qb = (size_t)(t * n), srb = (size_t)(t * n / 32),
                scb = (size_t)((t + 31) / 32 * n);
   mxf_proj_rope_desc dsc = proj_desc(t, k, h, d, rope, mxfp8, out_in);
-  if (force_portable) setenv("MXF_PROJ_KERNEL", "portable", 1);
+  if (force_portable) setenv("MXF_CONFIG", "proj=portable", 1);
   proj_state s;
   memset(&s, 0, sizeof s);
   mxf_status st = mxf_proj_rope_plan(&s.plan, &dsc);
-  if (force_portable) unsetenv("MXF_PROJ_KERNEL");
+  if (force_portable) unsetenv("MXF_CONFIG");
   if (st != MXF_OK) {
     printf("%-22s %-26s refused: %s\n", shape, opname, mxf_last_error());
     snprintf(kernel_out, kernel_out_size, "refused");
@@ -843,7 +847,7 @@ static void bench_quant_kernel(bench_ctx *ctx, int64_t rows, int64_t cols, mxf_d
 
 static void bench_proj_t(bench_ctx *ctx, int64_t t) {
   const int64_t k = 1536, h = 128, d = 192, rope = 64, n = h * d;
-  char shape[64], kernel[64];
+  char shape[64], kernel[96];
   snprintf(shape, sizeof shape, "T=%lld K=%lld H=%lld", (long long)t, (long long)k, (long long)h);
   const double flops = 2.0 * (double)t * (double)n * (double)k;
 
@@ -890,18 +894,20 @@ static void bench_proj_t(bench_ctx *ctx, int64_t t) {
   for (int mx = 0; mx < 2; ++mx) {
     const char *name = mx ? "proj_rope_mxfp8" : "proj_rope_bf16";
     t_ops[mx] = bench_proj_op(ctx, shape, name, t, k, h, d, rope, mx, 1, 0, t_gemm, kernel, sizeof kernel);
-    if (strcmp(kernel, "cuda/portable") != 0 && strcmp(kernel, "refused") != 0) {
+    if (!tu_kernel_is(kernel, "cuda/portable") && strcmp(kernel, "refused") != 0) {
       char pname[64];
-      const int sm90 = strcmp(kernel, "cuda/sm90") == 0;
+      const int sm90 = tu_kernel_is(kernel, "cuda/sm90");
       snprintf(pname, sizeof pname, "%s[portable]", name);
       bench_proj_op(ctx, shape, pname, t, k, h, d, rope, mx, 1, 1, t_gemm, kernel, sizeof kernel);
       if (mx && sm90)
         for (int path = 0; path < 2; ++path) { /* both sm90 MXFP8 paths, whichever the default took */
           static const char *paths[2] = {"mainloop", "prepass"};
           snprintf(pname, sizeof pname, "%s[%s]", name, paths[path]);
-          setenv("MXF_PROJ_MXFP8", paths[path], 1);
+          char cfg[32];
+          snprintf(cfg, sizeof cfg, "mxfp8=%s", paths[path]);
+          setenv("MXF_CONFIG", cfg, 1);
           bench_proj_op(ctx, shape, pname, t, k, h, d, rope, mx, 1, 0, t_gemm, kernel, sizeof kernel);
-          unsetenv("MXF_PROJ_MXFP8");
+          unsetenv("MXF_CONFIG");
         }
     }
   }
@@ -951,7 +957,7 @@ static void bench_plan_op(bench_ctx *ctx, int proj) {
   const char *op = proj ? "proj_rope_plan" : "gemm_amax_plan";
   const char *shape = proj ? "T=1..264 K=1536 H=128" : "1..264x7168x2048";
   double us[PLAN_SHAPES];
-  char kernel[64] = "?";
+  char kernel[96] = "?";
   for (int i = 0; i < PLAN_SHAPES; ++i) {
     const int64_t rows = i + 1;
     mxf_plan *plan = NULL;

@@ -212,6 +212,44 @@ static void test_plans(void) {
   }
 }
 
+/* ------------------------------------------------------------ MXF_CONFIG */
+/* The kernel override (docs/kernels/README.md): read when a plan is made, on every backend; a
+ * malformed one refuses the plan with a message naming the item; nothing is planned. */
+static void test_config_override(void) {
+  mxf_quantize_desc d = quant_desc(NULL, NULL, NULL, NULL, NULL, 37, 45);
+  static const struct {
+    const char *text, *msg;
+  } bad[] = {
+      {"swap=maybe", "'maybe' is no value of swap"},
+      {"gemm=sm90,colour=red", "unknown key 'colour'"},
+      {"f16", "item 'f16' is not key=value"},
+      {"proj=gemv", "'gemv' is no value of proj"},
+      {"mxfp8=on", "'on' is no value of mxfp8"},
+      {"swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on",
+       "at most 95"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
+    setenv("MXF_CONFIG", bad[i].text, 1);
+    mxf_plan *plan = NULL;
+    mxf_status st = mxf_quantize_plan(&plan, &d);
+    TU_CHECK(st == MXF_ERR_INVALID_VALUE && plan == NULL, "MXF_CONFIG=%s refused: %s", bad[i].text,
+             mxf_status_string(st));
+    TU_CHECK(strstr(mxf_last_error(), bad[i].msg) && strstr(mxf_last_error(), "MXF_CONFIG"),
+             "MXF_CONFIG=%s: message names it: %s", bad[i].text, mxf_last_error());
+    mxf_plan_destroy(plan);
+  }
+  static const char *good[] = {"", ",", "gemm=portable", "gemm=sm90,swap=on,bpre=off,bcwide=on,f16=off,wg3=on",
+                               "sfraw=off,cst=on,proj=sm90,mxfp8=mainloop,"};
+  for (size_t i = 0; i < sizeof good / sizeof *good; ++i) {
+    setenv("MXF_CONFIG", good[i], 1);
+    mxf_plan *plan = NULL;
+    mxf_status st = mxf_quantize_plan(&plan, &d);
+    TU_CHECK(st == MXF_OK, "MXF_CONFIG=%s accepted: %s", good[i], mxf_last_error());
+    mxf_plan_destroy(plan);
+  }
+  unsetenv("MXF_CONFIG");
+}
+
 /* ------------------------------------------------------------ last error */
 /* Semantics (mxfuse.h): the message of the last failed call on this thread; successful
  * calls leave it as it was; other threads never see it. */
@@ -355,6 +393,24 @@ static void test_one_call(tu_rng *rng) {
     bufs_free(&b);
   }
   TU_CHECK(agree, "one-call quantize equals the plan form over 150 calls");
+  { /* the one-call form reads MXF_CONFIG too (its cache keys plans by the text): a
+     * malformed one is refused with nothing written */
+    quant_bufs b;
+    bufs_init(&b, 40, 70, rng);
+    memset(b.oq[0], 0xA5, 40 * 70);
+    mxf_quantize_desc o = quant_desc(b.x, b.oq[0], b.os[0], b.oq[1], b.os[1], b.rows, b.cols);
+    setenv("MXF_CONFIG", "bpre=sometimes", 1);
+    const mxf_status st = mxf_quantize(&o, NULL);
+    unsetenv("MXF_CONFIG");
+    TU_CHECK(st == MXF_ERR_INVALID_VALUE && strstr(mxf_last_error(), "bpre"), "one call under a bad MXF_CONFIG: %s",
+             mxf_last_error());
+    TU_CHECK(tu_all_bytes(b.oq[0], 40 * 70, 0xA5), "nothing written under a bad MXF_CONFIG");
+    setenv("MXF_CONFIG", "gemm=portable", 1); /* another key: another plan, same results */
+    agree = quant_both_forms(&b);
+    unsetenv("MXF_CONFIG");
+    TU_CHECK(agree, "one-call quantize under MXF_CONFIG equals the plan form");
+    bufs_free(&b);
+  }
   mxf_plan_cache_clear();
   mxf_plan_cache_clear(); /* twice is fine */
 
@@ -441,6 +497,7 @@ int main(void) {
   test_dtypes();
   test_sf(&rng);
   test_plans();
+  test_config_override();
   test_last_error();
   test_devices();
   test_one_call(&rng);

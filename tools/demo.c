@@ -47,7 +47,7 @@ static const char *CMD = "demo";
 typedef enum row_state { ROW_PASSED, ROW_FAILED, ROW_UNSUPPORTED, ROW_ERROR } row_state;
 
 typedef struct demo_row {
-  char op[40], shape[40], backend[40];
+  char op[40], shape[40], backend[96];
   double ms;
   double work; /* flops, or bytes moved for quantize */
   int bytes;   /* work counts bytes (GB/s) rather than flops */
@@ -661,7 +661,7 @@ static void throughput_str(const demo *dm, const demo_row *r, char *buf, size_t 
 }
 
 static void print_table(const demo *dm) {
-  printf("%-26s %-26s %-14s %10s %15s  %s\n", "op", "shape", "backend", "time ms", "throughput", "check");
+  printf("%-26s %-26s %-32s %10s %15s  %s\n", "op", "shape", "backend", "time ms", "throughput", "check");
   for (int i = 0; i < dm->nrows; i++) {
     const demo_row *r = &dm->rows[i];
     char tp[32], ms[32];
@@ -670,7 +670,7 @@ static void print_table(const demo *dm) {
       snprintf(ms, sizeof ms, "-");
     else
       snprintf(ms, sizeof ms, "%.3f", r->ms);
-    printf("%-26s %-26s %-14s %10s %15s  %s\n", r->op, r->shape, r->backend[0] ? r->backend : "-", ms, tp,
+    printf("%-26s %-26s %-32s %10s %15s  %s\n", r->op, r->shape, r->backend[0] ? r->backend : "-", ms, tp,
            r->check);
   }
 }

@@ -193,7 +193,8 @@ class _ClassOp:
 
     @property
     def backend(self):
-        """The backend and kernel of the plan, e.g. 'cuda/sm90' (after check_support)."""
+        """The backend and kernel of the plan with its configuration, e.g. 'cuda/sm90 128x256 prepass'
+        (after check_support); compare the first word."""
         return self.check_support() and self._plan.backend
 
     @property

@@ -52,8 +52,9 @@ typedef struct mxf_gemm_problem {
   int64_t a_ms, a_ks, a_ls;
   int64_t b_ns, b_ks, b_ls;
   int64_t c_ms, c_ns, c_ls;
-  unsigned flags;                           /* MXF_AMAX_ACCUMULATE */
-  int tile_m, tile_n, cluster_m, cluster_n; /* hints, 0 = choose */
+  unsigned flags; /* MXF_AMAX_ACCUMULATE */
+  /* the cuDNN hints (mma_tile_*, cluster_*) are validated but read by no kernel: they
+   * stay out of the problem, so out of the plan-cache key */
 } mxf_gemm_problem;
 
 /* Byte offset of the scale of (row, k-block, batch) in an SF tensor of the problem. */
@@ -78,6 +79,27 @@ typedef struct mxf_quant_problem {
   unsigned directions; /* MXF_QUANT_ROWS | MXF_QUANT_COLS; exactly one for dequantize */
 } mxf_quant_problem;
 
+/* ------------------------------------------------------------ the kernel override */
+/* MXF_CONFIG, the one override of the backends' kernel choice, for tests and benchmarks
+ * (docs/kernels/README.md): a comma-separated list of key=value, read when a plan is made. Each
+ * field is MXF_CHOOSE (the heuristics decide) or the value asked for. */
+#define MXF_CONFIG_ENV "MXF_CONFIG"
+#define MXF_CONFIG_MAX 96 /* bytes of its text, the terminating NUL included */
+enum { MXF_CHOOSE = -1 };
+typedef enum mxf_kernel_id { MXF_KERNEL_PORTABLE = 0, MXF_KERNEL_GEMV = 1, MXF_KERNEL_SM90 = 2 } mxf_kernel_id;
+typedef struct mxf_override {
+  int8_t gemm;  /* gemm=portable|gemv|sm90: that kernel first wherever it takes the problem */
+  int8_t proj;  /* proj=portable|sm90 */
+  /* the sm_90a gemm_amax kernel's choices, each on|off (1 | 0) */
+  int8_t swap, bpre, bcwide, f16, wg3, sfraw, cst;
+  int8_t mxfp8; /* the sm_90a proj_rope kernel's MXFP8 path: mxfp8=prepass|mainloop (0 | 1) */
+} mxf_override;
+
+/* Reads MXF_CONFIG into *out, and its text into text[MXF_CONFIG_MAX] ("" when unset): the
+ * plan-cache key holds the text. A malformed or too long one is MXF_ERR_INVALID_VALUE
+ * with a message naming the item and the keys. */
+MXF_INTERNAL mxf_status mxf_override_read(mxf_override *out, char text[MXF_CONFIG_MAX]);
+
 /* ------------------------------------------------------------ plans and backends */
 struct mxf_backend;
 
@@ -90,7 +112,8 @@ struct mxf_plan {
     mxf_quant_problem quant; /* quantize and dequantize */
   } p;
   const struct mxf_backend *backend;
-  char kernel[64];       /* "cpu/blas", "cuda/sm90", ...: mxf_plan_backend() */
+  mxf_override ov;       /* MXF_CONFIG at plan time (core parses it before the backend plans) */
+  char kernel[96];       /* "cpu/blas", "cuda/sm90 128x256 prepass", ...: mxf_plan_backend() */
   size_t workspace_size; /* set by the backend's plan() */
   void *impl;            /* backend-private, freed by its plan_free() */
 };

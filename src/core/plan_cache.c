@@ -3,9 +3,9 @@
  * that its runs share.
  *
  * Plans. Key: op + the normalized problem's bytes (zeroed before filling, so padding
- * compares equal) + device. A plan holds no memory of the device, so one plan serves
- * every stream and thread; entries in use are never evicted, and a clear frees them when
- * their last user is done.
+ * compares equal) + device + the text of MXF_CONFIG (core/override.c). A plan holds no
+ * memory of the device, so one plan serves every stream and thread; entries in use are
+ * never evicted, and a clear frees them when their last user is done.
  *
  * Workspaces. A cached plan keeps no workspace of its own: a run takes one of a few
  * arenas, one per (device, stream, thread where runs may overlap), grown to the largest
@@ -31,6 +31,7 @@
 typedef struct cache_key {
   mxf_op op;
   int32_t device;
+  char config[MXF_CONFIG_MAX]; /* MXF_CONFIG's text: plans made under another override differ */
   union {
     mxf_gemm_problem gemm;
     mxf_proj_problem proj;
@@ -251,7 +252,6 @@ static void workspace_release(const mxf_plan *plan, workspace *w) {
 }
 
 /* ------------------------------------------------------------ the one-call form */
-/* The key of a problem (zeroed first, so padding compares equal). */
 /* The cached plan of a problem, with a reference taken (plan_acquire under its key: the
  * problem's bytes, zeroed first so that padding compares equal). */
 static mxf_status plan_lookup(mxf_op op, const void *problem, size_t problem_size, int32_t device,
@@ -262,6 +262,9 @@ static mxf_status plan_lookup(mxf_op op, const void *problem, size_t problem_siz
     return mxf_set_error(MXF_ERR_INTERNAL, "plan cache: problem of %zu bytes does not fit", problem_size);
   key.op = op;
   key.device = device;
+  mxf_override ov;
+  mxf_status st = mxf_override_read(&ov, key.config);
+  if (st != MXF_OK) return st;
   memcpy(&key.p, problem, problem_size);
   return plan_acquire(&key, problem_size, plan, entry);
 }

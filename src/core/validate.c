@@ -459,10 +459,6 @@ mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *d, int need_data, mx
   p->c_ns = C.cs;
   p->c_ls = C.ls;
   p->flags = d->flags;
-  p->tile_m = d->mma_tile_m;
-  p->tile_n = d->mma_tile_n;
-  p->cluster_m = d->cluster_m;
-  p->cluster_n = d->cluster_n;
   *device = v.device;
   return MXF_OK;
 }

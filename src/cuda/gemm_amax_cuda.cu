@@ -1,14 +1,6 @@
 /*
- * gemm_amax_cuda.cu — gemm_amax on the CUDA backend: kernel choice (plan) and launch (run).
- *
- *   mixed pair (A bf16 or another MX format than B), M <= GEMV_M_MAX, MX weights that
- *   the weight-streaming kernel takes               -> "cuda/gemv"     (portable/gemm_amax_gemv.cu)
- *   cc 9.0 and the sm_90a kernel takes the problem  -> "cuda/sm90"     (sm90/)
- *   any other problem on cc >= 8.0                  -> "cuda/portable" (portable/)
- *   cc < 8.0                                        -> not supported (no bf16 mma.sync)
- * MXF_GEMM_KERNEL=portable | gemv | sm90 in the environment (read at plan time) puts that
- * kernel first wherever it takes the problem (portable takes every one), so that tests
- * and benchmarks can exercise each on a Hopper GPU.
+ * gemm_amax_cuda.cu — gemm_amax on the CUDA backend: plan (the heuristics' config, kept
+ * in the plan: gemm_amax_heuristics.cu) and run (the config's kernel).
  *
  * run launches on the caller's stream, allocates nothing, never synchronizes (so it can
  * be captured in a CUDA graph) and returns CUDA errors as MXF_ERR_CUDA.
@@ -19,74 +11,44 @@
 
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_util.h"
+#include "cuda/gemm_amax_config.h"
 #include "cuda/portable/portable_ops.h"
 #if defined(MXF_HAVE_SM90)
 #include "cuda/sm90/sm90_ops.h"
 #endif
 
-
-static const char k_sm90[] = "cuda/sm90";
-static const char k_portable[] = "cuda/portable";
-static const char k_gemv[] = "cuda/gemv";
-
-/* Rows of A up to which a mixed pair streams its weights through cuda/gemv rather than
- * the sm_90a kernel (docs/performance.md, mixed formats). */
-#define GEMV_M_MAX 8
-
-static int gemv_takes(const mxf_gemm_problem *p, int sms, size_t *ws) {
-  return p->a_fmt != p->b_fmt && mxf_gemv_gemm_amax_plan(p, sms, ws);
-}
-
-static int sm90_takes(const mxf_gemm_problem *p, const mxf_cuda_device_info_t *info, size_t *ws) {
-#if defined(MXF_HAVE_SM90)
-  return info->cc == 90 && mxf_sm90_gemm_amax_plan(p, info->sm_count, ws);
-#else
-  (void)p, (void)info, (void)ws;
-  return 0;
-#endif
-}
-
-static mxf_status chosen(mxf_plan *plan, const char *kernel, size_t ws) {
-  strcpy(plan->kernel, kernel);
-  plan->workspace_size = ws;
-  return MXF_OK;
-}
-
 extern "C" mxf_status mxf_cuda_gemm_amax_plan(mxf_plan *plan) {
   mxf_cuda_device_info_t info;
   mxf_status st = mxf_cuda_plan_device(plan, "gemm_amax", &info);
   if (st != MXF_OK) return st;
-  const mxf_gemm_problem *p = &plan->p.gemm;
-  const char *force = getenv("MXF_GEMM_KERNEL");
-  size_t ws = 0;
-  if (force && strcmp(force, "portable") == 0) return chosen(plan, k_portable, 0);
-  if (force && strcmp(force, "gemv") == 0 && gemv_takes(p, info.sm_count, &ws)) return chosen(plan, k_gemv, ws);
-  if (force && strcmp(force, "sm90") == 0 && sm90_takes(p, &info, &ws)) return chosen(plan, k_sm90, ws);
-  if (p->m <= GEMV_M_MAX && gemv_takes(p, info.sm_count, &ws)) return chosen(plan, k_gemv, ws);
-  if (sm90_takes(p, &info, &ws)) return chosen(plan, k_sm90, ws);
-  if (gemv_takes(p, info.sm_count, &ws)) return chosen(plan, k_gemv, ws);
-  return chosen(plan, k_portable, 0);
+  mxf_cuda_gemm_config *cfg = static_cast<mxf_cuda_gemm_config *>(malloc(sizeof *cfg));
+  if (!cfg) return mxf_set_error(MXF_ERR_NO_MEMORY, "cuda backend: out of host memory for a gemm_amax plan");
+  st = mxf_cuda_gemm_amax_choose(&plan->p.gemm, &info, &plan->ov, cfg, plan->kernel, sizeof plan->kernel);
+  if (st != MXF_OK) {
+    free(cfg);
+    return st;
+  }
+  plan->impl = cfg;
+  plan->workspace_size = cfg->workspace;
+  return MXF_OK;
 }
 
 extern "C" mxf_status mxf_cuda_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args *args, void *ws,
                                              size_t ws_size, void *stream) {
-  const mxf_gemm_problem *p = &plan->p.gemm;
+  const mxf_cuda_gemm_config *cfg = static_cast<const mxf_cuda_gemm_config *>(plan->impl);
+  if (!cfg) return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: gemm_amax plan without its config");
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (strcmp(plan->kernel, k_gemv) == 0) {
-    mxf_cuda_device_info_t info;
-    mxf_status st = mxf_cuda_device_info(plan->device - 1, &info); /* cached: no driver call */
-    if (st != MXF_OK) return st;
-    return mxf_gemv_gemm_amax_launch(p, args, ws, s, info.sm_count);
-  }
+  switch (cfg->kernel) {
+  case MXF_KERNEL_GEMV: return mxf_gemv_gemm_amax_launch(&plan->p.gemm, args, ws, s, cfg->sms);
+  case MXF_KERNEL_SM90:
 #if defined(MXF_HAVE_SM90)
-  if (strcmp(plan->kernel, k_sm90) == 0) { /* the workspace: checked by core against the plan's */
-    mxf_cuda_device_info_t info;
-    mxf_status st = mxf_cuda_device_info(plan->device - 1, &info); /* cached: no driver call */
-    if (st != MXF_OK) return st;
-    return mxf_sm90_gemm_amax_launch(p, args, ws, ws_size, s, info.sm_count);
-  }
+    return mxf_sm90_gemm_amax_launch(&cfg->sm90, args, ws, ws_size, s, cfg->sms);
+#else
+    break;
 #endif
-  (void)ws;
+  case MXF_KERNEL_PORTABLE: return mxf_portable_gemm_amax_launch(&plan->p.gemm, args, s);
+  }
   (void)ws_size;
-  return mxf_portable_gemm_amax_launch(p, args, s);
+  return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: gemm_amax plan of kernel %d, which this build lacks",
+                       (int)cfg->kernel);
 }

@@ -1,11 +1,13 @@
 /*
- * proj_rope_cuda.cu — proj_rope on the CUDA backend: kernel choice (plan) and launch (run).
+ * proj_rope_cuda.cu — proj_rope on the CUDA backend: kernel choice (plan, made once and
+ * kept in the plan) and launch (run).
  *
  *   cc 9.0 and the sm_90a kernel takes the problem  -> "cuda/sm90"     (sm90/proj_rope_sm90.cu)
  *   any other problem on cc >= 8.0                  -> "cuda/portable" (portable/proj_rope_portable.cu)
  *   cc < 8.0                                        -> not supported (no bf16 mma.sync)
- * MXF_PROJ_KERNEL=portable in the environment (read at plan time) forces the portable
- * kernel, so that tests and benchmarks can exercise it on a Hopper GPU too.
+ * MXFP8 inputs on the sm_90a kernel take the dequantize pre-pass
+ * (docs/kernels/proj_rope_sm90.md). MXF_CONFIG (core/override.c) may ask for
+ * proj=portable|sm90 and for mxfp8=mainloop|prepass.
  *
  * The sm90 kernel also needs 16-byte aligned tensors (TMA); a plan form's pointers are
  * only known at run time, so a run whose pointers it cannot take falls back to the
@@ -15,8 +17,8 @@
  * be captured in a CUDA graph) and returns CUDA errors as MXF_ERR_CUDA.
  */
 #include <cuda_runtime.h>
+#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_util.h"
@@ -26,11 +28,11 @@
 #endif
 
 
-static const char k_sm90[] = "cuda/sm90";
-static const char k_portable[] = "cuda/portable";
 
 typedef struct proj_impl {
-  int max_smem; /* opt-in shared memory per block of the plan's device */
+  mxf_kernel_id kernel; /* MXF_KERNEL_SM90 or MXF_KERNEL_PORTABLE */
+  int mainloop;         /* sm90, MXFP8 inputs: the in-mainloop conversion (else the pre-pass) */
+  int max_smem;         /* opt-in shared memory per block of the plan's device */
   int sm_count;
 } proj_impl;
 
@@ -42,17 +44,19 @@ extern "C" mxf_status mxf_cuda_proj_rope_plan(mxf_plan *plan) {
   const mxf_proj_problem *p = &plan->p.proj;
   proj_impl *impl = (proj_impl *)malloc(sizeof *impl);
   if (!impl) return mxf_set_error(MXF_ERR_NO_MEMORY, "cuda backend: out of host memory for a proj_rope plan");
+  impl->kernel = MXF_KERNEL_PORTABLE;
+  impl->mainloop = plan->ov.mxfp8 == 1;
   impl->max_smem = max_smem;
   impl->sm_count = info.sm_count;
   plan->impl = impl;
   size_t ws = mxf_portable_proj_rope_workspace(p, max_smem);
-  strcpy(plan->kernel, k_portable);
+  snprintf(plan->kernel, sizeof plan->kernel, "cuda/portable");
 #if defined(MXF_HAVE_SM90)
-  const char *force = getenv("MXF_PROJ_KERNEL");
-  const int force_portable = force && strcmp(force, "portable") == 0;
-  if (info.cc == 90 && !force_portable && mxf_sm90_proj_rope_supports(p)) {
-    strcpy(plan->kernel, k_sm90);
-    const size_t w90 = mxf_sm90_proj_rope_workspace(p);
+  if (info.cc == 90 && plan->ov.proj != MXF_KERNEL_PORTABLE && mxf_sm90_proj_rope_supports(p)) {
+    impl->kernel = MXF_KERNEL_SM90;
+    snprintf(plan->kernel, sizeof plan->kernel, "cuda/sm90%s",
+             !p->mxfp8 ? "" : impl->mainloop ? " mainloop" : " prepass");
+    const size_t w90 = mxf_sm90_proj_rope_workspace(p, impl->mainloop);
     if (w90 > ws) ws = w90;
   }
 #endif
@@ -67,8 +71,8 @@ extern "C" mxf_status mxf_cuda_proj_rope_run(const mxf_plan *plan, const mxf_pro
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (!impl) return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: proj_rope plan without its kernel data");
 #if defined(MXF_HAVE_SM90)
-  if (strcmp(plan->kernel, k_sm90) == 0 && mxf_sm90_proj_rope_args_ok(p, args, ws))
-    return mxf_sm90_proj_rope_launch(p, args, ws, ws_size, s, impl->sm_count);
+  if (impl->kernel == MXF_KERNEL_SM90 && mxf_sm90_proj_rope_args_ok(p, args, ws, impl->mainloop))
+    return mxf_sm90_proj_rope_launch(p, args, ws, ws_size, s, impl->sm_count, impl->mainloop);
 #endif
   return mxf_portable_proj_rope_launch(p, args, ws, ws_size, impl->max_smem, s);
 }

@@ -102,3 +102,8 @@ mxf_tensor tu_tensor(void *data, mxf_dtype dtype, int ndim, const int64_t *shape
     t.shape[i] = shape[i];
   return t;
 }
+
+int tu_kernel_is(const char *name, const char *kernel) {
+  const size_t n = strlen(kernel);
+  return strncmp(name, kernel, n) == 0 && (name[n] == '\0' || name[n] == ' ');
+}

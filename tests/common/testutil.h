@@ -45,6 +45,9 @@ int tu_skip(const char *name, const char *why);
 void tu_poison(void *p, size_t n, uint8_t byte);
 /* 1 if all n bytes of p equal `byte`. */
 int tu_all_bytes(const void *p, size_t n, uint8_t byte);
+/* Whether backend name `name` (mxf_plan_backend: "cuda/sm90 128x256 prepass") is of
+ * kernel `kernel` ("cuda/sm90"). */
+int tu_kernel_is(const char *name, const char *kernel);
 /* malloc that never returns NULL (aborts the test, never the library). */
 void *tu_malloc(size_t n);
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/internal.h"
+#include "cuda/gemm_amax_config.h"
 #include "cuda/sm90/sm90_ops.h"
 
 #define CK(x)                                                                                                  \
@@ -222,11 +223,21 @@ static void check(int ok, const char *what, const spec &s) {
            s.la, s.lb, dn(s.c), s.inject, s.extreme, s.accumulate);
 }
 
+/* The kernel's config of p with nothing overridden (the heuristics' own choice). */
+static bool plan_of(const mxf_gemm_problem *p, mxf_sm90::gemm_config *cfg, size_t *ws) {
+  mxf_override ov;
+  memset(&ov, MXF_CHOOSE, sizeof ov);
+  if (!mxf_sm90::plan_gemm(p, g_sms, &ov, cfg)) return false;
+  *ws = cfg->workspace;
+  return true;
+}
+
 static void run_check(const spec &s) {
   host_problem h;
   build(h, s);
   size_t ws = 0;
-  if (!mxf_sm90_gemm_amax_plan(&h.p, g_sms, &ws)) { check(0, "supports", s); return; }
+  mxf_sm90::gemm_config cfg;
+  if (!plan_of(&h.p, &cfg, &ws)) { check(0, "supports", s); return; }
   uint8_t *da, *db, *dsa, *dsb, *dc;
   float *damax;
   void *dws;
@@ -246,7 +257,7 @@ static void run_check(const spec &s) {
   memset(&args, 0, sizeof args);
   args.a = da; args.b = db; args.sfa = dsa; args.sfb = dsb; args.c = dc; args.amax = damax;
   args.alpha = s.alpha == 1.0f ? NULL : &s.alpha;
-  mxf_status st = mxf_sm90_gemm_amax_launch(&h.p, &args, dws, ws, 0, g_sms);
+  mxf_status st = mxf_sm90_gemm_amax_launch(&cfg, &args, dws, ws, 0, g_sms);
   if (st != MXF_OK) { printf("launch: %s\n", mxf_last_error()); check(0, "launch", s); }
   CK(cudaDeviceSynchronize());
   std::vector<uint8_t> c(h.c_bytes);
@@ -371,7 +382,8 @@ static void bench_shape(int64_t M, int64_t N, int64_t K, mxf_dtype ab, mxf_dtype
   p.a_ks = p.b_ks = 1; p.a_ms = p.b_ns = K; p.a_ls = M * K; p.b_ls = N * K;
   p.c_ns = 1; p.c_ms = N; p.c_ls = M * N;
   size_t ws = 0;
-  if (!mxf_sm90_gemm_amax_plan(&p, g_sms, &ws)) { printf("bench: not supported\n"); return; }
+  mxf_sm90::gemm_config cfg;
+  if (!plan_of(&p, &cfg, &ws)) { printf("bench: not supported\n"); return; }
   const size_t sfa_b = (size_t)((M + 127) / 128 * ((K + 127) / 128) * 512), sfb_b = (size_t)((N + 127) / 128 * ((K + 127) / 128) * 512);
   std::vector<uint8_t> ha(M * kbytes), hb(N * kbytes), hsa(sfa_b), hsb(sfb_b);
   uint8_t *da[SETS], *db[SETS], *dsa[SETS], *dsb[SETS];
@@ -401,7 +413,7 @@ static void bench_shape(int64_t M, int64_t N, int64_t K, mxf_dtype ab, mxf_dtype
     const int i = it % SETS;
     args.a = da[i]; args.b = db[i]; args.sfa = dsa[i]; args.sfb = dsb[i]; args.c = dc; args.amax = damax;
     CK(cudaEventRecord(e0));
-    mxf_status st = mxf_sm90_gemm_amax_launch(&p, &args, dws, ws, 0, g_sms);
+    mxf_status st = mxf_sm90_gemm_amax_launch(&cfg, &args, dws, ws, 0, g_sms);
     CK(cudaEventRecord(e1));
     CK(cudaEventSynchronize(e1));
     if (st != MXF_OK) { printf("bench launch: %s\n", mxf_last_error()); return; }
@@ -531,7 +543,8 @@ int main(int argc, char **argv) {
       host_problem h;
       build(h, s);
       size_t ws = 0;
-      mxf_sm90_gemm_amax_plan(&h.p, g_sms, &ws);
+      mxf_sm90::gemm_config cfg;
+      if (!plan_of(&h.p, &cfg, &ws)) { printf("determinism: not supported\n"); return 1; }
       uint8_t *da, *db, *dsa, *dsb, *dc;
       float *damax;
       void *dws;
@@ -549,7 +562,7 @@ int main(int argc, char **argv) {
       int differ = 0;
       for (int rep = 0; rep < 5; ++rep) {
         CK(cudaMemset(dc, 0xA5, h.c_bytes));
-        if (mxf_sm90_gemm_amax_launch(&h.p, &args, dws, ws, 0, g_sms) != MXF_OK) differ = 1;
+        if (mxf_sm90_gemm_amax_launch(&cfg, &args, dws, ws, 0, g_sms) != MXF_OK) differ = 1;
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(rep ? c1.data() : c0.data(), dc, h.c_bytes, cudaMemcpyDeviceToHost));
         if (rep && memcmp(c0.data(), c1.data(), h.c_bytes)) differ = 1;

@@ -206,10 +206,10 @@ int main(void) {
   for (size_t i = 0; i < sizeof confs / sizeof confs[0]; ++i)
     run_conf(&r, &confs[i]);
   if (gu_device_cc() == 90) {
-    setenv("MXF_GEMM_KERNEL", "portable", 1); /* the portable kernel under capture too */
+    setenv("MXF_CONFIG", "gemm=portable", 1); /* the portable kernel under capture too */
     for (size_t i = 0; i < sizeof confs / sizeof confs[0]; ++i)
       run_conf(&r, &confs[i]);
-    unsetenv("MXF_GEMM_KERNEL");
+    unsetenv("MXF_CONFIG");
   }
   return tu_finish("test_cuda_graph");
 }

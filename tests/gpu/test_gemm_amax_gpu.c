@@ -23,16 +23,17 @@
  * -0, NaN, large, small); shapes 300x200x96, 1x4096x1024, L=3, K=33 and random ones
  * that are multiples of nothing; NaN / inf codes and NaN scales; scale ranges that do and
  * do not qualify for the sm_90a kernel's f16 path. On a cc 9.0 device every case runs
- * five times: with the default kernel choice (the sm_90a kernel swaps A and B for few
- * rows of A), with the sm_90a kernel's f16 path enabled for any tile count (MXF_GEMM_F16=on),
- * with its B pre-pass enabled for any tile count (MXF_GEMM_BPRE=on, converting in the
- * large problems' groups of 8 stages, MXF_GEMM_BCWIDE=on; the small problems of the
- * other modes take groups of 2), these two unswapped
- * (MXF_GEMM_SWAP=off), with A and B swapped for any M (MXF_GEMM_SWAP=on: C written
- * transposed; MXF_GEMM_WG3=on: 128-column tiles on three consumer warpgroups wherever
- * allowed) and with the portable kernel forced (MXF_GEMM_KERNEL=portable); the mixed
- * pairs once more with the weight-streaming kernel put first (MXF_GEMM_KERNEL=gemv).
- * MXF_GPU_TEST_SMALL=1 keeps only small cases.
+ * five times, the kernel choice overridden through MXF_CONFIG (docs/kernels/README.md): with
+ * the default choice (the sm_90a kernel swaps A and B for few rows of A), with the sm_90a
+ * kernel's f16 path enabled for any tile count (f16=on), with its B pre-pass enabled for
+ * any tile count (bpre=on, converting in the large problems' groups of 8 stages,
+ * bcwide=on; the small problems of the other modes take groups of 2), these two unswapped
+ * (swap=off), with A and B swapped for any M (swap=on: C written transposed; wg3=on:
+ * 128-column tiles on three consumer warpgroups wherever allowed; each plan of this mode
+ * runs under another MXF_CONFIG than it was made with, which a run must not read) and with
+ * the portable kernel forced (gemm=portable); the mixed pairs once more with the
+ * weight-streaming kernel put first (gemm=gemv). MXF_GPU_TEST_SMALL=1 keeps only small
+ * cases.
  */
 #include <math.h>
 #include <stdio.h>
@@ -79,6 +80,9 @@ typedef struct gprob {
 } gprob;
 
 static const char *kernel_mode = "default";
+/* When set: MXF_CONFIG during each run, another than the plan was made with (plans keep
+ * their choice; a run reads no override). */
+static const char *run_config;
 static long kernel_counts[5]; /* sm90, portable, gemv, refused, other */
 static long g_equal[MXF_DTYPE_COUNT], g_total[MXF_DTYPE_COUNT], g_undet[MXF_DTYPE_COUNT];
 
@@ -391,17 +395,23 @@ static void run_case(tu_rng *r, const gcase *gc) {
   GU_MXF_OK(mxf_gemm_amax_plan(&plan, &d), gok = 0; printf("  case %s\n", what));
   if (gok) {
     const char *kn = mxf_plan_backend(plan);
-    kernel_counts[strcmp(kn, "cuda/sm90") == 0       ? 0
-                  : strcmp(kn, "cuda/portable") == 0 ? 1
-                  : strcmp(kn, "cuda/gemv") == 0     ? 2
-                                                     : 4]++;
+    kernel_counts[tu_kernel_is(kn, "cuda/sm90")       ? 0
+                  : tu_kernel_is(kn, "cuda/portable") ? 1
+                  : tu_kernel_is(kn, "cuda/gemv")     ? 2
+                                                      : 4]++;
     size_t ws = mxf_plan_workspace_size(plan);
     void *w = ws ? gu_dmalloc(ws) : NULL;
     if (w) gu_dpoison(w, ws, 0xFF);
     cudaStream_t s;
     GU_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     mxf_gemm_amax_args a = {da, db, a_bf16 ? NULL : dsfa, dsfb, dc, damax, alpha};
+    char plan_config[128] = "";
+    if (run_config) {
+      snprintf(plan_config, sizeof plan_config, "%s", getenv("MXF_CONFIG") ? getenv("MXF_CONFIG") : "");
+      setenv("MXF_CONFIG", run_config, 1);
+    }
     GU_MXF_OK(mxf_gemm_amax_run(plan, &a, w, ws, s), gok = 0; printf("  case %s\n", what));
+    if (run_config) setenv("MXF_CONFIG", plan_config, 1);
     GU_CUDA(cudaStreamSynchronize(s));
     GU_CUDA(cudaStreamDestroy(s));
     if (w) GU_CUDA(cudaFree(w));
@@ -753,47 +763,38 @@ int main(void) {
   const int small = gu_small();
   const int cc = gu_device_cc();
   printf("device cc %d.%d%s\n", cc / 10, cc % 10, small ? " (small cases only)" : "");
-  unsetenv("MXF_GEMM_KERNEL");
-  unsetenv("MXF_GEMM_F16");
-  unsetenv("MXF_GEMM_BPRE");
-  unsetenv("MXF_GEMM_SWAP");
-  unsetenv("MXF_GEMM_WG3");
-  unsetenv("MXF_GEMM_BCWIDE");
+  unsetenv("MXF_CONFIG");
   run_all(&r, small);
   if (cc == 90) {
-    setenv("MXF_GEMM_SWAP", "off", 1); /* the next two modes on the unswapped problem */
     /* the sm_90a kernel's f16 path runs by default only with at least a wave of tiles:
-     * force it so that the small cases take it (tiles whose rows qualify) */
+     * force it so that the small cases take it (tiles whose rows qualify); unswapped */
     kernel_mode = "sm90-f16";
-    setenv("MXF_GEMM_F16", "on", 1);
+    setenv("MXF_CONFIG", "swap=off,f16=on", 1);
     run_all(&r, small);
-    unsetenv("MXF_GEMM_F16");
-    /* the B pre-pass runs by default only with many rows of tiles: force it */
+    /* the B pre-pass runs by default only with many rows of tiles: force it, with the
+     * large problems' stage groups (geometry::bc_group) */
     kernel_mode = "sm90-bpre";
-    setenv("MXF_GEMM_BPRE", "on", 1);
-    setenv("MXF_GEMM_BCWIDE", "on", 1); /* the large problems' stage groups (bc_group) */
+    setenv("MXF_CONFIG", "swap=off,bpre=on,bcwide=on", 1);
     run_all(&r, small);
-    unsetenv("MXF_GEMM_BPRE");
-    unsetenv("MXF_GEMM_BCWIDE");
     /* A and B swapped (C written transposed) for any M, with 128- or 256-column tiles;
      * the narrow tiles on three consumer warpgroups wherever A's scales allow it (by
-     * default only with more than a wave of 128-row tiles) */
+     * default only with more than a wave of 128-row tiles). Each run under a config
+     * of another geometry (and workspace): the plan's choice must hold. */
     kernel_mode = "sm90-swap";
-    setenv("MXF_GEMM_SWAP", "on", 1);
-    setenv("MXF_GEMM_WG3", "on", 1);
+    setenv("MXF_CONFIG", "swap=on,wg3=on", 1);
+    run_config = "swap=off,f16=on,gemm=portable";
     run_all(&r, small);
-    unsetenv("MXF_GEMM_SWAP");
-    unsetenv("MXF_GEMM_WG3");
+    run_config = NULL;
     /* the default choice may have taken the sm_90a kernel: cover the portable one too */
     kernel_mode = "portable";
-    setenv("MXF_GEMM_KERNEL", "portable", 1);
+    setenv("MXF_CONFIG", "gemm=portable", 1);
     run_all(&r, small);
     /* the mixed pairs' decode shapes above 8 rows take the sm_90a kernel by default:
      * the weight-streaming kernel on them too */
     kernel_mode = "gemv";
-    setenv("MXF_GEMM_KERNEL", "gemv", 1);
+    setenv("MXF_CONFIG", "gemm=gemv", 1);
     run_mixed(&r, small);
-    unsetenv("MXF_GEMM_KERNEL");
+    unsetenv("MXF_CONFIG");
   }
   for (int ci = 1; ci < 6; ++ci) {
     const mxf_dtype c = k_cdtypes[ci];

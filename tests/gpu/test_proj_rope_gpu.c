@@ -20,7 +20,8 @@
  * multiple of 64 (and of 8, which the sm90 kernel refuses), inputs one element off a
  * 16-byte boundary and outputs one or two bytes off their alignment (run-time fallbacks to
  * the portable kernel), NaNs of both signs. On a cc 9.0 device every
- * case runs with the default kernel choice and with MXF_PROJ_KERNEL=portable.
+ * case runs with the default kernel choice and with MXF_CONFIG=proj=portable (MXFP8 cases
+ * also with mxfp8=prepass and mxfp8=mainloop).
  * MXF_GPU_TEST_SMALL=1 keeps only small cases (for compute-sanitizer).
  */
 #include <math.h>
@@ -289,30 +290,24 @@ static void run_case(tu_rng *r, const pcase *c) {
 
   /* on the H200: the default choice, the portable kernel, and for MXFP8 both sm90 paths
    * (dequantization in the mainloop and by a pre-pass) whatever T */
-  static const char *mode_env[4][2] = {
-      {NULL, NULL}, {"portable", NULL}, {NULL, "prepass"}, {NULL, "mainloop"}};
-  /* the in-mainloop MXFP8 path is left out of the small (sanitizer) runs: racecheck reports
-   * hazards there that are not yet explained (docs/decisions.md, proj_rope: MXFP8 inputs) */
-  const int modes = gu_device_cc() == 90 ? (c->mx ? (gu_small() ? 3 : 4) : 2) : 1;
+  static const char *mode_env[4] = {NULL, "proj=portable", "mxfp8=prepass", "mxfp8=mainloop"}; /* MXF_CONFIG */
+  /* the small (sanitizer) runs include the in-mainloop MXFP8 path: racecheck's verdict on
+   * it decides whether it may become a default (docs/decisions.md, proj_rope: MXFP8 inputs) */
+  const int modes = gu_device_cc() == 90 ? (c->mx ? 4 : 2) : 1;
   for (int mode = 0; mode < modes; ++mode) {
-    if (mode_env[mode][0])
-      setenv("MXF_PROJ_KERNEL", mode_env[mode][0], 1);
+    if (mode_env[mode])
+      setenv("MXF_CONFIG", mode_env[mode], 1);
     else
-      unsetenv("MXF_PROJ_KERNEL");
-    if (mode_env[mode][1])
-      setenv("MXF_PROJ_MXFP8", mode_env[mode][1], 1);
-    else
-      unsetenv("MXF_PROJ_MXFP8");
+      unsetenv("MXF_CONFIG");
     gu_dpoison(go.q_row, (size_t)nq + GUARD, 0xA5), gu_dpoison(go.q_col, (size_t)nq + GUARD, 0xA5);
     gu_dpoison(go.s_row, (size_t)nsr + GUARD, 0xA5), gu_dpoison(go.s_col, (size_t)nsc + GUARD, 0xA5);
     st = run_proj(c, MXF_DEVICE_CUDA(0), xd + c->shift * in_elem, wd + c->shift * in_elem, xsd, wsd,
                   cd + c->shift * 2, sd + c->shift * 2, &go, kname, sizeof kname);
     char mtag[280];
-    snprintf(mtag, sizeof mtag, "%s [%s%s%s]", tag, st == MXF_OK ? kname : "?", mode_env[mode][1] ? " " : "",
-             mode_env[mode][1] ? mode_env[mode][1] : "");
+    snprintf(mtag, sizeof mtag, "%s [%s]", tag, st == MXF_OK ? kname : "?");
     if (!TU_CHECK(st == MXF_OK, "%s: cuda status %s (%s)", mtag, mxf_status_string(st), mxf_last_error()))
       continue;
-    kernel_counts[strcmp(kname, "cuda/sm90") == 0 ? 0 : strcmp(kname, "cuda/portable") == 0 ? 1 : 2]++;
+    kernel_counts[tu_kernel_is(kname, "cuda/sm90") ? 0 : tu_kernel_is(kname, "cuda/portable") ? 1 : 2]++;
     gu_to_host(got.q_row, go.q_row, (size_t)nq + GUARD), gu_to_host(got.q_col, go.q_col, (size_t)nq + GUARD);
     gu_to_host(got.s_row, go.s_row, (size_t)nsr + GUARD),
         gu_to_host(got.s_col, go.s_col, (size_t)nsc + GUARD);
@@ -325,8 +320,7 @@ static void run_case(tu_rng *r, const pcase *c) {
     compare_dir(c, mtag, "rows", 0, &got, &want, &jc[0]);
     compare_dir(c, mtag, "cols", 1, &got, &want, &jc[1]);
   }
-  unsetenv("MXF_PROJ_KERNEL");
-  unsetenv("MXF_PROJ_MXFP8");
+  unsetenv("MXF_CONFIG");
 
   cudaFree(xd), cudaFree(wd), cudaFree(xsd), cudaFree(wsd), cudaFree(cd), cudaFree(sd);
   cudaFree(gd.q_row), cudaFree(gd.q_col), cudaFree(gd.s_row), cudaFree(gd.s_col);
@@ -344,9 +338,6 @@ int main(void) {
   tu_rng r;
   tu_rng_init(&r, seed);
   const int small = gu_small();
-  if (small && gu_device_cc() == 90)
-    printf("small mode: the in-mainloop MXFP8 path (MXF_PROJ_MXFP8=mainloop) is not run "
-           "(racecheck reports on it, bench/NOTES.md)\n");
   static const int64_t geoms[][2] = {{192, 64}, {96, 32}};
   static const int64_t tvals[] = {1, 31, 32, 130, 2048, 4096};
   const int nt = small ? 4 : 6;

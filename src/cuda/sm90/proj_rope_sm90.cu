@@ -14,7 +14,7 @@
  * the upper half of each stage and the consumers dequantize them in place into the bf16
  * tiles (mx_convert, sm90_dequant.cuh: exact for scale bytes in SPEC §1.2's window
  * [16, 232]; below it values under 2^-126 round to bf16's subnormal grid) before the
- * wgmmas; selected with MXF_PROJ_MXFP8=mainloop (see mx_prepass). By default the
+ * wgmmas; selected with MXF_CONFIG=mxfp8=mainloop (see mx_prepass). By default the
  * standalone dequantize kernels (portable/quantize_portable.cu) first write bf16 copies of
  * x and w into the workspace and the bf16 kernel runs on them.
  *
@@ -686,8 +686,8 @@ extern "C" int mxf_sm90_proj_rope_supports(const mxf_proj_problem *p) {
  * is the pre-pass at every T for now: compute-sanitizer's racecheck reports hazards in the
  * mainloop kernel that are not yet explained (same section), while its outputs match the
  * CPU in every test.
- * MXF_PROJ_MXFP8=mainloop selects it (tests, benchmark, small-T users). Plan and run must
- * see the same choice: it sizes the workspace.
+ * The plan makes the choice (proj_rope_cuda.cu; MXF_CONFIG mxfp8=mainloop asks for the
+ * mainloop path) and passes it to each function here as `mainloop`: it sizes the workspace.
  */
 static int64_t nstages(const mxf_proj_problem *p) { return (p->k + BK - 1) / BK; }
 
@@ -696,9 +696,9 @@ static int64_t mx_scale_entries(const mxf_proj_problem *p) {
   return ((p->t + BM - 1) / BM * (BM * 2) + p->h * (BN * 2)) * nstages(p);
 }
 
-static bool mx_prepass(const mxf_proj_problem *p) {
-  const char *e = getenv("MXF_PROJ_MXFP8");
-  return !(e && strcmp(e, "mainloop") == 0) || mx_scale_entries(p) >= (1ll << 31); /* its int index */
+/* The pre-pass runs unless the mainloop path is asked for and its int index fits. */
+static bool mx_prepass(const mxf_proj_problem *p, int mainloop) {
+  return !mainloop || mx_scale_entries(p) >= (1ll << 31);
 }
 
 /* bytes of the prepared scales of x and of w (in-mainloop path) */
@@ -707,38 +707,35 @@ static size_t scx_bytes(const mxf_proj_problem *p) {
 }
 static size_t scw_bytes(const mxf_proj_problem *p) { return round256((size_t)p->h * (size_t)nstages(p) * SCW_BYTES); }
 
-extern "C" size_t mxf_sm90_proj_rope_workspace(const mxf_proj_problem *p) {
+extern "C" size_t mxf_sm90_proj_rope_workspace(const mxf_proj_problem *p, int mainloop) {
   if (!p->mxfp8) return 0;
-  if (!mx_prepass(p)) return scx_bytes(p) + scw_bytes(p);
+  if (!mx_prepass(p, mainloop)) return scx_bytes(p) + scw_bytes(p);
   return round256((size_t)p->t * (size_t)p->k * 2) + round256((size_t)p->h * (size_t)p->d * (size_t)p->k * 2);
 }
 
-extern "C" int mxf_sm90_proj_rope_args_ok(const mxf_proj_problem *p, const mxf_proj_rope_args *args, const void *ws) {
+extern "C" int mxf_sm90_proj_rope_args_ok(const mxf_proj_problem *p, const mxf_proj_rope_args *args, const void *ws,
+                                          int mainloop) {
   /* the epilogue's stores: 4 codes / 4 column scale bytes, 2 row scale bytes at once */
   if (!aligned(args->out_row, 4) || !aligned(args->out_col, 4) || !aligned(args->out_scales_col, 4) ||
       !aligned(args->out_scales_row, 2))
     return 0;
   if (p->mxfp8)
-    return aligned16(args->x) && aligned16(args->w) && (p->w_out_in || !mx_prepass(p) || aligned16(args->w_scale)) &&
+    return aligned16(args->x) && aligned16(args->w) && (p->w_out_in || !mx_prepass(p, mainloop) || aligned16(args->w_scale)) &&
            ws != nullptr && aligned16(ws);
   return aligned16(args->x) && aligned16(args->w);
 }
 
 extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const mxf_proj_rope_args *args, void *ws,
-                                                size_t ws_size, cudaStream_t stream, int num_sms) {
+                                                size_t ws_size, cudaStream_t stream, int num_sms, int mainloop) {
   if (!mxf_sm90_proj_rope_supports(p))
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: the sm_90a proj_rope kernel does not run this problem");
-  const size_t need = mxf_sm90_proj_rope_workspace(p);
-  /* core checked the caller's workspace against the plan's, which covers this kernel's:
-   * a shortfall here is the library's own error */
-  if (need && (!ws || ws_size < need))
-    return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: proj_rope: the run needs %zu workspace bytes, the plan "
-                         "sized %zu", need, ws ? ws_size : (size_t)0);
+  /* core checked the caller's workspace against the plan's, which covers this kernel's */
+  (void)ws_size;
   encode_tiled_fn enc = get_encode_tiled();
   if (!enc) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: cuTensorMapEncodeTiled is not available from the driver");
   const int64_t hd = p->h * p->d;
   const void *x = args->x, *w = args->w;
-  const bool mx = p->mxfp8 && !mx_prepass(p);
+  const bool mx = p->mxfp8 && !mx_prepass(p, mainloop);
   cudaError_t e;
   const uint16_t *scx = nullptr, *scw = nullptr;
   if (mx) {

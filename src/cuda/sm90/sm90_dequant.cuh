@@ -13,12 +13,11 @@
 
 #include <stdint.h>
 
+#include "cuda/sm90/sm90_fmt.h"
 #include "cuda/sm90/sm90_ptx.cuh"
 #include "formats.h"
 
 namespace mxf_sm90 {
-
-enum { FMT_E4M3 = 0, FMT_E5M2 = 1, FMT_E2M1 = 2 };
 
 /* A scale byte as the bf16 multiplier: e8m0 2^(b-127) (0xFF: NaN), or a ue4m3 value. */
 __device__ __forceinline__ uint16_t scale_bf16(uint8_t b, int ue4m3) {

@@ -11,28 +11,36 @@
 #include "core/internal.h"
 
 #ifdef __cplusplus
+namespace mxf_sm90 {
+struct gemm_config; /* cuda/gemm_amax_config.h */
+}
+#endif
+
+#ifdef __cplusplus
 extern "C" {
 #endif
 
-/* 1 if the sm_90a gemm_amax kernel runs this problem (the caller checked the device is
- * compute capability 9.0), with *workspace the bytes it needs on a device of num_sms SMs
- * (the launch must then get the same num_sms); 0 otherwise. */
-int mxf_sm90_gemm_amax_plan(const mxf_gemm_problem *p, int num_sms, size_t *workspace);
-/* Launches on `stream`; amax handling (overwrite/accumulate) included. num_sms sizes the
- * persistent grid. Returns MXF_ERR_CUDA with the CUDA error string on a launch error. */
-mxf_status mxf_sm90_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_gemm_amax_args *args, void *ws,
+/* Launches the sm_90a gemm_amax kernel on `stream` as the plan's config says (its
+ * problem, geometry and choices: gemm_amax_heuristics.cu, mxf_sm90::plan_gemm on num_sms
+ * SMs); amax handling (overwrite/accumulate) included. Returns MXF_ERR_CUDA with the CUDA
+ * error string on a launch error. */
+mxf_status mxf_sm90_gemm_amax_launch(const mxf_sm90::gemm_config *cfg, const mxf_gemm_amax_args *args, void *ws,
                                      size_t ws_size, cudaStream_t stream, int num_sms);
 
 /* ---- proj_rope (proj_rope_sm90.cu) ---- */
 /* 1 if the sm_90a proj_rope kernel runs this problem (D = 192, K % 8 == 0); 0 otherwise. */
 int mxf_sm90_proj_rope_supports(const mxf_proj_problem *p);
-/* Workspace bytes it needs (bf16 copies of x and w on the MXFP8 path; else 0). */
-size_t mxf_sm90_proj_rope_workspace(const mxf_proj_problem *p);
+/* mainloop: the plan's choice of MXFP8 path (1: convert in the mainloop, when its index
+ * fits; 0: the dequantize pre-pass); every call of one plan passes the same. */
+/* Workspace bytes it needs (bf16 copies of x and w on the MXFP8 pre-pass path, the
+ * regrouped scales on the mainloop path; else 0). */
+size_t mxf_sm90_proj_rope_workspace(const mxf_proj_problem *p, int mainloop);
 /* 1 if a run with these pointers can use it (TMA needs 16-byte aligned x, w, workspace). */
-int mxf_sm90_proj_rope_args_ok(const mxf_proj_problem *p, const mxf_proj_rope_args *args, const void *ws);
+int mxf_sm90_proj_rope_args_ok(const mxf_proj_problem *p, const mxf_proj_rope_args *args, const void *ws,
+                               int mainloop);
 /* Launches on `stream`; num_sms sizes the persistent grid. */
 mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const mxf_proj_rope_args *args, void *ws,
-                                     size_t ws_size, cudaStream_t stream, int num_sms);
+                                     size_t ws_size, cudaStream_t stream, int num_sms, int mainloop);
 
 #ifdef __cplusplus
 }
