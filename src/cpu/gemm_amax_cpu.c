@@ -145,7 +145,7 @@ static void fill_bf16(const gemm_ctx *d, const gemm_operand *op, int64_t r0, int
  * contiguous. dst[0] is value k = kb0 * sf_vec. The restrict-qualified pointers tell the
  * compiler that the stores reach neither the codes nor the tables (the codes are bytes,
  * which alias anything): without them every store reloads, and the loop ran at half
- * the speed (bench/NOTES.md). */
+ * the speed (docs/decisions.md, CPU backend). */
 static void dequant_row_kmajor(const gemm_ctx *d, const gemm_operand *op, const operand_luts *lut, int64_t r,
                                int64_t kb0, int64_t kb1, float *restrict dst) {
   const gemm_view *v = d->v;
@@ -189,7 +189,8 @@ static void gemm_fill(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, i
   const int64_t kb0 = k0 / v->sf_vec, kb1 = mxf_cdiv(k0 + kn, v->sf_vec);
   if (op->ks == 1) {
     /* A row's K panel is a short run of codes, the next row's a row stride away: ask for
-     * the run MXF_GEMM_PREFETCH_ROWS rows ahead (bench/NOTES.md: the fills waited on the codes). */
+     * the run MXF_GEMM_PREFETCH_ROWS rows ahead (the fills waited on the codes:
+     * docs/decisions.md, CPU backend). */
     const int e2 = op->fmt == MXF_E2M1;
     const int64_t run = e2 ? (kn + 1) / 2 : kn;
     for (int64_t i = 0; i < n; ++i) {

@@ -59,14 +59,15 @@ typedef struct proj_ctx {
 /* Rows [r0, r0 + n) of an out-in operand (rows, K), values [k0, k0 + kn), into dst. The
  * restrict-qualified pointers tell the compiler that the stores reach neither the inputs
  * nor the tables (e4m3 codes are bytes, which alias anything): without them every store
- * reloads, and the loop ran at half the speed (bench/NOTES.md). */
+ * reloads, and the loop ran at half the speed (docs/decisions.md, CPU backend). */
 static void block_rows(const proj_ctx *c, const void *src, const uint8_t *scale, int64_t r0, int64_t n,
                        int64_t k0, int64_t kn, float *dst, int64_t ld) {
   const int64_t k = c->p->k, kb = k / MXF_MX_BLOCK, es = c->p->mxfp8 ? 1 : 2;
   const float *restrict lut = c->lut;
   for (int64_t r = r0; r < r0 + n; ++r) {
     /* a K panel of a row is a short run, the next row's a row away: ask for the run
-     * MXF_PROJ_PREFETCH_ROWS rows ahead (bench/NOTES.md: the fills waited on the codes) */
+     * MXF_PROJ_PREFETCH_ROWS rows ahead (the fills waited on the codes: docs/decisions.md,
+     * CPU backend) */
     if (r + MXF_PROJ_PREFETCH_ROWS < r0 + n) {
       const uint8_t *ahead = (const uint8_t *)src + ((r + MXF_PROJ_PREFETCH_ROWS) * k + k0) * es;
       for (int64_t b = 0; b < kn * es; b += 64)
