@@ -291,6 +291,8 @@ MXF_HD uint32_t mxf_mx_encode4(float v0, float v1, float v2, float v3, float inv
 
 /* ------------------------------------------------------------ scale-factor layouts */
 MXF_HD int64_t mxf_cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+/* x rounded up to a multiple of a (a > 0). */
+MXF_HD int64_t mxf_round_up(int64_t x, int64_t a) { return mxf_cdiv(x, a) * a; }
 
 /* Byte offset of (row r, k-block kb, batch l) in the swizzled layout, for an operand
  * with R = ceil(MN/128) row tiles and Kq = ceil(Kb/4) k-block groups. */

@@ -239,7 +239,7 @@ static void test_config_override(void) {
     mxf_plan_destroy(plan);
   }
   static const char *good[] = {"", ",", "gemm=portable", "gemm=sm90,swap=on,bpre=off,bcwide=on,f16=off,wg3=on",
-                               "sfraw=off,cst=on,proj=sm90,mxfp8=mainloop,"};
+                               "sfraw=off,cring=on,proj=sm90,mxfp8=mainloop,"};
   for (size_t i = 0; i < sizeof good / sizeof *good; ++i) {
     setenv("MXF_CONFIG", good[i], 1);
     mxf_plan *plan = NULL;

@@ -91,7 +91,7 @@ typedef struct mxf_override {
   int8_t gemm;  /* gemm=portable|gemv|sm90: that kernel first wherever it takes the problem */
   int8_t proj;  /* proj=portable|sm90 */
   /* the sm_90a gemm_amax kernel's choices, each on|off (1 | 0) */
-  int8_t swap, bpre, bcwide, f16, wg3, sfraw, cst;
+  int8_t swap, bpre, bcwide, f16, wg3, sfraw, cring;
   int8_t mxfp8; /* the sm_90a proj_rope kernel's MXFP8 path: mxfp8=prepass|mainloop (0 | 1) */
 } mxf_override;
 

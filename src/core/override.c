@@ -4,7 +4,7 @@
  *   MXF_CONFIG="gemm=sm90,swap=on,bpre=off"
  *
  * Keys: gemm=portable|gemv|sm90, proj=portable|sm90 (that kernel first wherever it takes
- * the problem); the sm_90a gemm_amax kernel's swap, bpre, bcwide, f16, wg3, sfraw, cst
+ * the problem); the sm_90a gemm_amax kernel's swap, bpre, bcwide, f16, wg3, sfraw, cring
  * (each on|off); the sm_90a proj_rope kernel's mxfp8=prepass|mainloop. It is read when a
  * plan is made: a plan keeps the choice it was made with, and the one-call form's cache
  * keys its plans by the text too.
@@ -30,14 +30,14 @@ static const key_def k_keys[] = {
     {"f16", OV(f16), {"off", "on", NULL}},
     {"wg3", OV(wg3), {"off", "on", NULL}},
     {"sfraw", OV(sfraw), {"off", "on", NULL}},
-    {"cst", OV(cst), {"off", "on", NULL}},
+    {"cring", OV(cring), {"off", "on", NULL}},
     {"mxfp8", OV(mxfp8), {"prepass", "mainloop", NULL}},
 };
 #undef OV
 #define NKEYS (sizeof k_keys / sizeof *k_keys)
 
 static const char k_help[] =
-    "keys: gemm=portable|gemv|sm90, proj=portable|sm90, swap|bpre|bcwide|f16|wg3|sfraw|cst=on|off, "
+    "keys: gemm=portable|gemv|sm90, proj=portable|sm90, swap|bpre|bcwide|f16|wg3|sfraw|cring=on|off, "
     "mxfp8=prepass|mainloop (docs/kernels/README.md)";
 
 /* Sets the field of item [s, s + n) ("key=value"), or says what is wrong with it. */

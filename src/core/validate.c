@@ -196,7 +196,6 @@ typedef struct gemm_role {
   int output;
 } gemm_role;
 
-static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 static mxf_status check_gemm_matrix(vctx *v, const gemm_role *r, const mxf_tensor *t, int bits, gemm_mat *m) {
   strbuf b1;
@@ -262,7 +261,7 @@ static mxf_status check_gemm_matrix(vctx *v, const gemm_role *r, const mxf_tenso
            v->op, n, ld / unit, ld * bits / 8, (ld * bits) % 8 ? ".5" : "");
   } else {
     /* unused stride: give backends an aligned, non-overlapping value */
-    ld = round_up(inner * bits, 128) / bits;
+    ld = mxf_round_up(inner * bits, 128) / bits;
     if (m->col_unit)
       m->rs = ld;
     else
@@ -279,7 +278,7 @@ static mxf_status check_gemm_matrix(vctx *v, const gemm_role *r, const mxf_tenso
            "would overlap",
            v->op, n, m->ls / unit, span / unit);
   } else {
-    m->ls = round_up(span * bits, 128) / bits;
+    m->ls = mxf_round_up(span * bits, 128) / bits;
   }
   return MXF_OK;
 }

@@ -176,7 +176,6 @@ void mxf_cpu_sgemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t l
 }
 
 /* ---------------------------------------------------------------- panel driver */
-static int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* Extent of the pieces that cut `total` into about equal parts of at most `target` (at
@@ -185,7 +184,7 @@ static int64_t panel_extent(int64_t total, int64_t target, int64_t unit) {
   if (total <= 0) return 1;
   int64_t e = target / unit * unit;
   if (e < unit) e = unit;
-  e = round_up(mxf_cdiv(total, mxf_cdiv(total, e)), unit);
+  e = mxf_round_up(mxf_cdiv(total, mxf_cdiv(total, e)), unit);
   return e < total ? e : total;
 }
 
@@ -194,13 +193,13 @@ void mxf_cpu_panels_init(mxf_cpu_panels *pp, int64_t rows, int64_t cols, int64_t
   pp->rows = rows, pp->cols = cols, pp->k = k;
   pp->nc = panel_extent(cols, MXF_PANEL_COLS, col_unit);
   pp->kc = panel_extent(k, MXF_PANEL_K, k_unit);
-  pp->ldy = round_up(pp->kc, 16);
-  pp->ldn = round_up(pp->nc, 16);
+  pp->ldy = mxf_round_up(pp->kc, 16);
+  pp->ldn = mxf_round_up(pp->nc, 16);
   /* One N panel: X is used once per K panel, so its block is a K panel too. Several: X
    * is dequantized once per row chunk over the whole K and read by every N panel, with
    * as many rows as MXF_PANEL_X_BYTES hold (within MXF_PANEL_ROWS_MIN..MXF_PANEL_ROWS). */
   pp->x_full_k = cols > pp->nc;
-  pp->ldx = pp->x_full_k ? round_up(k > 0 ? k : 1, 16) : pp->ldy;
+  pp->ldx = pp->x_full_k ? mxf_round_up(k > 0 ? k : 1, 16) : pp->ldy;
   int64_t rows_max = MXF_PANEL_ROWS;
   if (pp->x_full_k) {
     rows_max = (int64_t)(MXF_PANEL_X_BYTES / ((size_t)pp->ldx * sizeof(float)));

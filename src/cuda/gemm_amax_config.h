@@ -23,7 +23,6 @@ constexpr int SP_STAGES = 8;   /* k-stages of one scale-preparation item */
 constexpr int BC_STAGES = 8;   /* the B pre-pass's wide stage group */
 constexpr int64_t BP_TILES_M = 6; /* rows of tiles from which B goes through the pre-pass */
 
-inline int64_t round_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
 /* Bytes of n values of format d. */
 inline int64_t row_bytes(mxf_dtype d, int64_t n) { return n * mxf_dtype_bits(d) / 8; }
 
@@ -43,18 +42,18 @@ struct geometry {
   int bp;                   /* B converted by the pre-pass (prep_bp_kernel) */
   size_t ws_bp;             /* then: B in bf16, nks * 64 values per row */
   int bc_group;             /* then (same formats): stages per warp item, 2 or BC_STAGES */
-  int tc;                   /* the problem is the caller's with A and B swapped: C transposed */
+  int swapped;              /* the problem is the caller's with A and B swapped: C transposed */
   int nb;                   /* tile columns: BN, or BN_NARROW (swapped, N <= 128) */
   int wg;                   /* consumer warpgroups: 2 (128-row tiles) or 3 (192-row narrow tiles) */
-  int sfraw;                /* A's scale bytes read as they are (kernel_args::sfr) if 16-byte aligned */
-  int cst;                  /* 16-bit C through the ring's slots (epilogue_slots) if C suits TMA */
+  int sfraw;                /* A's scale bytes read as they are (kernel_args::sfa_raw) if 16-byte aligned */
+  int c_ring;               /* 16-bit C through the ring's slots (epilogue_slots) if C suits TMA */
   int tm() const { return 64 * wg; } /* tile rows (smem_map_t::tm) */
   size_t sum() const { return ws_a + ws_b + ws_part + ws_flags + ws_f16 + ws_bp; }
 };
 
 /* The sm_90a kernel's config of a caller's problem. */
 struct gemm_config {
-  mxf_gemm_problem run; /* the problem the kernel runs: the caller's, or swapped (geometry::tc) */
+  mxf_gemm_problem run; /* the problem the kernel runs: the caller's, or swapped (geometry::swapped) */
   geometry g;
   geometry g2;          /* g.wg == 3: the same problem on two warpgroups, for A's scales unaligned */
   size_t workspace;     /* covers g and g2 */

@@ -41,7 +41,7 @@ static bool wide_groups_fill(int64_t rows, int64_t nks, int64_t sms) {
   return (rows + 3) / 4 * ((nks + BC_STAGES - 1) / BC_STAGES) >= 8 * sms;
 }
 
-/* A's scales may be read by the kernel as they are (kernel_args::sfr): e8m0 in the
+/* A's scales may be read by the kernel as they are (kernel_args::sfa_raw): e8m0 in the
  * swizzled layout, on the narrow tiles (the launch tests the pointer's alignment). The
  * wide pre-pass kernels can too, but there the preparation pass is a small part of the
  * run and the prepared multipliers save the consumers work: with MXFP4 they ran up to
@@ -64,16 +64,16 @@ static bool three_warpgroups_pay(const mxf_gemm_problem *p, int64_t sms) {
 static bool f16_pays(int64_t cta_stages, int64_t sf_bytes) { return cta_stages * 32768 >= sf_bytes + (1 << 19); }
 
 /* The geometry of problem p on num_sms SMs (0: a default count, for the workspace bound);
- * tc: p is the caller's problem with A and B swapped, C written transposed; it then runs
+ * swapped: p is the caller's problem with A and B swapped, C written transposed; it then runs
  * with the B pre-pass of the (small) caller's A. wg3: the narrow tile may take three
  * consumer warpgroups when A's scales are read as they are. */
-static bool make_geometry(const mxf_gemm_problem *p, int num_sms, const mxf_override *ov, geometry *g, int tc,
+static bool make_geometry(const mxf_gemm_problem *p, int num_sms, const mxf_override *ov, geometry *g, int swapped,
                           bool wg3) {
   memset(g, 0, sizeof *g);
   if (p->m < 1 || p->n < 1 || p->k < 1 || p->l < 1) return false;
-  if (tc && p->c == MXF_E2M1) return false; /* a pair of e2m1 values shares a byte: one thread per pair */
-  g->tc = tc;
-  g->nb = tc && p->n <= BN_NARROW ? BN_NARROW : BN;
+  if (swapped && p->c == MXF_E2M1) return false; /* a pair of e2m1 values shares a byte: one thread per pair */
+  g->swapped = swapped;
+  g->nb = swapped && p->n <= BN_NARROW ? BN_NARROW : BN;
   if (p->a_ks != 1 || p->b_ks != 1 || p->c_ns != 1) return false;
   /* A (the register operand) in an MX format; B in A's or, through the pre-pass, another
    * one (docs/spec.md §1.1's mixed pairs, bf16 B included: the swapped bf16 A) */
@@ -115,8 +115,8 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, const mxf_over
   if (g->kbytes >= (1ll << 32) || g->kbytes_b >= (1ll << 32) || p->m >= (1ll << 31) || p->n >= (1ll << 31) ||
       a_row >= (1ll << 39) || b_row >= (1ll << 39) || a_bat >= (1ll << 39) || b_bat >= (1ll << 39))
     return false;
-  g->ws_a = g->wg == 3 ? 0 : (size_t)round_up(p->l * g->tiles_m * g->nks * BM * g->nkb * 2, 256);
-  g->ws_b = (size_t)round_up(p->l * g->tiles_n * g->nks * BN * g->nkb * 2, 256);
+  g->ws_a = g->wg == 3 ? 0 : (size_t)mxf_round_up(p->l * g->tiles_m * g->nks * BM * g->nkb * 2, 256);
+  g->ws_b = (size_t)mxf_round_up(p->l * g->tiles_n * g->nks * BN * g->nkb * 2, 256);
   /* persistent grid and the split of the last partial wave (unit_work) */
   const int64_t tiles = g->tiles_m * g->tiles_n * p->l;
   g->grid = tiles < sms ? tiles : sms;
@@ -129,12 +129,12 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, const mxf_over
   g->whole = tiles - g->tail;
   if (g->whole == 0) g->grid = g->tail * g->split; /* one unit per CTA (the finisher after its writers) */
   g->ws_part = (size_t)(g->tail * (g->split - 1)) * tm * g->nb * sizeof(float);
-  g->ws_flags = (size_t)round_up(g->tail * 4, 256);
+  g->ws_flags = (size_t)mxf_round_up(g->tail * 4, 256);
   /* The B pre-pass writes B once as bf16 (3 bytes of traffic per value) and lightens
    * every stage of the mainloop; with many rows of tiles that is won back (docs/decisions.md,
    * gemm_amax: the B pre-pass). Swapped runs and mixed pairs always take it. */
-  g->bp = tc || mixed ? 1 : pick(ov->bpre, g->tiles_m >= BP_TILES_M);
-  g->ws_bp = g->bp ? (size_t)round_up(p->l * p->n * g->nks * BK * 2, 256) : 0;
+  g->bp = swapped || mixed ? 1 : pick(ov->bpre, g->tiles_m >= BP_TILES_M);
+  g->ws_bp = g->bp ? (size_t)mxf_round_up(p->l * p->n * g->nks * BK * 2, 256) : 0;
   if (g->bp) g->ws_b = 0;
   g->bc_group = g->bp && !g->bany ? (pick(ov->bcwide, wide_groups_fill(p->l * p->n, g->nks, sms)) ? BC_STAGES : 2) : 0;
   const int64_t cta_stages =
@@ -143,17 +143,17 @@ static bool make_geometry(const mxf_gemm_problem *p, int num_sms, const mxf_over
   g->f16 = !g->bp && g->fmt != FMT_E2M1 && pick(ov->f16, f16_pays(cta_stages, sf_bytes));
   g->ws_f16 = 0;
   if (g->f16)
-    g->ws_f16 = g->ws_a + g->ws_b + (size_t)round_up(p->l * (g->tiles_m * BM + g->tiles_n * BN) * 4, 256) +
-                (size_t)round_up(p->l * (g->tiles_m + g->tiles_n) * 4, 256);
+    g->ws_f16 = g->ws_a + g->ws_b + (size_t)mxf_round_up(p->l * (g->tiles_m * BM + g->tiles_n * BN) * 4, 256) +
+                (size_t)mxf_round_up(p->l * (g->tiles_m + g->tiles_n) * 4, 256);
   /* 16-bit C of the wide pre-pass tiles through the ring's slots where C's strides suit
    * the tensor copies (the launch tests C's alignment) */
-  g->cst = g->bp && g->nb == BN && (p->c == MXF_BF16 || p->c == MXF_F16) && p->c_ms % 8 == 0 &&
-           (p->l == 1 || p->c_ls % 8 == 0) && ov->cst != 0;
+  g->c_ring = g->bp && g->nb == BN && (p->c == MXF_BF16 || p->c == MXF_F16) && p->c_ms % 8 == 0 &&
+           (p->l == 1 || p->c_ls % 8 == 0) && ov->cring != 0;
   return true;
 }
 
 /* p with A and B swapped (C^T = B A^T): the caller's B becomes A, its A becomes B; C
- * keeps the caller's strides (the kernel writes it transposed, kernel_args::tc). */
+ * keeps the caller's strides (the kernel writes it transposed, kernel_args::c_transposed). */
 static mxf_gemm_problem swapped_problem(const mxf_gemm_problem *p) {
   mxf_gemm_problem s = *p;
   s.m = p->n, s.n = p->m;
@@ -197,7 +197,7 @@ bool plan_gemm(const mxf_gemm_problem *p, int num_sms, const mxf_override *ov, g
   }
   cfg->workspace = cfg->g.sum();
   if (cfg->g.wg == 3) {
-    if (!make_geometry(&cfg->run, num_sms, ov, &cfg->g2, cfg->g.tc, false)) return false;
+    if (!make_geometry(&cfg->run, num_sms, ov, &cfg->g2, cfg->g.swapped, false)) return false;
     if (cfg->g2.sum() > cfg->workspace) cfg->workspace = cfg->g2.sum();
   }
   return true;
@@ -206,7 +206,7 @@ bool plan_gemm(const mxf_gemm_problem *p, int num_sms, const mxf_override *ov, g
 /* The config in words: "128x256 swap prepass f16 split4". */
 static void describe(const gemm_config *c, char *out, size_t n) {
   const geometry &g = c->g;
-  snprintf(out, n, " %dx%d%s%s%s%s", g.tm(), g.nb, g.tc ? " swap" : "",
+  snprintf(out, n, " %dx%d%s%s%s%s", g.tm(), g.nb, g.swapped ? " swap" : "",
            !g.bp ? "" : g.bany ? " convert" : g.bc_group == 2 ? " prepass2" : " prepass", g.f16 ? " f16" : "",
            g.sfraw ? " rawsf" : "");
   if (g.split > 1) {

@@ -344,8 +344,6 @@ struct gemv_geometry {
   size_t total() const { return ws_a + ws_counters + ws_part; }
 };
 
-int64_t round_up(int64_t v, int64_t to) { return (v + to - 1) / to * to; }
-
 bool gemv_geometry_of(const mxf_gemm_problem *p, int sms, gemv_geometry *g) {
   if (p->m < 1 || p->m > 128 || p->n < 1 || p->k < 32 || p->k % 32 || p->sf_vec != 32) return false;
   if (p->b_fmt != MXF_E2M1 && p->b_fmt != MXF_E4M3) return false;
@@ -370,8 +368,8 @@ bool gemv_geometry_of(const mxf_gemm_problem *p, int sms, gemv_geometry *g) {
   if (splits < 1) splits = 1;
   g->chunks_per_split = (g->nchunks + splits - 1) / splits;
   g->splits = (g->nchunks + g->chunks_per_split - 1) / g->chunks_per_split;
-  g->ws_a = p->a_fmt == MXF_BF16 ? 0 : (size_t)round_up(p->l * p->m * p->k * 2, 256);
-  g->ws_counters = (size_t)round_up(((int64_t)g->tiles * p->l + 2) * 4, 256); /* + amax slot, ticket */
+  g->ws_a = p->a_fmt == MXF_BF16 ? 0 : (size_t)mxf_round_up(p->l * p->m * p->k * 2, 256);
+  g->ws_counters = (size_t)mxf_round_up(((int64_t)g->tiles * p->l + 2) * 4, 256); /* + amax slot, ticket */
   g->ws_part = g->splits > 1 ? (size_t)((int64_t)g->tiles * p->l * g->splits * BN * 8 * g->mt * 4) : 0;
   return true;
 }

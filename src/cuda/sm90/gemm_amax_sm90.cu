@@ -30,7 +30,7 @@
  *      read; the mainloop then converts A alone (see "The B pre-pass"). One launch
  *      (prep_bp_kernel) runs it beside step 1, which then prepares A's scales only, and
  *      on the narrow tiles not even those when they are e8m0 in the swizzled layout: the
- *      kernel then reads the bytes as they are (kernel_args::sfr, geometry::sfraw).
+ *      kernel then reads the bytes as they are (kernel_args::sfa_raw, geometry::sfraw).
  *   2. gemm_kernel (persistent, one CTA per SM, 384 threads; 512 on the three-warpgroup
  *      narrow tiles, see gemm_amax_heuristics.cu), a programmatic dependent
  *      launch: it is scheduled while step 1 ends and waits for its results after setting
@@ -66,7 +66,7 @@
  * swapped problem C^T = B A^T. B's rows become the tiles' rows, dequantized
  * in registers like A's; the caller's A goes through the B pre-pass (the smaller operand,
  * once); with at most 128 columns the tiles are 128 wide (m64n128 wgmmas, 8 stages); the
- * epilogue writes C transposed (kernel_args::tc).
+ * epilogue writes C transposed (kernel_args::c_transposed).
  *
  * K order inside a stage is permuted (the sum does not care): thread q (= lane % 4) of a
  * wgmma A fragment owns the 16 consecutive raw k of its row starting at 16q, so it reads
@@ -146,12 +146,12 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_sm90::gemm_config *cfg
                                                 void *ws, size_t ws_size, cudaStream_t stream, int num_sms) {
   const mxf_gemm_problem *p = &cfg->run;
   mxf_gemm_amax_args swapped_args = *cargs; /* the operands of the problem run */
-  if (cfg->g.tc) {
+  if (cfg->g.swapped) {
     swapped_args.a = cargs->b, swapped_args.b = cargs->a;
     swapped_args.sfa = cargs->sfb, swapped_args.sfb = cargs->sfa;
   }
   const mxf_gemm_amax_args *args = &swapped_args;
-  /* A's scales read as they are (kernel_args::sfr) when the config says so and the bytes
+  /* A's scales read as they are (kernel_args::sfa_raw) when the config says so and the bytes
    * are 16-byte aligned (bulk copies); else prepared, on two warpgroups (gemm_config::g2) */
   const bool sfraw = cfg->g.sfraw && ((uintptr_t)args->sfa & 15u) == 0;
   const geometry &g = cfg->g.wg == 3 && !sfraw ? cfg->g2 : cfg->g;
@@ -163,7 +163,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_sm90::gemm_config *cfg
 
   const int64_t a_row = row_bytes(p->a_fmt, p->a_ms), b_row = row_bytes(p->b_fmt, p->b_ns);
   const int64_t a_bat = row_bytes(p->a_fmt, p->a_ls), b_bat = row_bytes(p->b_fmt, p->b_ls);
-  /* workspace: wa | wb | [f16 path: wa16 | wb16 | fa | fb | oka | okb] | partial sums | flags
+  /* workspace: wa | wb | [f16 path: wa16 | wb16 | fac_a | fac_b | tile_ok_a | tile_ok_b] | partial sums | flags
    * | [B pre-pass: B in bf16] (wa16 - wa = wb16 - wb: the producer picks a side's
    * multipliers by one offset; with the pre-pass wb is empty) */
   uint8_t *wp = static_cast<uint8_t *>(ws);
@@ -187,10 +187,10 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_sm90::gemm_config *cfg
   rows_args ra;
   ra.sfa = static_cast<const uint8_t *>(args->sfa);
   ra.sfb = static_cast<const uint8_t *>(args->sfb);
-  ra.fa = reinterpret_cast<float *>(w16 + g.ws_a + g.ws_b);
-  ra.fb = ra.fa + rows_a;
-  ra.oka = reinterpret_cast<int *>(w16 + g.ws_a + g.ws_b + round_up((rows_a + rows_b) * 4, 256));
-  ra.okb = ra.oka + p->l * g.tiles_m;
+  ra.fac_a = reinterpret_cast<float *>(w16 + g.ws_a + g.ws_b);
+  ra.fac_b = ra.fac_a + rows_a;
+  ra.tile_ok_a = reinterpret_cast<int *>(w16 + g.ws_a + g.ws_b + mxf_round_up((rows_a + rows_b) * 4, 256));
+  ra.tile_ok_b = ra.tile_ok_a + p->l * g.tiles_m;
   ra.m = p->m;
   ra.n = p->n;
   ra.kb = p->kb;
@@ -211,10 +211,10 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_sm90::gemm_config *cfg
   pa.wb = wb;
   pa.wa16 = g.f16 ? reinterpret_cast<uint16_t *>(w16) : nullptr;
   pa.wb16 = g.f16 ? reinterpret_cast<uint16_t *>(w16 + g.ws_a) : nullptr;
-  pa.fa = ra.fa;
-  pa.fb = ra.fb;
-  pa.oka = ra.oka;
-  pa.okb = ra.okb;
+  pa.fac_a = ra.fac_a;
+  pa.fac_b = ra.fac_b;
+  pa.tile_ok_a = ra.tile_ok_a;
+  pa.tile_ok_b = ra.tile_ok_b;
   pa.m = p->m;
   pa.n = p->n;
   pa.l = p->l;
@@ -287,32 +287,32 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_sm90::gemm_config *cfg
   ka.nkb = g.nkb;
   ka.rb = g.rb;
   ka.cdt = (int)p->c;
-  ka.tc = g.tc;
+  ka.c_transposed = g.swapped;
   ka.c_ms = p->c_ms;
   ka.c_ls = p->c_ls;
   ka.c = args->c;
   ka.sfa = wa;
   ka.sfb = wb;
-  ka.sfr = sfraw ? static_cast<const uint8_t *>(args->sfa) : nullptr;
-  ka.sfr_kq = (int)((p->kb + 3) / 4);
-  ka.sfr_r = (int)((p->m + 127) / 128);
-  ka.sfr_ls = (int64_t)ka.sfr_r * ka.sfr_kq * 512;
+  ka.sfa_raw = sfraw ? static_cast<const uint8_t *>(args->sfa) : nullptr;
+  ka.sfa_raw_kq = (int)((p->kb + 3) / 4);
+  ka.sfa_raw_rows = (int)((p->m + 127) / 128);
+  ka.sfa_raw_ls = (int64_t)ka.sfa_raw_rows * ka.sfa_raw_kq * 512;
   ka.kb = (int)p->kb;
-  ka.d16 = (int64_t)(g.ws_a + g.ws_b) / 2;
+  ka.f16_offset = (int64_t)(g.ws_a + g.ws_b) / 2;
   /* 16-bit C of the wide pre-pass tiles through the ring's slots (epilogue_slots), where
-   * the config allows (geometry::cst) and C is 16-byte aligned */
+   * the config allows (geometry::c_ring) and C is 16-byte aligned */
   CUtensorMap map_c;
   memset(&map_c, 0, sizeof map_c);
-  ka.cst = 0;
-  if (g.cst && ((uintptr_t)args->c & 15u) == 0) {
-    const int64_t crows = g.tc ? p->n : p->m, ccols = g.tc ? p->m : p->n;
-    ka.cst = make_map_c16(enc, &map_c, args->c, ccols, crows, p->l, p->c_ms, p->c_ls, p->c == MXF_BF16) ==
+  ka.c_ring = 0;
+  if (g.c_ring && ((uintptr_t)args->c & 15u) == 0) {
+    const int64_t crows = g.swapped ? p->n : p->m, ccols = g.swapped ? p->m : p->n;
+    ka.c_ring = make_map_c16(enc, &map_c, args->c, ccols, crows, p->l, p->c_ms, p->c_ls, p->c == MXF_BF16) ==
              CUDA_SUCCESS;
   }
-  ka.fa = ra.fa;
-  ka.fb = ra.fb;
-  ka.oka = ra.oka;
-  ka.okb = ra.okb;
+  ka.fac_a = ra.fac_a;
+  ka.fac_b = ra.fac_b;
+  ka.tile_ok_a = ra.tile_ok_a;
+  ka.tile_ok_b = ra.tile_ok_b;
   ka.f16 = g.f16;
   ka.alpha = args->alpha ? *args->alpha : 1.0f;
 

@@ -54,19 +54,20 @@ struct kernel_args {
   int tiles_m, tiles_n, nks, nkb; /* k-stages, k-blocks per stage (2 or 4) */
   int rb;                         /* raw bytes per row per stage: 64 (fp8) or 32 (e2m1) */
   int cdt;                        /* mxf_dtype of C */
-  int tc;                         /* C transposed: tile element (i, j) is C's (j, i) (operands swapped; with BP only) */
-  int cst;                        /* 16-bit C of the wide pre-pass tiles through the ring (epilogue_slots; tma_c) */
+  int c_transposed;               /* tile element (i, j) is C's (j, i) (operands swapped; with BP only) */
+  int c_ring;                     /* 16-bit C of the wide pre-pass tiles through the ring (epilogue_slots; tma_c) */
   int64_t c_ms, c_ls;
   void *c;
   const uint16_t *sfa, *sfb;      /* prepared scales in the workspace (bf16 multipliers) */
   /* The narrow tiles with A's scales e8m0 in the swizzled layout (16-byte aligned): the
    * kernel reads them as they are (sfa unused; raw_scales) */
-  const uint8_t *sfr;             /* A's scale bytes, or null */
-  int64_t sfr_ls;                 /* bytes per batch: R K' 512 */
-  int sfr_kq, sfr_r, kb;          /* K' = ceil(kb / 4), R = ceil(m / 128); k-blocks of a row */
-  int64_t d16;                    /* the f16 path's multipliers: sfa + d16, sfb + d16 */
-  const float *fa, *fb;           /* per (batch, tile, row): the f16 path's 2^(R - 127) */
-  const int *oka, *okb;           /* per (batch, tile): every row of the tile qualifies */
+  const uint8_t *sfa_raw;         /* A's scale bytes, or null */
+  int64_t sfa_raw_ls;             /* bytes per batch: R K' 512 */
+  int sfa_raw_kq, sfa_raw_rows;   /* K' = ceil(kb / 4), R = ceil(m / 128) */
+  int kb;                         /* k-blocks of a row */
+  int64_t f16_offset;             /* the f16 path's multipliers: sfa + f16_offset, sfb + f16_offset */
+  const float *fac_a, *fac_b;     /* per (batch, tile, row): the f16 path's 2^(R - 127) */
+  const int *tile_ok_a, *tile_ok_b; /* per (batch, tile): every row of the tile qualifies */
   int f16;                        /* the f16 path is enabled (geometry::f16); the arrays above are set */
   float alpha;
   float *amax;
@@ -80,8 +81,8 @@ struct prep_args {
   const uint8_t *sfa, *sfb;
   uint16_t *wa, *wb;
   uint16_t *wa16, *wb16;          /* fp8 codes: the f16 path's multipliers, else null */
-  const float *fa, *fb;           /* the row factors written by sf_rows_kernel */
-  int *oka, *okb;                 /* its tile marks, cleared here for tiles with a row that does not qualify */
+  const float *fac_a, *fac_b;     /* the row factors written by sf_rows_kernel */
+  int *tile_ok_a, *tile_ok_b;     /* its tile marks, cleared here for tiles with a row that does not qualify */
   int64_t m, n, l, kb;
   int nks, tiles_m, tiles_n, nkb, sf_vec;
   int items_a, items_b;           /* (batch, tile, stage group, row) items per side */

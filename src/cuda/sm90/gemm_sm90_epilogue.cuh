@@ -44,7 +44,7 @@ __device__ __forceinline__ void store_pair(uint8_t *c, int64_t off, float v0, fl
 }
 
 /* Any tile, any C dtype: element by element with bounds checks; folds the amax of the
- * elements inside C into fm. Transposed C (p.tc; never e2m1, see gemm_amax_heuristics.cu) takes
+ * elements inside C into fm. Transposed C (p.c_transposed; never e2m1, see gemm_amax_heuristics.cu) takes
  * the two values of a pair one by one: they lie in two rows of C. */
 template <int CDT, int NB, bool TC, int TM>
 __device__ __forceinline__ void store_checked(const float (&acc)[NB / 2], const kernel_args &p, int l, int mt, int nt,
@@ -63,7 +63,7 @@ __device__ __forceinline__ void store_checked(const float (&acc)[NB / 2], const 
       const bool two = col + 1 < p.n;
       fm = mxf_amax_fold_f32(fm, v0);
       if (two) fm = mxf_amax_fold_f32(fm, v1);
-      if (CDT != MXF_E2M1 && TC && p.tc) {
+      if (CDT != MXF_E2M1 && TC && p.c_transposed) {
         const int64_t off = cbase + (int64_t)col * p.c_ms + row;
         store_pair<CDT>(c, off, v0, 0.0f, false);
         if (two) store_pair<CDT>(c, off + p.c_ms, v1, 0.0f, false);
@@ -200,7 +200,7 @@ __device__ __forceinline__ void flush_rows_t(uint32_t stg, const kernel_args &p,
 }
 
 /*
- * A tile of 16-bit C, transposed (p.tc): the warp's 16 tile rows are 16 consecutive
+ * A tile of 16-bit C, transposed (p.c_transposed): the warp's 16 tile rows are 16 consecutive
  * columns of C, its NB tile columns NB rows of C. Per 64-column chunk, stmatrix .trans
  * writes each 8 x 8 block transposed into the warp's 2 KB as 64 rows of C of 32 bytes
  * (t_slot: no bank conflicts), which come back as 2 lanes per row, 16 rows per store
@@ -242,7 +242,7 @@ __device__ __forceinline__ void stage16_t(const float (&acc)[NB / 2], int ch, ui
 }
 
 /*
- * A tile of 16-bit C, transposed (p.tc), by warpgroup: per 64-column chunk of the tile the
+ * A tile of 16-bit C, transposed (p.c_transposed), by warpgroup: per 64-column chunk of the tile the
  * four warps write their blocks into the warpgroup's 8 KB (buf, stage16_t) and each warp
  * stores 16 of its 64 rows of C as whole lines (flush_lines), rows of C from ncols on
  * skipped. Named barrier bar (the warpgroup's 128 threads) orders the chunk's writes
@@ -265,7 +265,7 @@ __device__ __forceinline__ void store_full16_tw(const float (&acc)[NB / 2], cons
   }
 }
 
-/* A tile of f32 C, transposed (p.tc): per 32-column chunk, the warp's values go into its
+/* A tile of f32 C, transposed (p.c_transposed): per 32-column chunk, the warp's values go into its
  * 2 KB as 32 rows of C of 64 bytes (t_slot; two-way bank conflicts at most) and come back
  * as 4 lanes per row, 8 rows per store (flush_rows_t); rows of C from ncols on are skipped. */
 template <int NB>
@@ -286,7 +286,7 @@ __device__ __forceinline__ void store_full32_t(const float (&acc)[NB / 2], const
 }
 
 /*
- * A tile of f32 C, transposed (p.tc), by warpgroup (the wide tile): its 64 tile rows are
+ * A tile of f32 C, transposed (p.c_transposed), by warpgroup (the wide tile): its 64 tile rows are
  * 64 columns of C, 256 bytes. Per 32-column chunk of the tile the four warps write their
  * values into the warpgroup's 8 KB (buf) as 32 rows of C of 256 bytes (warp w's 16-byte
  * slots 4w .. 4w + 3; slot s of row r at s ^ (r % 8): no bank conflicts), and each warp
@@ -373,7 +373,7 @@ __device__ __forceinline__ void epilogue(float (&acc)[NB / 2], const kernel_args
   apply_alpha(acc, p.alpha);
   if constexpr (CDT == MXF_BF16 || CDT == MXF_F16 || CDT == MXF_F32) {
     const int rlim = p.m - mt * TM, clim = p.n - nt * NB; /* tile rows / columns inside C */
-    const bool tc = TC && p.tc;
+    const bool tc = TC && p.c_transposed;
     constexpr bool EDGE = NB != BN; /* edge tiles on the fast path */
     if (EDGE ? (tc ? rlim >= TM : clim >= NB) : (rlim >= TM && clim >= NB)) {
       const float t = thread_amax(acc, !EDGE || (rlim >= TM && clim >= NB), ar0, q, rlim, clim);
@@ -411,7 +411,7 @@ __device__ __forceinline__ void epilogue(float (&acc)[NB / 2], const kernel_args
 }
 
 /*
- * The wide pre-pass tiles' 16-bit C through the ring (kernel_args::cst): the unit's last
+ * The wide pre-pass tiles' 16-bit C through the ring (kernel_args::c_ring): the unit's last
  * two stages keep their slots (mainloop_bp's hold), and once both warpgroups' wgmmas are
  * done, warpgroup w writes its 64 x 256 half of the tile (amax folded, no NaN in the
  * warpgroup: the hardware conversion) into the first 32 KB of slot w as four 64 x 64
@@ -441,15 +441,15 @@ __device__ __forceinline__ void epilogue_slots(float (&acc)[BN / 2], const kerne
       const uint32_t base = sm.raw_a(slot);
 #pragma unroll
       for (int ch = 0; ch < 4; ++ch) {
-        if (p.tc) stage16_t<CDT, BN>(acc, ch, base + ch * 8192, wq, lane);
+        if (p.c_transposed) stage16_t<CDT, BN>(acc, ch, base + ch * 8192, wq, lane);
         else stage16<CDT, BN>(acc, ch, base + ch * 8192 + wq * 2048, lane);
       }
       fence_proxy_async();
       if ((ct & 127) == 0) {
         const int r0 = mt * TM + 64 * wg, c0 = nt * BN; /* the half's first row and column of the tile */
-        sts_u32(sm.cst(slot), (uint32_t)(p.tc ? r0 : c0));
-        sts_u32(sm.cst(slot) + 4, (uint32_t)(p.tc ? c0 : r0));
-        sts_u32(sm.cst(slot) + 8, (uint32_t)l << 2 | (uint32_t)p.tc << 1 | 1u);
+        sts_u32(sm.cst(slot), (uint32_t)(p.c_transposed ? r0 : c0));
+        sts_u32(sm.cst(slot) + 4, (uint32_t)(p.c_transposed ? c0 : r0));
+        sts_u32(sm.cst(slot) + 8, (uint32_t)l << 2 | (uint32_t)p.c_transposed << 1 | 1u);
       }
     }
   }

@@ -81,7 +81,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
         int l, mt, nt;
         tile_coords(w.tile, p.tiles_m, p.tiles_n, l, mt, nt);
         const bool h = !BP && f16_tile<FMT>(p, l, mt, nt);
-        const int64_t d = h ? p.d16 : 0;
+        const int64_t d = h ? p.f16_offset : 0;
         const uint16_t *sfa = p.sfa + d + ((int64_t)(l * p.tiles_m + mt) * p.nks) * (BM * p.nkb);
         const uint16_t *sfb = p.sfb + d + ((int64_t)(l * p.tiles_n + nt) * p.nks) * (BN * p.nkb);
         for (int ks = w.ks0; ks < w.ks1; ++ks) {
@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
           } else {
             mbar_wait(sm.empty(slot), phase ^ 1u);
             if constexpr (BP && NB == BN) {
-              if (p.cst) store_slot(sm, slot, &tma_c.map);
+              if (p.c_ring) store_slot(sm, slot, &tma_c.map);
             }
             load_a_stage(slot, ks, l, mt, sfa);
           }
@@ -104,7 +104,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
         }
       }
       if constexpr (BP && NB == BN) {
-        if (p.cst) { /* the last units' C (epilogue_slots) */
+        if (p.c_ring) { /* the last units' C (epilogue_slots) */
           for (int i = 0; i < ns; ++i) {
             mbar_wait(sm.empty(slot), phase ^ 1u);
             store_slot(sm, slot, &tma_c.map);
@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     h_next = BP ? false : prefetch_unit_f16<FMT>(p, u + gridDim.x, ct, sm.factors(area == 2 ? 0 : area + 1));
     const int nk = w.ks1 - w.ks0;
     /* 16-bit C through the ring: whole and finishing units of two stages or more */
-    const bool hold = BP && NB == BN && p.cst && nk >= 2 && w.role != ROLE_WRITER;
+    const bool hold = BP && NB == BN && p.c_ring && nk >= 2 && w.role != ROLE_WRITER;
     if constexpr (BP) {
       const raw_scales rs = make_raw_scales<NB>(p, ar0, q, (mt * TM) & 127);
       mainloop_bp<FMT, NB, SM>(acc, fa, fb, sm, g, w.ks0, nk, p.nkb, ar0, q, lane, rs, hold);

@@ -32,7 +32,7 @@ template <int BP, int NB = BN, int WG = 2> struct smem_map_t {
   __device__ __forceinline__ uint32_t full(int i) const { return base + ring + 8 * i; }
   __device__ __forceinline__ uint32_t empty(int i) const { return full(ns) + 8 * i; }
   __device__ __forceinline__ uint32_t amax() const { return full(2 * ns); }
-  /* slot i's C to store (kernel_args::cst): 3 words, see epilogue_slots */
+  /* slot i's C to store (kernel_args::c_ring): 3 words, see epilogue_slots */
   __device__ __forceinline__ uint32_t cst(int i) const { return amax() + 8 + 12 * i; }
   __device__ __forceinline__ uint32_t epi(int w) const { return base + ring + 256 + w * EPI; }
   __device__ __forceinline__ uint32_t factors(int i) const { return epi(4 * WG) + i * FAC; }
@@ -163,21 +163,21 @@ __device__ __forceinline__ void load_a(stage_regs &r, stage_scales &sc, uint32_t
   load_a_codes<FMT>(r, raw_a, ar0, q);
 }
 
-/* A's scale bytes read as they are (kernel_args::sfr): a stage's area holds the 512-byte
+/* A's scale bytes read as they are (kernel_args::sfa_raw): a stage's area holds the 512-byte
  * blocks of the swizzled layout (SPEC §1.1: 128 rows x 4 k-blocks) that hold the tile's
  * rows, one for 128-row tiles, two (blocks r0 / 128 and the next) for 192-row tiles,
  * which start at row r0 % 128 = 0 or 64 of the first; row ar0 + 8's byte lies 128 bytes
  * after row ar0's. A k-block beyond the scales' K (padding, maybe 0xFF) reads as byte
  * 127, 1.0. */
 struct raw_scales {
-  bool on;     /* kernel_args::sfr is set */
+  bool on;     /* kernel_args::sfa_raw is set */
   int off;     /* the byte of row ar0 and this thread's k-block of a stage, less the stage's */
   int ks_live; /* stages ks < ks_live hold this thread's k-block */
 };
 /* Whether the kernel of NB columns reads A's scale bytes as they are (only the narrow
- * tiles get sfr, see geometry::sfraw). */
+ * tiles get sfa_raw, see geometry::sfraw). */
 template <int NB> __device__ __forceinline__ bool raw_scales_on(const kernel_args &p) {
-  return NB == BN_NARROW && p.sfr != nullptr;
+  return NB == BN_NARROW && p.sfa_raw != nullptr;
 }
 /* r0: the tile's first row, modulo 128. The offsets below are formats.h's
  * mxf_sf_swz_offset in 32-bit arithmetic (calling it cost the 128-row shape ~1 %:
@@ -196,9 +196,9 @@ template <int NB> __device__ __forceinline__ raw_scales make_raw_scales(const ke
 __device__ __forceinline__ void load_raw_scales(const kernel_args &p, uint32_t dst, int tm, int blocks, int l, int mt,
                                                 int ks, uint32_t bar) {
   const int b0 = (mt * tm) >> 7, kt = (ks * p.nkb) >> 2;
-  const uint8_t *src = p.sfr + l * p.sfr_ls + ((int64_t)b0 * p.sfr_kq + kt) * 512;
+  const uint8_t *src = p.sfa_raw + l * p.sfa_raw_ls + ((int64_t)b0 * p.sfa_raw_kq + kt) * 512;
   bulk_load(dst, src, 512u, bar);
-  if (blocks == 2) bulk_load(dst + 512, b0 + 1 < p.sfr_r ? src + (int64_t)p.sfr_kq * 512 : src, 512u, bar);
+  if (blocks == 2) bulk_load(dst + 512, b0 + 1 < p.sfa_raw_rows ? src + (int64_t)p.sfa_raw_kq * 512 : src, 512u, bar);
 }
 
 /* convert_stage_bf16 without B, from the rows' scale bytes b0, b1: MODE_FOLD's multipliers
@@ -294,7 +294,7 @@ __device__ __forceinline__ void consume_stage(float (&acc)[128], uint32_t (&fr)[
 /* Whether a tile takes the f16 path: enabled, and every row of its A and B tiles qualifies. */
 template <int FMT> __device__ __forceinline__ bool f16_tile(const kernel_args &p, int l, int mt, int nt) {
   if constexpr (FMT == FMT_E2M1) return false;
-  else return p.f16 && __ldg(p.oka + l * p.tiles_m + mt) != 0 && __ldg(p.okb + l * p.tiles_n + nt) != 0;
+  else return p.f16 && __ldg(p.tile_ok_a + l * p.tiles_m + mt) != 0 && __ldg(p.tile_ok_b + l * p.tiles_n + nt) != 0;
 }
 /*
  * Per unit: whether its tile takes the f16 path (every row of its A and B tiles qualifies;
@@ -311,8 +311,8 @@ template <int FMT> __device__ __forceinline__ bool prefetch_unit_f16(const kerne
     if (u >= p.units || !p.f16) return false;
     int l, mt, nt;
     tile_coords(unit_work(u, p.whole, p.split, p.nks).tile, p.tiles_m, p.tiles_n, l, mt, nt);
-    cp_async_4(fac + 4 * ct, p.fb + ((int64_t)l * p.tiles_n + nt) * BN + ct);
-    if (ct < BM) cp_async_4(fac + 4 * (BN + ct), p.fa + ((int64_t)l * p.tiles_m + mt) * BM + ct);
+    cp_async_4(fac + 4 * ct, p.fac_b + ((int64_t)l * p.tiles_n + nt) * BN + ct);
+    if (ct < BM) cp_async_4(fac + 4 * (BN + ct), p.fac_a + ((int64_t)l * p.tiles_m + mt) * BM + ct);
     cp_async_commit();
     return f16_tile<FMT>(p, l, mt, nt);
   }

@@ -14,8 +14,8 @@ namespace mxf_sm90 {
 /* ------------------------------------------------------------ scale preparation */
 struct rows_args {
   const uint8_t *sfa, *sfb;
-  float *fa, *fb;
-  int *oka, *okb;
+  float *fac_a, *fac_b;
+  int *tile_ok_a, *tile_ok_b;
   int64_t m, n, kb;
   int tiles_m, tiles_n, l;
   mxf_sf_layout la, lb;
@@ -82,8 +82,8 @@ __global__ void __launch_bounds__(256) sf_rows_kernel(const rows_args a) {
         const uint32_t h2 = __vmaxu4(hi, hi >> 16), l2 = __vminu4(lo, lo >> 16 | 0xFFFF0000u);
         bits = f16_row_factor<FMT>(max(h2 & 0xFFu, (h2 >> 8) & 0xFFu), min(l2 & 0xFFu, (l2 >> 8) & 0xFFu), nan != 0u);
       }
-      (is_a ? a.fa : a.fb)[(((int64_t)l * tiles + tile) << lg) + r] = __uint_as_float(bits);
-      if (r == 0) (is_a ? a.oka : a.okb)[l * tiles + tile] = 1;
+      (is_a ? a.fac_a : a.fac_b)[(((int64_t)l * tiles + tile) << lg) + r] = __uint_as_float(bits);
+      if (r == 0) (is_a ? a.tile_ok_a : a.tile_ok_b)[l * tiles + tile] = 1;
     }
   }
 }
@@ -109,8 +109,8 @@ template <int NKB> __device__ __forceinline__ void sf_prepare_item(const prep_ar
   const mxf_sf_layout lay = is_a ? a.la : a.lb;
   /* the f16 path: factor bits of the row (0: it does not qualify, its tile never takes
    * the path, the values are left at 1.0) */
-  const uint32_t fbits = a.wa16 ? __float_as_uint((is_a ? a.fa : a.fb)[((int64_t)tl << lg) + r]) : 0u;
-  if (a.wa16 && gr == 0 && fbits == 0) (is_a ? a.oka : a.okb)[tl] = 0; /* a row that does not qualify */
+  const uint32_t fbits = a.wa16 ? __float_as_uint((is_a ? a.fac_a : a.fac_b)[((int64_t)tl << lg) + r]) : 0u;
+  if (a.wa16 && gr == 0 && fbits == 0) (is_a ? a.tile_ok_a : a.tile_ok_b)[tl] = 0; /* a row that does not qualify */
   const int64_t q0 = (int64_t)gr * NQ; /* the item's first quad */
   const uint8_t *base = (is_a ? a.sfa : a.sfb) + (row < mn ? mxf_gemm_sf_offset(lay, mn, a.kb, row, 0, l) : 0);
   const int64_t step = sf_quad_step(lay);
