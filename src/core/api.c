@@ -67,8 +67,7 @@ mxf_status mxf_plan_create(mxf_op op, const void *problem, size_t problem_size, 
   if (problem_size > sizeof(((mxf_plan *)0)->p))
     return mxf_set_error(MXF_ERR_INTERNAL, "plan: problem of %zu bytes does not fit", problem_size);
   mxf_override ov;
-  char ov_text[MXF_CONFIG_MAX];
-  st = mxf_override_read(&ov, ov_text);
+  st = mxf_override_read(&ov);
   if (st != MXF_OK) return st;
   mxf_plan *plan = calloc(1, sizeof *plan);
   if (!plan) return mxf_set_error(MXF_ERR_NO_MEMORY, "plan: cannot allocate %zu bytes", sizeof *plan);

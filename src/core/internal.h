@@ -95,10 +95,12 @@ typedef struct mxf_override {
   int8_t mxfp8; /* the sm_90a proj_rope kernel's MXFP8 path: mxfp8=prepass|mainloop (0 | 1) */
 } mxf_override;
 
-/* Reads MXF_CONFIG into *out, and its text into text[MXF_CONFIG_MAX] ("" when unset): the
- * plan-cache key holds the text. A malformed or too long one is MXF_ERR_INVALID_VALUE
- * with a message naming the item and the keys. */
-MXF_INTERNAL mxf_status mxf_override_read(mxf_override *out, char text[MXF_CONFIG_MAX]);
+/* MXF_CONFIG's text into text[MXF_CONFIG_MAX] ("" when unset; the plan-cache key holds
+ * it); a too long one is MXF_ERR_INVALID_VALUE. */
+MXF_INTERNAL mxf_status mxf_override_text(char text[MXF_CONFIG_MAX]);
+/* MXF_CONFIG parsed into *out (when a plan is made). A malformed or too long one is
+ * MXF_ERR_INVALID_VALUE with a message naming the item and the keys. */
+MXF_INTERNAL mxf_status mxf_override_read(mxf_override *out);
 
 /* ------------------------------------------------------------ plans and backends */
 struct mxf_backend;

@@ -14,25 +14,32 @@
 
 #include "core/internal.h"
 
+typedef struct key_value {
+  const char *text; /* NULL ends a key's list */
+  int8_t value;     /* what it sets the field to */
+} key_value;
 typedef struct key_def {
   const char *name;
-  size_t offset;              /* of its int8_t in mxf_override */
-  const char *const vals[4];  /* value i sets the field to i; NULL ends the list */
+  size_t offset; /* of its int8_t in mxf_override */
+  key_value vals[4];
 } key_def;
 
 #define OV(f) offsetof(mxf_override, f)
+#define ON_OFF {{"off", 0}, {"on", 1}, {NULL, 0}}
 static const key_def k_keys[] = {
-    {"gemm", OV(gemm), {"portable", "gemv", "sm90", NULL}},
-    {"proj", OV(proj), {"portable", "gemv", "sm90", NULL}}, /* gemv: refused below */
-    {"swap", OV(swap), {"off", "on", NULL}},
-    {"bpre", OV(bpre), {"off", "on", NULL}},
-    {"bcwide", OV(bcwide), {"off", "on", NULL}},
-    {"f16", OV(f16), {"off", "on", NULL}},
-    {"wg3", OV(wg3), {"off", "on", NULL}},
-    {"sfraw", OV(sfraw), {"off", "on", NULL}},
-    {"cring", OV(cring), {"off", "on", NULL}},
-    {"mxfp8", OV(mxfp8), {"prepass", "mainloop", NULL}},
+    {"gemm", OV(gemm),
+     {{"portable", MXF_KERNEL_PORTABLE}, {"gemv", MXF_KERNEL_GEMV}, {"sm90", MXF_KERNEL_SM90}, {NULL, 0}}},
+    {"proj", OV(proj), {{"portable", MXF_KERNEL_PORTABLE}, {"sm90", MXF_KERNEL_SM90}, {NULL, 0}}},
+    {"swap", OV(swap), ON_OFF},
+    {"bpre", OV(bpre), ON_OFF},
+    {"bcwide", OV(bcwide), ON_OFF},
+    {"f16", OV(f16), ON_OFF},
+    {"wg3", OV(wg3), ON_OFF},
+    {"sfraw", OV(sfraw), ON_OFF},
+    {"cring", OV(cring), ON_OFF},
+    {"mxfp8", OV(mxfp8), {{"prepass", 0}, {"mainloop", 1}, {NULL, 0}}},
 };
+#undef ON_OFF
 #undef OV
 #define NKEYS (sizeof k_keys / sizeof *k_keys)
 
@@ -50,10 +57,9 @@ static mxf_status parse_item(const char *s, size_t n, mxf_override *o) {
   for (size_t i = 0; i < NKEYS; ++i) {
     const key_def *k = &k_keys[i];
     if (strlen(k->name) != kn || memcmp(k->name, s, kn) != 0) continue;
-    for (int v = 0; v < 4 && k->vals[v]; ++v) {
-      if (strlen(k->vals[v]) != vn || memcmp(k->vals[v], eq + 1, vn) != 0) continue;
-      if (k->offset == offsetof(mxf_override, proj) && v == MXF_KERNEL_GEMV) break;
-      *((int8_t *)o + k->offset) = (int8_t)v;
+    for (const key_value *v = k->vals; v->text; ++v) {
+      if (strlen(v->text) != vn || memcmp(v->text, eq + 1, vn) != 0) continue;
+      *((int8_t *)o + k->offset) = v->value;
       return MXF_OK;
     }
     return mxf_set_error(MXF_ERR_INVALID_VALUE, MXF_CONFIG_ENV ": '%.*s' is no value of %s; %s", (int)vn, eq + 1,
@@ -62,8 +68,7 @@ static mxf_status parse_item(const char *s, size_t n, mxf_override *o) {
   return mxf_set_error(MXF_ERR_INVALID_VALUE, MXF_CONFIG_ENV ": unknown key '%.*s'; %s", (int)kn, s, k_help);
 }
 
-mxf_status mxf_override_read(mxf_override *out, char text[MXF_CONFIG_MAX]) {
-  memset(out, MXF_CHOOSE, sizeof *out);
+mxf_status mxf_override_text(char text[MXF_CONFIG_MAX]) {
   memset(text, 0, MXF_CONFIG_MAX);
   const char *env = getenv(MXF_CONFIG_ENV);
   if (!env) return MXF_OK;
@@ -72,13 +77,18 @@ mxf_status mxf_override_read(mxf_override *out, char text[MXF_CONFIG_MAX]) {
     return mxf_set_error(MXF_ERR_INVALID_VALUE, MXF_CONFIG_ENV ": %zu characters; at most %d", len,
                          MXF_CONFIG_MAX - 1);
   memcpy(text, env, len);
-  for (const char *s = env; *s;) {
+  return MXF_OK;
+}
+
+mxf_status mxf_override_read(mxf_override *out) {
+  memset(out, MXF_CHOOSE, sizeof *out);
+  char text[MXF_CONFIG_MAX];
+  mxf_status st = mxf_override_text(text);
+  if (st != MXF_OK) return st;
+  for (const char *s = text; *s;) {
     const char *end = strchr(s, ',');
     const size_t n = end ? (size_t)(end - s) : strlen(s);
-    if (n) {
-      mxf_status st = parse_item(s, n, out);
-      if (st != MXF_OK) return st;
-    }
+    if (n && (st = parse_item(s, n, out)) != MXF_OK) return st;
     s += n + (end != NULL);
   }
   return MXF_OK;

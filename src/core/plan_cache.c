@@ -262,8 +262,8 @@ static mxf_status plan_lookup(mxf_op op, const void *problem, size_t problem_siz
     return mxf_set_error(MXF_ERR_INTERNAL, "plan cache: problem of %zu bytes does not fit", problem_size);
   key.op = op;
   key.device = device;
-  mxf_override ov;
-  mxf_status st = mxf_override_read(&ov, key.config);
+  /* the text alone: a miss parses it (mxf_plan_create), a hit's text made a plan already */
+  mxf_status st = mxf_override_text(key.config);
   if (st != MXF_OK) return st;
   memcpy(&key.p, problem, problem_size);
   return plan_acquire(&key, problem_size, plan, entry);
