@@ -45,7 +45,7 @@ extern "C" mxf_status mxf_cuda_proj_rope_plan(mxf_plan *plan) {
   proj_impl *impl = (proj_impl *)malloc(sizeof *impl);
   if (!impl) return mxf_set_error(MXF_ERR_NO_MEMORY, "cuda backend: out of host memory for a proj_rope plan");
   impl->kernel = MXF_KERNEL_PORTABLE;
-  impl->mainloop = plan->ov.mxfp8 == 1;
+  impl->mainloop = 0;
   impl->max_smem = max_smem;
   impl->sm_count = info.sm_count;
   plan->impl = impl;
@@ -54,6 +54,7 @@ extern "C" mxf_status mxf_cuda_proj_rope_plan(mxf_plan *plan) {
 #if defined(MXF_HAVE_SM90)
   if (info.cc == 90 && plan->ov.proj != MXF_KERNEL_PORTABLE && mxf_sm90_proj_rope_supports(p)) {
     impl->kernel = MXF_KERNEL_SM90;
+    impl->mainloop = plan->ov.mxfp8 == 1 && mxf_sm90_proj_rope_mainloop_fits(p);
     snprintf(plan->kernel, sizeof plan->kernel, "cuda/sm90%s",
              !p->mxfp8 ? "" : impl->mainloop ? " mainloop" : " prepass");
     const size_t w90 = mxf_sm90_proj_rope_workspace(p, impl->mainloop);

@@ -14,7 +14,7 @@
  * the upper half of each stage and the consumers dequantize them in place into the bf16
  * tiles (mx_convert, sm90_dequant.cuh: exact for scale bytes in SPEC §1.2's window
  * [16, 232]; below it values under 2^-126 round to bf16's subnormal grid) before the
- * wgmmas; selected with MXF_CONFIG=mxfp8=mainloop (see mx_prepass). By default the
+ * wgmmas; selected with MXF_CONFIG=mxfp8=mainloop (see mxf_sm90_proj_rope_mainloop_fits). By default the
  * standalone dequantize kernels (portable/quantize_portable.cu) first write bf16 copies of
  * x and w into the workspace and the bf16 kernel runs on them.
  *
@@ -696,9 +696,8 @@ static int64_t mx_scale_entries(const mxf_proj_problem *p) {
   return ((p->t + BM - 1) / BM * (BM * 2) + p->h * (BN * 2)) * nstages(p);
 }
 
-/* The pre-pass runs unless the mainloop path is asked for and its int index fits. */
-static bool mx_prepass(const mxf_proj_problem *p, int mainloop) {
-  return !mainloop || mx_scale_entries(p) >= (1ll << 31);
+extern "C" int mxf_sm90_proj_rope_mainloop_fits(const mxf_proj_problem *p) {
+  return p->mxfp8 && mx_scale_entries(p) < (1ll << 31); /* sf_prepare_kernel's int index */
 }
 
 /* bytes of the prepared scales of x and of w (in-mainloop path) */
@@ -709,7 +708,7 @@ static size_t scw_bytes(const mxf_proj_problem *p) { return round256((size_t)p->
 
 extern "C" size_t mxf_sm90_proj_rope_workspace(const mxf_proj_problem *p, int mainloop) {
   if (!p->mxfp8) return 0;
-  if (!mx_prepass(p, mainloop)) return scx_bytes(p) + scw_bytes(p);
+  if (mainloop) return scx_bytes(p) + scw_bytes(p);
   return round256((size_t)p->t * (size_t)p->k * 2) + round256((size_t)p->h * (size_t)p->d * (size_t)p->k * 2);
 }
 
@@ -720,7 +719,7 @@ extern "C" int mxf_sm90_proj_rope_args_ok(const mxf_proj_problem *p, const mxf_p
       !aligned(args->out_scales_row, 2))
     return 0;
   if (p->mxfp8)
-    return aligned16(args->x) && aligned16(args->w) && (p->w_out_in || !mx_prepass(p, mainloop) || aligned16(args->w_scale)) &&
+    return aligned16(args->x) && aligned16(args->w) && (p->w_out_in || mainloop || aligned16(args->w_scale)) &&
            ws != nullptr && aligned16(ws);
   return aligned16(args->x) && aligned16(args->w);
 }
@@ -735,7 +734,7 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
   if (!enc) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: cuTensorMapEncodeTiled is not available from the driver");
   const int64_t hd = p->h * p->d;
   const void *x = args->x, *w = args->w;
-  const bool mx = p->mxfp8 && !mx_prepass(p, mainloop);
+  const bool mx = p->mxfp8 && mainloop;
   cudaError_t e;
   const uint16_t *scx = nullptr, *scw = nullptr;
   if (mx) {

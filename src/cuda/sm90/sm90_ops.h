@@ -30,8 +30,11 @@ mxf_status mxf_sm90_gemm_amax_launch(const mxf_sm90::gemm_config *cfg, const mxf
 /* ---- proj_rope (proj_rope_sm90.cu) ---- */
 /* 1 if the sm_90a proj_rope kernel runs this problem (D = 192, K % 8 == 0); 0 otherwise. */
 int mxf_sm90_proj_rope_supports(const mxf_proj_problem *p);
-/* mainloop: the plan's choice of MXFP8 path (1: convert in the mainloop, when its index
- * fits; 0: the dequantize pre-pass); every call of one plan passes the same. */
+/* 1 if the in-mainloop MXFP8 path can run p (MXFP8 inputs, its scale index fits). */
+int mxf_sm90_proj_rope_mainloop_fits(const mxf_proj_problem *p);
+/* mainloop: the plan's choice of MXFP8 path (1: convert in the mainloop, only where
+ * mxf_sm90_proj_rope_mainloop_fits; 0: the dequantize pre-pass); every call of one plan
+ * passes the same. */
 /* Workspace bytes it needs (bf16 copies of x and w on the MXFP8 pre-pass path, the
  * regrouped scales on the mainloop path; else 0). */
 size_t mxf_sm90_proj_rope_workspace(const mxf_proj_problem *p, int mainloop);
