@@ -75,6 +75,7 @@ static int g_runs = 7;
 
 typedef struct result {
   const char *name, *what;
+  char core[48]; /* the plan's mxf_plan_backend, "" for sgemm */
   double ms;
   int group;
   int64_t m, n, k;
@@ -83,6 +84,7 @@ typedef struct result {
 /* A prepared case: run() performs one timed unit of work, returns 0 on success. */
 typedef struct bench_case {
   const char *name, *what;
+  char core[48];
   int group; /* 0: gemm_amax at M N K, 1: proj_rope; ratios are to the group's sgemm */
   int (*run)(struct bench_case *);
   /* gemm_amax, proj_rope */
@@ -105,8 +107,7 @@ static int run_gemm_amax(bench_case *b) {
 
 /* Random operands (quantized normal data, block scales spread over 14 binades), plan,
  * workspace. Returns 0 on success. */
-static int setup_gemm_amax(bench_case *bc, int64_t M, int64_t N, int64_t K, mxf_dtype ab, char *backend,
-                           size_t backend_n) {
+static int setup_gemm_amax(bench_case *bc, int64_t M, int64_t N, int64_t K, mxf_dtype ab, int quiet) {
   int sf_vec = 32;
   int64_t kb = (K + sf_vec - 1) / sf_vec;
   int e2 = ab == MXF_E2M1;
@@ -142,10 +143,10 @@ static int setup_gemm_amax(bench_case *bc, int64_t M, int64_t N, int64_t K, mxf_
   d.amax = (mxf_tensor){&bc->amax, MXF_F32, MXF_DEVICE_CPU, 1, {1}, {0}};
   d.sf_vec = sf_vec;
   if (mxf_gemm_amax_plan(&bc->plan, &d) != MXF_OK) {
-    fprintf(stderr, "bench: gemm_amax plan failed: %s\n", mxf_last_error());
+    if (!quiet) fprintf(stderr, "bench: gemm_amax plan failed: %s\n", mxf_last_error());
     return -1;
   }
-  snprintf(backend, backend_n, "%s", mxf_plan_backend(bc->plan));
+  snprintf(bc->core, sizeof bc->core, "%s", mxf_plan_backend(bc->plan));
   bc->wsn = mxf_plan_workspace_size(bc->plan);
   bc->ws = bc->wsn ? xalloc(bc->wsn) : NULL;
   if (bc->ws) memset(bc->ws, 0, bc->wsn);
@@ -250,6 +251,7 @@ static int setup_proj(bench_case *bc, int64_t T, int mxfp8) {
     fprintf(stderr, "bench: proj_rope plan failed: %s\n", mxf_last_error());
     return -1;
   }
+  snprintf(bc->core, sizeof bc->core, "%s", mxf_plan_backend(bc->plan));
   bc->wsn = mxf_plan_workspace_size(bc->plan);
   bc->ws = bc->wsn ? xalloc(bc->wsn) : NULL;
   if (bc->ws) memset(bc->ws, 0, bc->wsn);
@@ -348,27 +350,63 @@ int main(int argc, char **argv) {
   env = getenv("MXF_BENCH_PROJ_T");
   if (env && atoll(env) >= 0) T = atoll(env);
 
-  bench_case cases[6];
+  /* each op on each GEMM core this build and processor have (MXF_CONFIG cpu=...: oneDNN's
+   * bf16 matmul, then the f32 core the library falls back to) */
+  static const char *const cores[] = {"onednn", "blas", "c"};
+  int ncores = 0;
+  const char *core_on[3];
+  char missing[3][256];
+  for (int c = 0; c < 3; ++c) {
+    char cfg[32];
+    snprintf(cfg, sizeof cfg, "cpu=%s", cores[c]);
+    setenv("MXF_CONFIG", cfg, 1);
+    bench_case probe;
+    memset(&probe, 0, sizeof probe);
+    missing[c][0] = '\0';
+    if (setup_gemm_amax(&probe, 128, 128, 128, MXF_E4M3, 1) == 0) {
+      core_on[ncores++] = cores[c];
+    } else {
+      snprintf(missing[c], sizeof missing[c], "%s", mxf_last_error());
+    }
+    free(probe.ws);
+    mxf_plan_destroy(probe.plan);
+    for (int j = 0; j < 10; ++j) free(probe.bufs[j]);
+    if (c == 1 && ncores > 0 && strcmp(core_on[ncores - 1], "blas") == 0) break; /* c: only without blas */
+  }
+  unsetenv("MXF_CONFIG");
+
+  bench_case cases[16];
   memset(cases, 0, sizeof cases);
   int nc = 0;
-  char be8[64] = "", be4[64] = "";
 #if defined(MXF_HAVE_CBLAS)
   cases[nc] = (bench_case){.name = "sgemm", .what = "OpenBLAS cblas_sgemm, f32 in/out"};
   if (setup_sgemm(&cases[nc++], M, N, K)) return 1;
 #endif
-  cases[nc] = (bench_case){.name = "mxfp8", .what = "gemm_amax e4m3 x e4m3, e8m0/32, bf16 C"};
-  if (setup_gemm_amax(&cases[nc++], M, N, K, MXF_E4M3, be8, sizeof be8)) return 1;
-  cases[nc] = (bench_case){.name = "mxfp4", .what = "gemm_amax e2m1 x e2m1, e8m0/32, bf16 C"};
-  if (setup_gemm_amax(&cases[nc++], M, N, K, MXF_E2M1, be4, sizeof be4)) return 1;
+  for (int c = 0; c < ncores; ++c) {
+    char cfg[32];
+    snprintf(cfg, sizeof cfg, "cpu=%s", core_on[c]);
+    setenv("MXF_CONFIG", cfg, 1);
+    cases[nc] = (bench_case){.name = "mxfp8", .what = "gemm_amax e4m3 x e4m3, e8m0/32, bf16 C"};
+    if (setup_gemm_amax(&cases[nc++], M, N, K, MXF_E4M3, 0)) return 1;
+    cases[nc] = (bench_case){.name = "mxfp4", .what = "gemm_amax e2m1 x e2m1, e8m0/32, bf16 C"};
+    if (setup_gemm_amax(&cases[nc++], M, N, K, MXF_E2M1, 0)) return 1;
+  }
+  unsetenv("MXF_CONFIG");
   if (T > 0) {
 #if defined(MXF_HAVE_CBLAS)
     cases[nc] = (bench_case){.name = "psgemm", .what = "OpenBLAS cblas_sgemm, proj_rope's GEMM", .group = 1};
     if (setup_sgemm(&cases[nc++], T, PROJ_H * PROJ_D, PROJ_K)) return 1;
 #endif
-    cases[nc] = (bench_case){.name = "pbf16", .what = "proj_rope bf16 x / w (out-in)", .group = 1};
-    if (setup_proj(&cases[nc++], T, 0)) return 1;
-    cases[nc] = (bench_case){.name = "pmxfp8", .what = "proj_rope e4m3 x / w, e8m0/32 (out-in)", .group = 1};
-    if (setup_proj(&cases[nc++], T, 1)) return 1;
+    for (int c = 0; c < ncores; ++c) {
+      char cfg[32];
+      snprintf(cfg, sizeof cfg, "cpu=%s", core_on[c]);
+      setenv("MXF_CONFIG", cfg, 1);
+      cases[nc] = (bench_case){.name = "pbf16", .what = "proj_rope bf16 x / w (out-in)", .group = 1};
+      if (setup_proj(&cases[nc++], T, 0)) return 1;
+      cases[nc] = (bench_case){.name = "pmxfp8", .what = "proj_rope e4m3 x / w, e8m0/32 (out-in)", .group = 1};
+      if (setup_proj(&cases[nc++], T, 1)) return 1;
+    }
+    unsetenv("MXF_CONFIG");
   }
 
   /* rounds interleave the cases so that a load change on the machine hits all alike */
@@ -381,14 +419,15 @@ int main(int argc, char **argv) {
       }
       if (round >= 0) cases[i].t[round] = now_ms() - t0;
     }
-  result res[6];
+  result res[16];
   int nres = 0;
   double base[2] = {-1.0, -1.0};
-  size_t wsn[6];
+  size_t wsn[16];
   for (int i = 0; i < nc; ++i) {
     const int g = cases[i].group;
-    res[nres] = (result){cases[i].name,           cases[i].what, median(cases[i].t, g_runs), g, g ? T : M,
+    res[nres] = (result){cases[i].name, cases[i].what, "", median(cases[i].t, g_runs), g, g ? T : M,
                          g ? PROJ_H * PROJ_D : N, g ? PROJ_K : K};
+    snprintf(res[nres].core, sizeof res[nres].core, "%s", cases[i].core);
     wsn[nres++] = cases[i].wsn;
 #if defined(MXF_HAVE_CBLAS)
     if (cases[i].run == run_sgemm) base[g] = res[nres - 1].ms;
@@ -401,24 +440,29 @@ int main(int argc, char **argv) {
 
   for (int g = 0; g < 2; ++g) {
     if (g == 0)
-      printf("CPU gemm benchmark, M=%lld N=%lld K=%lld, median of %d runs, backend %s\n", (long long)M,
-             (long long)N, (long long)K, g_runs, be8[0] ? be8 : "?");
+      printf("CPU gemm benchmark, M=%lld N=%lld K=%lld, median of %d runs, MXF_NUM_THREADS=%s\n", (long long)M,
+             (long long)N, (long long)K, g_runs, getenv("MXF_NUM_THREADS") ? getenv("MXF_NUM_THREADS") : "(all cores)");
     else if (T > 0)
       printf("\nCPU proj_rope benchmark, T=%lld K=%d H=%d D=%d rope=%d, median of %d runs\n", (long long)T,
              PROJ_K, PROJ_H, PROJ_D, PROJ_ROPE, g_runs);
     else
       break;
-    printf("%-6s %-42s %10s %10s %12s %12s\n", "case", "what", "ms", "GFLOP/s", "time/sgemm", "workspace");
+    printf("%-6s %-40s %-16s %10s %10s %12s %12s\n", "case", "what", "core", "ms", "GFLOP/s", "time/sgemm",
+           "workspace");
     for (int i = 0; i < nres; ++i) {
       if (res[i].group != g) continue;
       double gflop = 2.0 * (double)res[i].m * (double)res[i].n * (double)res[i].k * 1e-9;
       char ratio[32] = "-", ws[32] = "-";
       if (base[g] > 0 && res[i].ms > 0) snprintf(ratio, sizeof ratio, "%.3f", res[i].ms / base[g]);
       if (wsn[i]) snprintf(ws, sizeof ws, "%.2f MB", (double)wsn[i] * 1e-6);
-      printf("%-6s %-42s %10.2f %10.1f %12s %12s\n", res[i].name, res[i].what, res[i].ms,
-             res[i].ms > 0 ? gflop / (res[i].ms * 1e-3) : 0.0, ratio, ws);
+      printf("%-6s %-40s %-16s %10.2f %10.1f %12s %12s\n", res[i].name, res[i].what,
+             res[i].core[0] ? res[i].core : "-", res[i].ms, res[i].ms > 0 ? gflop / (res[i].ms * 1e-3) : 0.0,
+             ratio, ws);
     }
   }
+
+  for (int c = 0; c < 3; ++c)
+    if (missing[c][0]) printf("core %s: not here (%s)\n", cores[c], missing[c]);
 
   /* a serving loop's weight: one plan per batch size */
   const int64_t wn = 7168, wk = 2048;
@@ -439,15 +483,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench: cannot write %s\n", out);
     return 1;
   }
-  fprintf(f, "{\n  \"device\": \"cpu\",\n  \"backend\": \"%s\",\n  \"runs\": %d,\n  \"results\": [\n", be8,
-          g_runs);
+  fprintf(f, "{\n  \"device\": \"cpu\",\n  \"cores_missing\": [");
+  for (int c = 0, first = 1; c < 3; ++c)
+    if (missing[c][0]) fprintf(f, "%s{\"core\": \"%s\", \"why\": \"%s\"}", first ? "" : ", ", cores[c], missing[c]), first = 0;
+  fprintf(f, "],\n  \"runs\": %d,\n  \"results\": [\n", g_runs);
   for (int i = 0; i < nres; ++i) {
     const int g = res[i].group;
     double gflop = 2.0 * (double)res[i].m * (double)res[i].n * (double)res[i].k * 1e-9;
     fprintf(f,
-            "    {\"op\": \"%s\", \"what\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"l\": 1, \"ms\": "
-            "%.4f, \"gflops\": %.2f, \"workspace_bytes\": %zu",
-            res[i].name, res[i].what, (long long)res[i].m, (long long)res[i].n, (long long)res[i].k,
+            "    {\"op\": \"%s\", \"what\": \"%s\", \"core\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, "
+            "\"l\": 1, \"ms\": %.4f, \"gflops\": %.2f, \"workspace_bytes\": %zu",
+            res[i].name, res[i].what, res[i].core, (long long)res[i].m, (long long)res[i].n, (long long)res[i].k,
             res[i].ms, res[i].ms > 0 ? gflop / (res[i].ms * 1e-3) : 0.0, wsn[i]);
     if (base[g] > 0 && res[i].ms > 0)
       fprintf(f, ", \"baseline\": \"%s\", \"baseline_ms\": %.4f, \"ratio\": %.4f", g ? "psgemm" : "sgemm",

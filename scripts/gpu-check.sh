@@ -10,6 +10,7 @@
 #      the proj_rope test (racecheck without its in-mainloop MXFP8 path, whose reports
 #      are open)
 #   5. the CPU-side tests (every other label)
+#   6. the CPU benchmark on two cores (bench/bench_cpu.c) and oneDNN's flushing study
 # Logs and JSON go to $OUT (default ./gpu-check-out): build.log, ctest.log, sanitizer.log,
 # bench.log, bench_gpu.json, demo.log, pytest.log, bench_python.log/.json. The last thing printed is a summary table. The exit status is
 # non-zero when the build, any test or any sanitizer run fails (a sanitizer that cannot
@@ -22,6 +23,7 @@
 #   GPU_CHECK_BENCH_ONLY=section   only that benchmark section (gemm, mixed, proj or plan)
 #   GPU_CHECK_SANITIZER=1|0        run the sanitizer step (default 1)
 #   GPU_CHECK_CPU_TESTS=1|0        run the CPU-side tests too (default 1)
+#   GPU_CHECK_CPU_BENCH=1|0        the CPU benchmark (default 1)
 #   GPU_CHECK_PYTHON=1|0           the Python package's tests and bench on the GPU (default 1)
 #   GPU_CHECK_PYBENCH=1|0          bench/bench_python.py (default 1)
 #   GPU_CHECK_PIP=0|1              also `pip install .` the package and import it (default 0)
@@ -42,6 +44,8 @@ mkdir -p "$OUT"
 # (include/, lib/); it is searched first when present.
 DEPS_ARGS=""
 [ -d .deps ] && DEPS_ARGS="-DCMAKE_PREFIX_PATH=$PWD/.deps" && export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
+# oneDNN carried as one file (.deps/lib/libdnnl.so, include/oneapi/dnnl): its soname beside it
+[ -f .deps/lib/libdnnl.so ] && [ ! -e .deps/lib/libdnnl.so.2 ] && ln -s libdnnl.so .deps/lib/libdnnl.so.2
 declare -a SUMMARY
 status=0
 add() { SUMMARY+=("$(printf '%-34s %s' "$1" "$2")"); }
@@ -204,6 +208,20 @@ if [ "${GPU_CHECK_CPU_TESTS:-1}" != "0" ] && [ $brc -eq 0 ]; then
   add "ctest -LE gpu (cpu, python)" "$([ $crc -eq 0 ] && echo ok || echo FAILED): $(ctest_summary "$OUT/ctest_cpu.tmp") $((SECONDS - t0)) s"
   [ $crc -ne 0 ] && fail
   rm -f "$OUT/ctest_cpu.tmp"
+fi
+
+# ---------------------------------------------------------------- 6. the CPU benchmark
+# bench/bench_cpu.c on two cores (taskset; the CI-class machine) with every GEMM core
+# this build has, and what oneDNN's bf16 units do below 2^-126 (bench/onednn_flush.c)
+if [ "${GPU_CHECK_CPU_BENCH:-1}" != "0" ] && [ -x "$BUILD_DIR/mxf_bench_cpu" ]; then
+  [ -x "$BUILD_DIR/mxf_onednn_flush" ] && "$BUILD_DIR/mxf_onednn_flush" >"$OUT/onednn_flush.log" 2>&1
+  t0=$SECONDS
+  MXF_BENCH_PROJ_T=128 taskset -c 0,1 env MXF_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=2 \
+    "$BUILD_DIR/mxf_bench_cpu" "$OUT/bench_cpu.json" >"$OUT/bench_cpu.log" 2>&1
+  crc=$?
+  add "CPU benchmark (2 cores)" "$([ $crc -eq 0 ] && echo ok || echo FAILED) ($((SECONDS - t0)) s; bench_cpu.log)"
+  [ $crc -ne 0 ] && fail
+  cat "$OUT/bench_cpu.log"
 fi
 
 # ---------------------------------------------------------------- summary

@@ -225,6 +225,7 @@ static void test_config_override(void) {
       {"f16", "item 'f16' is not key=value"},
       {"proj=gemv", "'gemv' is no value of proj"},
       {"mxfp8=on", "'on' is no value of mxfp8"},
+      {"cpu=mkl", "'mkl' is no value of cpu"},
       {"swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on",
        "at most 95"},
   };
@@ -239,7 +240,7 @@ static void test_config_override(void) {
     mxf_plan_destroy(plan);
   }
   static const char *good[] = {"", ",", "gemm=portable", "gemm=sm90,swap=on,bpre=off,bcwide=on,f16=off,wg3=on",
-                               "sfraw=off,cring=on,proj=sm90,mxfp8=mainloop,"};
+                               "sfraw=off,cring=on,proj=sm90,mxfp8=mainloop,", "cpu=c", "gemm=sm90,cpu=onednn"};
   for (size_t i = 0; i < sizeof good / sizeof *good; ++i) {
     setenv("MXF_CONFIG", good[i], 1);
     mxf_plan *plan = NULL;

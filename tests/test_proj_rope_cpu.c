@@ -149,6 +149,8 @@ static mxf_status run_lib(const prob *p, outs *o, int one_call) {
   mxf_plan *plan = NULL;
   mxf_status st = mxf_proj_rope_plan(&plan, &d);
   if (st != MXF_OK) return st;
+  TU_CHECK(tu_cpu_core_fits(mxf_plan_backend(plan), p->t * p->k == 0), "backend '%s'", mxf_plan_backend(plan));
+  tu_cpu_core_count(mxf_plan_backend(plan));
   size_t wsz = mxf_plan_workspace_size(plan);
   void *ws = wsz ? tu_malloc(wsz) : NULL;
   mxf_proj_rope_args a = {d.x.data, d.w.data, d.x_scale.data, d.w_scale.data, p->cosv,
@@ -482,6 +484,8 @@ static void test_hand(int mxfp8, int out_in, int fp32) {
 }
 
 int main(void) {
+  char why[512];
+  if (tu_cpu_core_missing(why, sizeof why)) return tu_skip("test_proj_rope_cpu", why);
   tu_rng r;
   tu_rng_init(&r, tu_seed());
   TU_CHECK(tu_e4m3_nearest(17.0f) == 0x58 && tu_e4m3_nearest(-19.0f) == 0xDA &&
@@ -531,5 +535,6 @@ int main(void) {
     TU_CHECK(g->codes_eq * 100 >= g->codes * 99, "random data %s: only %lld of %lld codes equal the oracle",
              dir, (long long)g->codes_eq, (long long)g->codes);
   }
+  tu_cpu_core_print();
   return tu_finish("test_proj_rope_cpu");
 }

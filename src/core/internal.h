@@ -87,12 +87,15 @@ typedef struct mxf_quant_problem {
 #define MXF_CONFIG_MAX 96 /* bytes of its text, the terminating NUL included */
 enum { MXF_CHOOSE = -1 };
 typedef enum mxf_kernel_id { MXF_KERNEL_PORTABLE = 0, MXF_KERNEL_GEMV = 1, MXF_KERNEL_SM90 = 2 } mxf_kernel_id;
+/* the CPU backend's GEMM cores (src/cpu/cpu.h) */
+typedef enum mxf_cpu_core_kind { MXF_CPU_CORE_C = 0, MXF_CPU_CORE_BLAS = 1, MXF_CPU_CORE_ONEDNN = 2 } mxf_cpu_core_kind;
 typedef struct mxf_override {
   int8_t gemm;  /* gemm=portable|gemv|sm90: that kernel first wherever it takes the problem */
   int8_t proj;  /* proj=portable|sm90 */
   /* the sm_90a gemm_amax kernel's choices, each on|off (1 | 0) */
   int8_t swap, bpre, bcwide, f16, wg3, sfraw, cring;
   int8_t mxfp8; /* the sm_90a proj_rope kernel's MXFP8 path: mxfp8=prepass|mainloop (0 | 1) */
+  int8_t cpu;   /* the CPU backend's GEMM core: cpu=onednn|blas|c (mxf_cpu_core_kind) */
 } mxf_override;
 
 /* MXF_CONFIG's text into text[MXF_CONFIG_MAX] ("" when unset; the plan-cache key holds

@@ -5,7 +5,8 @@
  *
  * Keys: gemm=portable|gemv|sm90, proj=portable|sm90 (that kernel first wherever it takes
  * the problem); the sm_90a gemm_amax kernel's swap, bpre, bcwide, f16, wg3, sfraw, cring
- * (each on|off); the sm_90a proj_rope kernel's mxfp8=prepass|mainloop. It is read when a
+ * (each on|off); the sm_90a proj_rope kernel's mxfp8=prepass|mainloop; the CPU backend's
+ * GEMM core cpu=onednn|blas|c. It is read when a
  * plan is made: a plan keeps the choice it was made with, and the one-call form's cache
  * keys its plans by the text too.
  */
@@ -38,6 +39,7 @@ static const key_def k_keys[] = {
     {"sfraw", OV(sfraw), ON_OFF},
     {"cring", OV(cring), ON_OFF},
     {"mxfp8", OV(mxfp8), {{"prepass", 0}, {"mainloop", 1}, {NULL, 0}}},
+    {"cpu", OV(cpu), {{"onednn", MXF_CPU_CORE_ONEDNN}, {"blas", MXF_CPU_CORE_BLAS}, {"c", MXF_CPU_CORE_C}, {NULL, 0}}},
 };
 #undef ON_OFF
 #undef OV
@@ -45,7 +47,7 @@ static const key_def k_keys[] = {
 
 static const char k_help[] =
     "keys: gemm=portable|gemv|sm90, proj=portable|sm90, swap|bpre|bcwide|f16|wg3|sfraw|cring=on|off, "
-    "mxfp8=prepass|mainloop (docs/kernels/README.md)";
+    "mxfp8=prepass|mainloop, cpu=onednn|blas|c (docs/kernels/README.md)";
 
 /* Sets the field of item [s, s + n) ("key=value"), or says what is wrong with it. */
 static mxf_status parse_item(const char *s, size_t n, mxf_override *o) {

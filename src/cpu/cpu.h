@@ -1,6 +1,7 @@
 /*
  * cpu.h — the CPU backend: the readable reference of every op, threaded, with the GEMM
- * core from OpenBLAS (CBLAS) on dequantized f32 panels when built with it.
+ * core from oneDNN's bf16 matmul (AMX, AVX512-BF16) or OpenBLAS's sgemm when built with
+ * them, on operands dequantized exactly panel by panel.
  */
 #ifndef MXF_CPU_H
 #define MXF_CPU_H
@@ -15,12 +16,30 @@
 #define MXF_CPU_MULTIVERSION
 #endif
 
-/* Per-op entry points, called by the backend table in backend_cpu.c.
- * *_workspace: host bytes a run needs; *_run: the op. */
-size_t mxf_cpu_gemm_amax_workspace(const mxf_plan *plan);
+/* ------------------------------------------------------------ the GEMM core */
+/* The core a plan's GEMM runs on, chosen when the plan is made (backend_cpu.c) and kept
+ * in plan->impl:
+ *   onednn  oneDNN's bf16 matmul (AMX or AVX512-BF16) on operands dequantized exactly to
+ *           bf16, f32 accumulation; a K panel whose values would reach the bf16 units'
+ *           flushing (below 2^-126) or overflow takes the f32 core (sgemm_cpu.c);
+ *   blas    OpenBLAS sgemm on f32 panels;
+ *   c       the plain C f32 core (mxf_cpu_sgemm_nt_c).
+ * (mxf_cpu_core_kind: core/internal.h, where MXF_CONFIG's cpu key reads it.) */
+typedef struct mxf_cpu_bf16 mxf_cpu_bf16; /* oneDNN primitives of one panel geometry */
+typedef struct mxf_cpu_core {
+  mxf_cpu_core_kind kind;
+  mxf_cpu_core_kind f32; /* the f32 core: the plan's (blas or c), or onednn's fallback */
+  mxf_cpu_bf16 *bf16;    /* kind == MXF_CPU_CORE_ONEDNN */
+  char name[48];         /* "onednn amx", "blas", "c" */
+} mxf_cpu_core;
+
+/* ------------------------------------------------------------ per-op entry points */
+/* Called by the backend table in backend_cpu.c. *_plan: chooses the GEMM core (gemm and
+ * proj_rope), sets plan->impl, kernel and workspace_size; *_run: the op. */
+mxf_status mxf_cpu_gemm_amax_plan(mxf_plan *plan);
 mxf_status mxf_cpu_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args *args, void *ws,
                                  size_t ws_size);
-size_t mxf_cpu_proj_rope_workspace(const mxf_plan *plan);
+mxf_status mxf_cpu_proj_rope_plan(mxf_plan *plan);
 mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args *args, void *ws,
                                  size_t ws_size);
 size_t mxf_cpu_quantize_workspace(const mxf_plan *plan);
@@ -28,40 +47,43 @@ mxf_status mxf_cpu_quantize_run(const mxf_plan *plan, const mxf_quantize_args *a
                                 size_t ws_size);
 mxf_status mxf_cpu_dequantize_run(const mxf_plan *plan, const mxf_dequantize_args *args);
 
-/* Name of the GEMM core: "blas" (OpenBLAS) or "c" (plain C fallback). */
-const char *mxf_cpu_gemm_core(void);
-
 /* C[m][n] = sum_k A[m][k] * B[n][k] over row-major f32 panels (lda, ldb, ldc in floats),
  * plus the previous C[m][n] when `accumulate` is set (C is not read otherwise): OpenBLAS
- * sgemm when built with it, else the threaded plain C fallback. */
-void mxf_cpu_sgemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                      int64_t ldb, float *c, int64_t ldc, int accumulate);
+ * sgemm when `core` is MXF_CPU_CORE_BLAS (and the library is built with it), else the
+ * threaded plain C core. */
+void mxf_cpu_sgemm_nt(mxf_cpu_core_kind core, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                      const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate);
 /* The plain C core behind mxf_cpu_sgemm_nt (cache-blocked, threaded), always built. */
 void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                         int64_t ldb, float *c, int64_t ldc, int accumulate);
 
-/* The panel driver (sgemm_cpu.c): acc = X (rows x k) Y (cols x k)^T with X and Y produced
- * block by block by the op, in a workspace independent of rows, cols and k. */
+/* ------------------------------------------------------------ the panel driver */
+/* sgemm_cpu.c: acc = X (rows x k) Y (cols x k)^T with X and Y produced block by block by
+ * the op, in a workspace independent of rows, cols and k. */
 #define MXF_CPU_FILL_ROWS 64 /* rows per fill call, at most */
 
 typedef struct mxf_cpu_panels {
   int64_t rows, cols, k;
-  int64_t rc, nc, kc;    /* tile: rc rows of X x nc rows of Y, K panels of kc */
-  int x_full_k;          /* the X block holds the row chunk's whole K (several N panels) */
-  int64_t ldx, ldy, ldn; /* row strides in floats: of the X block, the Y block, acc */
+  int64_t rc, nc, kc;       /* tile: rc rows of X x nc rows of Y, K panels of kc */
+  int x_full_k;             /* the X block holds the row chunk's whole K (several N panels) */
+  int64_t ldx, ldy, ldn;    /* row strides in values: of the f32 X and Y blocks, of acc */
+  const mxf_cpu_core *core; /* the plan's (mxf_cpu_core_plan); its kind sets the layout */
 } mxf_cpu_panels;
 
 /* Picks the block extents: rc a multiple of row_unit, nc of col_unit, kc of k_unit (each
- * unless it covers the whole extent), so that tiles start on those multiples. */
+ * unless it covers the whole extent), so that tiles start on those multiples. core is
+ * NULL until mxf_cpu_core_plan chose it. */
 void mxf_cpu_panels_init(mxf_cpu_panels *pp, int64_t rows, int64_t cols, int64_t k, int64_t row_unit,
-                         int64_t col_unit, int64_t k_unit);
-/* Bytes of workspace of mxf_cpu_gemm_panels, which must get it 64-byte aligned. */
+                         int64_t col_unit, int64_t k_unit, const mxf_cpu_core *core);
+/* Bytes of workspace of mxf_cpu_gemm_panels (for pp->core), which must get it 64-byte
+ * aligned. */
 size_t mxf_cpu_panels_workspace(const mxf_cpu_panels *pp);
 
 typedef struct mxf_cpu_panel_ops {
   /* Rows [r0, r0 + n) (n <= MXF_CPU_FILL_ROWS) of X (which = 0) or Y (which = 1), values
-   * k in [k0, k0 + kn), as f32 into dst (ld floats a row). Called from several threads at
-   * once for disjoint rows. */
+   * k in [k0, k0 + kn) (k0 a multiple of the k_unit given to mxf_cpu_panels_init), as
+   * f32 into dst (ld floats a row). Called from several threads at once for disjoint
+   * rows. */
   void (*fill)(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, float *dst, int64_t ld);
   /* Task count of the epilogue of a tile of rn x cn, and tasks [t0, t1) of the tile at
    * rows [r0, r0 + rn) of X, rows [c0, c0 + cn) of Y: acc holds the full K sums, ld floats
@@ -72,7 +94,33 @@ typedef struct mxf_cpu_panel_ops {
 } mxf_cpu_panel_ops;
 
 /* Runs the tiles in order (row chunks outside, N panels inside), each tile's epilogue
- * before the next tile starts. */
-void mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops *ops, void *ctx, void *ws);
+ * before the next tile starts. Fails only when the onednn core does (an internal error). */
+mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops *ops, void *ctx, void *ws);
+
+/* ------------------------------------------------------------ choosing the core */
+/* Chooses the core of a plan whose GEMM has the geometry pp (core not set yet): MXF_CONFIG's
+ * cpu=onednn|blas|c when given (refused with MXF_ERR_NOT_SUPPORTED and the reason when
+ * this build or processor lacks it), else oneDNN where its bf16 matmul runs on bf16
+ * units and the GEMM is large enough to pay for it, else OpenBLAS, else C. Sets
+ * plan->impl (freed by mxf_cpu_core_free) and plan->kernel; pp->core = the choice. */
+mxf_status mxf_cpu_core_plan(mxf_plan *plan, mxf_cpu_panels *pp);
+void mxf_cpu_core_free(mxf_plan *plan);
+
+/* oneDNN's side (onednn_cpu.c). mxf_cpu_bf16_create: the matmul primitives of every
+ * tile shape the panel driver runs on pp (acc = Xblock Yblock^T, first K panel, or
+ * acc += for the later ones), bf16 X and Y blocks of dense rows (a K panel's values
+ * each), f32 acc (ldn); `forced`: accept any implementation but the reference one
+ * (otherwise only AMX and AVX512-BF16 ones). Refuses with MXF_ERR_NOT_SUPPORTED and
+ * why. name gets "onednn <isa>". */
+mxf_status mxf_cpu_bf16_create(const mxf_cpu_panels *pp, int forced, mxf_cpu_bf16 **out, char *name,
+                               size_t name_size);
+void mxf_cpu_bf16_destroy(mxf_cpu_bf16 *b);
+/* Bytes of scratchpad the primitives need (the largest; part of the plan's workspace). */
+size_t mxf_cpu_bf16_scratchpad(const mxf_cpu_bf16 *b);
+/* acc (m x n, ldn) = (or += when accumulate) X (m x k) Y (n x k)^T, bf16 in (rows of k
+ * values), f32 sums, on mxf_cpu_threads() OpenMP threads; scratch: its scratchpad. m,
+ * n, k: a shape given at creation. */
+mxf_status mxf_cpu_bf16_gemm(const mxf_cpu_bf16 *b, int64_t m, int64_t n, int64_t k, const uint16_t *x,
+                             const uint16_t *y, float *acc, int accumulate, void *scratch);
 
 #endif

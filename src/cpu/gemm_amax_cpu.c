@@ -66,7 +66,7 @@ typedef struct gemm_view {
   int swapped; /* x is B, y is A */
 } gemm_view;
 
-static void gemm_view_init(gemm_view *v, const mxf_gemm_problem *p) {
+static void gemm_view_init(gemm_view *v, const mxf_gemm_problem *p, const mxf_cpu_core *core) {
   gemm_operand a = {NULL, NULL, p->a_fmt, p->sfa_fmt, p->sfa_layout, p->m, p->a_ms, p->a_ks, p->a_ls};
   gemm_operand b = {NULL, NULL, p->b_fmt, p->sfb_fmt, p->sfb_layout, p->n, p->b_ns, p->b_ks, p->b_ls};
   /* m-major C: compute C^T = B A^T so that the epilogue writes contiguous runs. e2m1 C
@@ -86,14 +86,17 @@ static void gemm_view_init(gemm_view *v, const mxf_gemm_problem *p) {
   }
   /* K panels of whole scale blocks (32 is a multiple of both sf_vec); N panels of an
    * even number of columns, so that an e2m1 C row splits between panels on a byte */
-  mxf_cpu_panels_init(&v->pp, v->rows, v->cols, v->k, 16, 16, 32);
+  mxf_cpu_panels_init(&v->pp, v->rows, v->cols, v->k, 16, 16, 32, core);
 }
 
-size_t mxf_cpu_gemm_amax_workspace(const mxf_plan *plan) {
+mxf_status mxf_cpu_gemm_amax_plan(mxf_plan *plan) {
   gemm_view v;
-  gemm_view_init(&v, &plan->p.gemm);
+  gemm_view_init(&v, &plan->p.gemm, NULL);
+  mxf_status st = mxf_cpu_core_plan(plan, &v.pp);
+  if (st != MXF_OK) return st;
   /* + 64: the run aligns the start of the caller's buffer itself */
-  return mxf_cpu_panels_workspace(&v.pp) + 64;
+  plan->workspace_size = mxf_cpu_panels_workspace(&v.pp) + 64;
+  return MXF_OK;
 }
 
 /* ------------------------------------------------------------ dequantization */
@@ -335,7 +338,7 @@ mxf_status mxf_cpu_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args 
                                  size_t ws_size) {
   const mxf_gemm_problem *p = &plan->p.gemm;
   gemm_view v;
-  gemm_view_init(&v, p);
+  gemm_view_init(&v, p, (const mxf_cpu_core *)plan->impl);
   (void)ws_size; /* core checked it against mxf_cpu_gemm_amax_workspace */
 
   const uint8_t *a = (const uint8_t *)args->a, *b = (const uint8_t *)args->b;
@@ -359,9 +362,11 @@ mxf_status mxf_cpu_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args 
   if (v.c == MXF_E2M1 && ((v.c_rs & 1) || (v.c_ls & 1) || (v.c_cs != 1))) g.epi_grain = INT64_MAX / 2;
 
   static const mxf_cpu_panel_ops ops = {gemm_fill, gemm_epilogue_tasks, gemm_epilogue};
-  for (g.batch = 0; g.batch < v.l; ++g.batch)
-    mxf_cpu_gemm_panels(&v.pp, &ops, &g, base);
+  mxf_status st = MXF_OK;
+  for (g.batch = 0; g.batch < v.l && st == MXF_OK; ++g.batch)
+    st = mxf_cpu_gemm_panels(&v.pp, &ops, &g, base);
   pthread_mutex_destroy(&g.lock);
+  if (st != MXF_OK) return st;
 
   float amax = g.has_nan ? mxf_f32_from_bits(0x7FC00000u) : g.amax;
   if (p->flags & MXF_AMAX_ACCUMULATE) {

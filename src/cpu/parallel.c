@@ -194,3 +194,28 @@ void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx) {
   mxf_job job = {fn, ctx, n, size, cdiv(n, size), 0};
   if (!pool_run(&job, nt)) spawn_run(&job, nt);
 }
+
+/* ------------------------------------------------------------ on OpenMP's threads */
+#if defined(MXF_HAVE_OPENMP)
+#include <omp.h>
+#endif
+
+void mxf_parallel_for_omp(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx) {
+#if defined(MXF_HAVE_OPENMP)
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  int64_t nt = mxf_cpu_threads();
+  if (nt > cdiv(n, grain)) nt = cdiv(n, grain);
+  if (nt <= 1 || omp_in_parallel()) {
+    fn(ctx, 0, n);
+    return;
+  }
+  int64_t size = cdiv(n, nt * MXF_CHUNKS_PER_THREAD);
+  if (size < grain) size = grain;
+  const int64_t chunks = cdiv(n, size);
+#pragma omp parallel for schedule(dynamic, 1) num_threads((int)nt)
+  for (int64_t i = 0; i < chunks; ++i) fn(ctx, i * size, n - i * size < size ? n : (i + 1) * size);
+#else
+  mxf_parallel_for(n, grain, fn, ctx);
+#endif
+}

@@ -11,6 +11,11 @@
 typedef void (*mxf_range_fn)(void *ctx, int64_t begin, int64_t end);
 void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx);
 
+/* The same on OpenMP's threads (those a GEMM core on OpenMP runs on, so that the two do
+ * not compete for the cores: onednn_cpu.c), the same chunks; mxf_parallel_for where the
+ * library is built without OpenMP. Inside an OpenMP parallel region it runs serially. */
+void mxf_parallel_for_omp(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx);
+
 /* Worker count: MXF_NUM_THREADS if set (>= 1), else the number of online cores. */
 int mxf_cpu_threads(void);
 

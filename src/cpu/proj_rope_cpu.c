@@ -32,19 +32,22 @@
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* tiles of whole 32-token blocks, whole heads and whole scale blocks of K */
-static void proj_panels(const mxf_proj_problem *p, mxf_cpu_panels *pp) {
-  mxf_cpu_panels_init(pp, p->t, p->h * p->d, p->k, MXF_MX_BLOCK, p->d, MXF_MX_BLOCK);
+static void proj_panels(const mxf_proj_problem *p, mxf_cpu_panels *pp, const mxf_cpu_core *core) {
+  mxf_cpu_panels_init(pp, p->t, p->h * p->d, p->k, MXF_MX_BLOCK, p->d, MXF_MX_BLOCK, core);
 }
 
 static size_t proj_rope_offset(const mxf_cpu_panels *pp) { return align64(mxf_cpu_panels_workspace(pp)); }
 
-size_t mxf_cpu_proj_rope_workspace(const mxf_plan *plan) {
+mxf_status mxf_cpu_proj_rope_plan(mxf_plan *plan) {
   const mxf_proj_problem *p = &plan->p.proj;
   mxf_cpu_panels pp;
-  proj_panels(p, &pp);
+  proj_panels(p, &pp, NULL);
+  mxf_status st = mxf_cpu_core_plan(plan, &pp);
+  if (st != MXF_OK) return st;
   const size_t tasks = (size_t)mxf_cdiv(pp.rc, MXF_MX_BLOCK) * (size_t)(pp.nc / (p->d > 0 ? p->d : 1));
   /* + room to align the caller's pointer */
-  return proj_rope_offset(&pp) + align64(tasks * (size_t)p->rope * sizeof(float)) + 64;
+  plan->workspace_size = proj_rope_offset(&pp) + align64(tasks * (size_t)p->rope * sizeof(float)) + 64;
+  return MXF_OK;
 }
 
 typedef struct proj_ctx {
@@ -192,7 +195,7 @@ mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args 
   (void)ws_size; /* core checked it against mxf_cpu_proj_rope_workspace */
   if (p->t <= 0) return MXF_OK;
   mxf_cpu_panels pp;
-  proj_panels(p, &pp);
+  proj_panels(p, &pp, (const mxf_cpu_core *)plan->impl);
   uint8_t *base = (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
   proj_ctx c;
   c.p = p;
@@ -203,6 +206,5 @@ mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args 
     c.scale_lut[i] = mxf_e8m0_to_f32((uint8_t)i);
   }
   static const mxf_cpu_panel_ops ops = {proj_fill, proj_epilogue_tasks, proj_epilogue};
-  mxf_cpu_gemm_panels(&pp, &ops, &c, base);
-  return MXF_OK;
+  return mxf_cpu_gemm_panels(&pp, &ops, &c, base);
 }

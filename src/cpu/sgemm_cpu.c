@@ -1,8 +1,8 @@
 /*
  * sgemm_cpu.c — the f32 GEMM core of the CPU ops, C = A B^T on row-major panels
- * (mxf_cpu_sgemm_nt): OpenBLAS's sgemm when the library is built with it, else the plain
- * C core below (mxf_cpu_sgemm_nt_c), which also takes what OpenBLAS cannot (extents
- * beyond its int range, and the empty cases).
+ * (mxf_cpu_sgemm_nt): OpenBLAS's sgemm when the plan's core is blas, else the plain C
+ * core below (mxf_cpu_sgemm_nt_c), which also takes what OpenBLAS cannot (extents beyond
+ * its int range, and the empty cases).
  *
  * Classic three-level blocking: C is cut into MXF_SG_MC x MXF_SG_NC tiles, one task
  * each on mxf_parallel_for; inside a task, K goes by MXF_SG_KC slices, each slice of A
@@ -31,10 +31,20 @@
  * by every N panel (rc shrinks to keep it within MXF_PANEL_X_BYTES, down to
  * MXF_PANEL_ROWS_MIN rows).
  *
+ * With the onednn core (cpu.h) the X and Y blocks are bf16: the op's fill writes f32
+ * MXF_PANEL_STEP values of K at a time into a buffer on the task's stack, which is
+ * truncated into the block (exact for MX and bf16 values) while each K panel's exponent
+ * range is recorded; a K panel whose ranges the bf16 units could not sum exactly
+ * (ranges_exact) is filled again in f32 into blocks of its own and summed by the f32
+ * core, and so are the tile's later K panels (acc may then hold f32 subnormals, which
+ * the units would flush).
+ *
  * Workspace, whatever the rows and columns: X (rc, ldx), Y (nc, ldy), acc (rc, ldn), f32,
- * each 64-byte aligned, row strides rounded up to 16 floats: at most 4 MiB of X (16 MiB
- * when it holds the whole K, more only for K above 16384), 4 MiB of Y, 16 MiB of acc. What
- * the tiles cost beyond one large GEMM: Y is dequantized once per row chunk and the core
+ * each 64-byte aligned, row strides rounded up to 16 values: at most 4 MiB of X (16 MiB
+ * when it holds the whole K, more only for K above 16384), 4 MiB of Y, 16 MiB of acc;
+ * with the onednn core X and Y take half that, and the f32 blocks of one K panel
+ * (at most 4 + 4 MiB) come on top. What the tiles cost beyond one large GEMM: Y is
+ * dequantized once per row chunk and the core
  * repacks X once per N panel; the targets (MXF_PANEL_*) make both happen once up to
  * 2048 x 2048 outputs.
  */
@@ -154,23 +164,17 @@ void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t
   mxf_parallel_for(tiles, 1, sgemm_task, &s);
 }
 
-const char *mxf_cpu_gemm_core(void) {
+void mxf_cpu_sgemm_nt(mxf_cpu_core_kind core, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                      const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate) {
 #if defined(MXF_HAVE_CBLAS)
-  return "blas";
-#else
-  return "c";
-#endif
-}
-
-void mxf_cpu_sgemm_nt(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                      int64_t ldb, float *c, int64_t ldc, int accumulate) {
-#if defined(MXF_HAVE_CBLAS)
-  if (m > 0 && n > 0 && k > 0 && m <= INT_MAX && n <= INT_MAX && k <= INT_MAX && lda <= INT_MAX &&
-      ldb <= INT_MAX && ldc <= INT_MAX) {
+  if (core == MXF_CPU_CORE_BLAS && m > 0 && n > 0 && k > 0 && m <= INT_MAX && n <= INT_MAX && k <= INT_MAX &&
+      lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)m, (blasint)n, (blasint)k, 1.0f, a,
                 (blasint)lda, b, (blasint)ldb, accumulate ? 1.0f : 0.0f, c, (blasint)ldc);
     return;
   }
+#else
+  (void)core;
 #endif
   mxf_cpu_sgemm_nt_c(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
@@ -189,8 +193,9 @@ static int64_t panel_extent(int64_t total, int64_t target, int64_t unit) {
 }
 
 void mxf_cpu_panels_init(mxf_cpu_panels *pp, int64_t rows, int64_t cols, int64_t k, int64_t row_unit,
-                         int64_t col_unit, int64_t k_unit) {
+                         int64_t col_unit, int64_t k_unit, const mxf_cpu_core *core) {
   pp->rows = rows, pp->cols = cols, pp->k = k;
+  pp->core = core;
   pp->nc = panel_extent(cols, MXF_PANEL_COLS, col_unit);
   pp->kc = panel_extent(k, MXF_PANEL_K, k_unit);
   pp->ldy = mxf_round_up(pp->kc, 16);
@@ -209,30 +214,121 @@ void mxf_cpu_panels_init(mxf_cpu_panels *pp, int64_t rows, int64_t cols, int64_t
   pp->rc = panel_extent(rows, rows_max, row_unit);
 }
 
-static size_t panels_x(const mxf_cpu_panels *pp) {
-  return align64((size_t)(pp->rc * pp->ldx) * sizeof(float));
-}
-static size_t panels_y(const mxf_cpu_panels *pp) {
-  return align64((size_t)(pp->nc * pp->ldy) * sizeof(float));
-}
-static size_t panels_acc(const mxf_cpu_panels *pp) {
-  return align64((size_t)(pp->rc * pp->ldn) * sizeof(float));
+/* The workspace's pieces, in this order, each 64-byte aligned:
+ *   f32 cores: X (rc x ldx), Y (nc x ldy), acc (rc x ldn), f32;
+ *   onednn:    X and Y as bf16, each K panel a dense block (rows of exactly its K
+ *              values: oneDNN's AMX matmul takes no padded rows), X's panels one after
+ *              the other (rc x kc each); acc f32; then the f32 core's X and Y blocks of
+ *              one K panel (for panels that take it: rc x ldy, nc x ldy), the bf16
+ *              blocks' exponent ranges (one per fill group and K panel) and oneDNN's
+ *              scratchpad. */
+typedef struct panels_layout {
+  size_t x, y, acc, xf, yf, stats, scratch, total; /* byte offsets */
+  int64_t x_panels;                                /* K panels the X block holds */
+} panels_layout;
+
+static int panels_bf16(const mxf_cpu_panels *pp) { return pp->core && pp->core->kind == MXF_CPU_CORE_ONEDNN; }
+
+static panels_layout panels_layout_of(const mxf_cpu_panels *pp) {
+  panels_layout l;
+  const size_t vb = panels_bf16(pp) ? 2 : 4; /* bytes of an X or Y value */
+  const int64_t k_panels = pp->k > 0 ? mxf_cdiv(pp->k, pp->kc) : 1;
+  l.x_panels = pp->x_full_k ? k_panels : 1;
+  const int bf16 = panels_bf16(pp);
+  l.x = 0;
+  l.y = l.x + align64((size_t)(pp->rc * (bf16 ? pp->kc * l.x_panels : pp->ldx)) * vb);
+  l.acc = l.y + align64((size_t)(pp->nc * (bf16 ? pp->kc : pp->ldy)) * vb);
+  l.xf = l.acc + align64((size_t)(pp->rc * pp->ldn) * sizeof(float));
+  l.yf = l.stats = l.scratch = l.total = l.xf;
+  if (bf16) {
+    l.yf = l.xf + align64((size_t)(pp->rc * pp->ldy) * sizeof(float));
+    l.stats = l.yf + align64((size_t)(pp->nc * pp->ldy) * sizeof(float));
+    const int64_t groups = mxf_cdiv(pp->rc, MXF_CPU_FILL_ROWS) * l.x_panels + mxf_cdiv(pp->nc, MXF_CPU_FILL_ROWS);
+    l.scratch = l.stats + align64((size_t)groups * sizeof(uint16_t));
+    l.total = l.scratch + align64(mxf_cpu_bf16_scratchpad(pp->core->bf16));
+  }
+  return l;
 }
 
-size_t mxf_cpu_panels_workspace(const mxf_cpu_panels *pp) {
-  return panels_x(pp) + panels_y(pp) + panels_acc(pp);
+size_t mxf_cpu_panels_workspace(const mxf_cpu_panels *pp) { return panels_layout_of(pp).total; }
+
+/* ---------------------------------------------------------------- bf16 blocks
+ * A bf16 block is filled through the op's f32 fill, MXF_PANEL_STEP values of K at a time
+ * into a buffer on the task's stack, then truncated to bf16 (exact: MX values have at
+ * most 8 significant bits, bf16 values are themselves). The truncation records the
+ * block's exponent range per K panel: the smallest biased exponent of its nonzero
+ * values (0 when one is an f32 subnormal, or when a value is not a bf16 — then no bf16
+ * core may take it) and the largest of its finite ones, packed lo | hi << 8. */
+#define MXF_PANEL_STEP 256 /* a multiple of every k_unit (32) */
+#define RANGE_EMPTY 0x00FFu /* lo 255, hi 0: no nonzero value seen */
+
+MXF_CPU_MULTIVERSION
+static uint32_t bf16_row(const float *restrict src, int64_t n, uint16_t *restrict dst, uint32_t range) {
+  uint32_t lo = range & 0xFF, hi = range >> 8, inexact = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t u = mxf_f32_bits(src[i]), e = (u >> 23) & 0xFF;
+    const uint32_t l = (u & 0x7FFFFFFFu) ? e : 255, h = e == 255 ? 0 : e;
+    lo = l < lo ? l : lo;
+    hi = h > hi ? h : hi;
+    inexact |= u & 0xFFFFu;
+    dst[i] = (uint16_t)(u >> 16);
+  }
+  return (inexact ? 0 : lo) | hi << 8;
+}
+
+static uint32_t range_merge(uint32_t a, uint32_t b) {
+  const uint32_t lo = (a & 0xFF) < (b & 0xFF) ? a & 0xFF : b & 0xFF, hi = (a >> 8) > (b >> 8) ? a >> 8 : b >> 8;
+  return lo | hi << 8;
+}
+
+/* Whether the bf16 core may sum the products of two blocks with these ranges exactly
+ * (docs/decisions.md, CPU core on oneDNN): no subnormal or inexact value on either side,
+ * every product of nonzero values of exponents ea, eb is a multiple of 2^(ea + eb - 14),
+ * and so is every f32 partial sum of them, so ea + eb >= -112 keeps each nonzero partial
+ * sum >= 2^-126 (the units flush below); largest exponents summing to <= 126 keep every
+ * product below 2^128. Blocks without nonzero values pass. */
+static int ranges_exact(uint32_t x, uint32_t y) {
+  const uint32_t xl = x & 0xFF, yl = y & 0xFF, xh = x >> 8, yh = y >> 8;
+  return xl > 0 && yl > 0 && xl + yl >= 254 - 112 && xh + yh <= 254 + 126;
 }
 
 typedef struct panels_run {
   const mxf_cpu_panels *pp;
   const mxf_cpu_panel_ops *ops;
   void *ctx;
-  float *xblk, *yblk, *acc;
+  panels_layout lay;
+  uint8_t *base;
+  float *acc;
   int64_t r0, rn, c0, cn;     /* the current tile */
   int64_t xk0, xkn, yk0, ykn; /* what the fill tasks dequantize: K ranges of X and Y */
   int64_t x_groups;           /* fill tasks of X this round (0: X not filled) */
   int64_t y_groups;
+  int bf16;                   /* the fill tasks write the bf16 blocks (else f32 ones) */
+  void *xdst, *ydst;          /* where: bf16 X and Y, or f32 X and Y blocks */
+  int64_t ldxd, ldyd;         /* and the f32 blocks' row strides */
+  void (*pfor)(int64_t, int64_t, mxf_range_fn, void *); /* the core's threads */
 } panels_run;
+
+/* Rows [row0, row0 + n) of X or Y, K range [k0, k0 + kn) as bf16 into the dense panels
+ * of dst (panel p at p * rows_cap * kc values, rows of its length; these rows from row
+ * i0 of the panel on), the exponent range of each K panel into ranges[p]. */
+static void fill_bf16(const panels_run *r, int which, int64_t row0, int64_t i0, int64_t n, int64_t k0, int64_t kn,
+                      uint16_t *dst, int64_t rows_cap, uint16_t *ranges) {
+  _Alignas(64) float buf[MXF_CPU_FILL_ROWS * MXF_PANEL_STEP];
+  const int64_t kc = r->pp->kc;
+  for (int64_t p0 = 0, p = 0; p0 < kn; p0 += kc, ++p) {
+    const int64_t pn = kn - p0 < kc ? kn - p0 : kc;
+    uint16_t *panel = dst + p * rows_cap * kc + i0 * pn;
+    uint32_t range = RANGE_EMPTY;
+    for (int64_t s0 = p0; s0 < p0 + pn; s0 += MXF_PANEL_STEP) {
+      const int64_t sn = p0 + pn - s0 < MXF_PANEL_STEP ? p0 + pn - s0 : MXF_PANEL_STEP;
+      r->ops->fill(r->ctx, which, row0, n, k0 + s0, sn, buf, MXF_PANEL_STEP);
+      for (int64_t i = 0; i < n; ++i)
+        range = bf16_row(buf + i * MXF_PANEL_STEP, sn, panel + i * pn + (s0 - p0), range);
+    }
+    ranges[p] = (uint16_t)range;
+  }
+}
 
 /* fill tasks: the X block's row groups first, then the Y block's */
 static void panels_fill_task(void *vctx, int64_t begin, int64_t end) {
@@ -242,9 +338,15 @@ static void panels_fill_task(void *vctx, int64_t begin, int64_t end) {
     const int64_t g = y ? t - r->x_groups : t;
     const int64_t n = y ? r->cn : r->rn, i0 = g * MXF_CPU_FILL_ROWS;
     const int64_t cnt = n - i0 < MXF_CPU_FILL_ROWS ? n - i0 : MXF_CPU_FILL_ROWS;
-    const int64_t ld = y ? r->pp->ldy : r->pp->ldx;
-    float *dst = (y ? r->yblk : r->xblk) + i0 * ld;
-    r->ops->fill(r->ctx, y, (y ? r->c0 : r->r0) + i0, cnt, y ? r->yk0 : r->xk0, y ? r->ykn : r->xkn, dst, ld);
+    const int64_t ld = y ? r->ldyd : r->ldxd, row0 = (y ? r->c0 : r->r0) + i0;
+    const int64_t k0 = y ? r->yk0 : r->xk0, kn = y ? r->ykn : r->xkn;
+    if (r->bf16) {
+      uint16_t *ranges = (uint16_t *)(r->base + r->lay.stats) +
+                         (y ? mxf_cdiv(r->pp->rc, MXF_CPU_FILL_ROWS) * r->lay.x_panels + g : g * r->lay.x_panels);
+      fill_bf16(r, y, row0, i0, cnt, k0, kn, (uint16_t *)(y ? r->ydst : r->xdst), y ? r->pp->nc : r->pp->rc, ranges);
+    } else {
+      r->ops->fill(r->ctx, y, row0, cnt, k0, kn, (float *)(y ? r->ydst : r->xdst) + i0 * ld, ld);
+    }
   }
 }
 
@@ -253,14 +355,44 @@ static void panels_epilogue_task(void *vctx, int64_t begin, int64_t end) {
   r->ops->epilogue(r->ctx, r->r0, r->rn, r->c0, r->cn, r->acc, r->pp->ldn, begin, end);
 }
 
-void mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops *ops, void *ctx, void *ws) {
-  if (pp->rows <= 0 || pp->cols <= 0) return;
-  uint8_t *base = (uint8_t *)ws;
+/* The range of K panel p of the X chunk (over its row groups) and of the Y block. */
+static uint32_t range_x(const panels_run *r, int64_t p) {
+  const uint16_t *s = (const uint16_t *)(r->base + r->lay.stats);
+  uint32_t v = RANGE_EMPTY;
+  for (int64_t g = 0; g < mxf_cdiv(r->rn, MXF_CPU_FILL_ROWS); ++g) v = range_merge(v, s[g * r->lay.x_panels + p]);
+  return v;
+}
+static uint32_t range_y(const panels_run *r) {
+  const uint16_t *s = (const uint16_t *)(r->base + r->lay.stats) + mxf_cdiv(r->pp->rc, MXF_CPU_FILL_ROWS) * r->lay.x_panels;
+  uint32_t v = RANGE_EMPTY;
+  for (int64_t g = 0; g < mxf_cdiv(r->cn, MXF_CPU_FILL_ROWS); ++g) v = range_merge(v, s[g]);
+  return v;
+}
+
+/* One round of fill tasks: X over [xk0, xk0 + xkn) when fill_x, Y over [k0, k0 + kn)
+ * when fill_y, into the bf16 blocks or the f32 ones (xf, yf: one K panel). */
+static void panels_fill(panels_run *r, int fill_x, int fill_y, int bf16, void *xdst, int64_t ldxd, void *ydst,
+                        int64_t ldyd) {
+  r->bf16 = bf16;
+  r->xdst = xdst, r->ydst = ydst, r->ldxd = ldxd, r->ldyd = ldyd;
+  r->x_groups = fill_x ? mxf_cdiv(r->rn, MXF_CPU_FILL_ROWS) : 0;
+  r->y_groups = fill_y ? mxf_cdiv(r->cn, MXF_CPU_FILL_ROWS) : 0;
+  r->pfor(r->x_groups + r->y_groups, 1, panels_fill_task, r);
+}
+
+mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops *ops, void *ctx, void *ws) {
+  if (pp->rows <= 0 || pp->cols <= 0) return MXF_OK;
   panels_run r;
   r.pp = pp, r.ops = ops, r.ctx = ctx;
-  r.xblk = (float *)base;
-  r.yblk = (float *)(base + panels_x(pp));
-  r.acc = (float *)(base + panels_x(pp) + panels_y(pp));
+  r.lay = panels_layout_of(pp);
+  r.base = (uint8_t *)ws;
+  r.acc = (float *)(r.base + r.lay.acc);
+  const mxf_cpu_core_kind f32 = pp->core ? pp->core->f32 : MXF_CPU_CORE_C;
+  const int bf16 = panels_bf16(pp) && pp->k > 0;
+  r.pfor = bf16 ? mxf_parallel_for_omp : mxf_parallel_for;
+  void *scratch = r.base + r.lay.scratch;
+  void *xblk = r.base + r.lay.x, *yblk = r.base + r.lay.y;
+  float *xf = (float *)(r.base + r.lay.xf), *yf = (float *)(r.base + r.lay.yf);
   const int64_t k_panels = pp->k > 0 ? mxf_cdiv(pp->k, pp->kc) : 1;
   /* With one K panel and one N panel, the Y block stays valid across row chunks. */
   const int keep_y = k_panels == 1 && pp->cols <= pp->nc;
@@ -268,6 +400,7 @@ void mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops *ops,
     r.rn = pp->rows - r.r0 < pp->rc ? pp->rows - r.r0 : pp->rc;
     for (r.c0 = 0; r.c0 < pp->cols; r.c0 += pp->nc) {
       r.cn = pp->cols - r.c0 < pp->nc ? pp->cols - r.c0 : pp->nc;
+      int tile_f32 = !bf16; /* bf16 sums so far (acc holds no f32 subnormal) */
       for (int64_t kp = 0; kp < k_panels; ++kp) {
         const int64_t k0 = kp * pp->kc, kn = pp->k - k0 < pp->kc ? pp->k - k0 : pp->kc;
         /* X: its K panel, or (full K) the whole chunk along with the chunk's first block */
@@ -275,13 +408,29 @@ void mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops *ops,
         const int fill_y = kn > 0 && !(keep_y && r.r0 > 0);
         r.xk0 = pp->x_full_k ? 0 : k0, r.xkn = pp->x_full_k ? pp->k : kn;
         r.yk0 = k0, r.ykn = kn;
-        r.x_groups = fill_x ? mxf_cdiv(r.rn, MXF_CPU_FILL_ROWS) : 0;
-        r.y_groups = fill_y ? mxf_cdiv(r.cn, MXF_CPU_FILL_ROWS) : 0;
-        mxf_parallel_for(r.x_groups + r.y_groups, 1, panels_fill_task, &r);
-        const float *xa = r.xblk + (pp->x_full_k ? k0 : 0);
-        mxf_cpu_sgemm_nt(r.rn, r.cn, kn, xa, pp->ldx, r.yblk, pp->ldy, r.acc, pp->ldn, kp > 0);
+        if (!tile_f32) {
+          panels_fill(&r, fill_x, fill_y, 1, xblk, 0, yblk, 0);
+          if (ranges_exact(range_x(&r, pp->x_full_k ? kp : 0), range_y(&r))) {
+            const uint16_t *xa = (const uint16_t *)xblk + (pp->x_full_k ? kp * pp->rc * pp->kc : 0);
+            mxf_status st =
+                mxf_cpu_bf16_gemm(pp->core->bf16, r.rn, r.cn, kn, xa, (const uint16_t *)yblk, r.acc, kp > 0, scratch);
+            if (st != MXF_OK) return st;
+            continue;
+          }
+          tile_f32 = 1; /* this panel and the tile's later ones on the f32 core */
+        }
+        if (bf16) { /* the f32 core's blocks of this K panel, beside the bf16 ones */
+          r.xk0 = k0, r.xkn = kn;
+          panels_fill(&r, kn > 0, kn > 0, 0, xf, pp->ldy, yf, pp->ldy);
+          mxf_cpu_sgemm_nt(f32, r.rn, r.cn, kn, xf, pp->ldy, yf, pp->ldy, r.acc, pp->ldn, kp > 0);
+          continue;
+        }
+        panels_fill(&r, fill_x, fill_y, 0, xblk, pp->ldx, yblk, pp->ldy);
+        const float *xa = (const float *)xblk + (pp->x_full_k ? k0 : 0);
+        mxf_cpu_sgemm_nt(f32, r.rn, r.cn, kn, xa, pp->ldx, (const float *)yblk, pp->ldy, r.acc, pp->ldn, kp > 0);
       }
-      mxf_parallel_for(ops->epilogue_tasks(ctx, r.rn, r.cn), 1, panels_epilogue_task, &r);
+      r.pfor(ops->epilogue_tasks(ctx, r.rn, r.cn), 1, panels_epilogue_task, &r);
     }
   }
+  return MXF_OK;
 }

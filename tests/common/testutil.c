@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -106,4 +107,58 @@ mxf_tensor tu_tensor(void *data, mxf_dtype dtype, int ndim, const int64_t *shape
 int tu_kernel_is(const char *name, const char *kernel) {
   const size_t n = strlen(kernel);
   return strncmp(name, kernel, n) == 0 && (name[n] == '\0' || name[n] == ' ');
+}
+
+/* ------------------------------------------------------------ the CPU backend's GEMM core */
+const char *tu_cpu_core_asked(void) {
+  static const char *const cores[] = {"onednn", "blas", "c"};
+  const char *cfg = getenv("MXF_CONFIG");
+  if (!cfg) return NULL;
+  for (const char *s = cfg; (s = strstr(s, "cpu=")) != NULL; s += 4) {
+    if (s != cfg && s[-1] != ',') continue;
+    for (size_t i = 0; i < sizeof cores / sizeof *cores; ++i) {
+      const size_t n = strlen(cores[i]);
+      if (strncmp(s + 4, cores[i], n) == 0 && (s[4 + n] == '\0' || s[4 + n] == ',')) return cores[i];
+    }
+  }
+  return NULL;
+}
+
+int tu_cpu_core_fits(const char *backend, int empty_gemm) {
+  if (!backend || strncmp(backend, "cpu/", 4) != 0) return 0;
+  const char *core = tu_cpu_core_asked();
+  return !core || empty_gemm || tu_kernel_is(backend + 4, core);
+}
+
+int tu_cpu_core_missing(char *why, size_t n) {
+  why[0] = '\0';
+  if (!tu_cpu_core_asked()) return 0;
+  static uint8_t a[128 * 128], b[128 * 128], sfa[128 * 4], sfb[128 * 4];
+  static uint16_t c[128 * 128];
+  static float amax;
+  const int64_t op[2] = {128, 128}, sf[2] = {128, 4}, one[1] = {1};
+  mxf_gemm_amax_desc d;
+  memset(&d, 0, sizeof d);
+  d.a = tu_tensor(a, MXF_E4M3, 2, op), d.b = tu_tensor(b, MXF_E4M3, 2, op);
+  d.sfa = tu_tensor(sfa, MXF_E8M0, 2, sf), d.sfb = tu_tensor(sfb, MXF_E8M0, 2, sf);
+  d.c = tu_tensor(c, MXF_BF16, 2, op), d.amax = tu_tensor(&amax, MXF_F32, 1, one);
+  d.sf_vec = 32;
+  mxf_plan *plan = NULL;
+  const mxf_status st = mxf_gemm_amax_plan(&plan, &d);
+  mxf_plan_destroy(plan);
+  if (st != MXF_ERR_NOT_SUPPORTED) return 0;
+  snprintf(why, n, "%s", mxf_last_error());
+  return 1;
+}
+
+static long g_core_n[4]; /* onednn, blas, c, other */
+void tu_cpu_core_count(const char *backend) {
+  static const char *const cores[] = {"cpu/onednn", "cpu/blas", "cpu/c"};
+  int i = 0;
+  while (i < 3 && !(backend && tu_kernel_is(backend, cores[i]))) ++i;
+  __atomic_fetch_add(&g_core_n[i], 1, __ATOMIC_RELAXED);
+}
+void tu_cpu_core_print(void) {
+  printf("GEMM cores used: onednn %ld, blas %ld, c %ld, other %ld (MXF_CONFIG cpu=%s)\n", g_core_n[0], g_core_n[1],
+         g_core_n[2], g_core_n[3], tu_cpu_core_asked() ? tu_cpu_core_asked() : "(choose)");
 }

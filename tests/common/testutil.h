@@ -48,6 +48,19 @@ int tu_all_bytes(const void *p, size_t n, uint8_t byte);
 /* Whether backend name `name` (mxf_plan_backend: "cuda/sm90 128x256 prepass") is of
  * kernel `kernel` ("cuda/sm90"). */
 int tu_kernel_is(const char *name, const char *kernel);
+/* ------------------------------------------------------------ the CPU backend's GEMM core */
+/* The core MXF_CONFIG's cpu key asks for ("onednn", "blas" or "c"), or NULL. */
+const char *tu_cpu_core_asked(void);
+/* Whether a CPU plan's backend name (mxf_plan_backend) is of the core asked for: any
+ * "cpu/" one when none is or when the GEMM is empty (no core runs it). */
+int tu_cpu_core_fits(const char *backend, int empty_gemm);
+/* 1 when a core is asked for that this build or processor lacks: a 128^3 MXFP8 gemm plan
+ * on the CPU is refused, and why holds its message (the test then skips). */
+int tu_cpu_core_missing(char *why, size_t n);
+/* Counts a CPU plan's core by its backend name; prints the counts ("GEMM cores used: ..."). */
+void tu_cpu_core_count(const char *backend);
+void tu_cpu_core_print(void);
+
 /* malloc that never returns NULL (aborts the test, never the library). */
 void *tu_malloc(size_t n);
 

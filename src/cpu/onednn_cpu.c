@@ -1,0 +1,237 @@
+/*
+ * onednn_cpu.c — the onednn GEMM core of the CPU backend (cpu.h): oneDNN's bf16 matmul
+ * (bf16 X and Y, f32 accumulation and f32 acc) on the panel driver's blocks.
+ *
+ * A plan creates the matmul primitives of every tile shape its panel driver runs (rows
+ * of a full row chunk and of the last one, columns of a full N panel and of the last,
+ * the first K panel's acc = X Y^T and the later ones' acc += X Y^T through a sum
+ * post-op, on dense blocks): at most twelve, usually two or three, so that a run only
+ * wraps its pointers. Their scratchpads are the run's (in the plan's workspace). Only implementations on bf16 units are taken
+ * (AMX's TDPBF16PS or AVX512-BF16's VDPBF16PS; oneDNN names them "…amx…" and
+ * "…avx512_core_bf16…"): elsewhere oneDNN emulates bf16 more slowly than the f32 core,
+ * and its reference implementation is slower still.
+ *
+ * What those units do below 2^-126 (bf16 subnormal inputs and f32 subnormal results are
+ * zero) is the panel driver's concern: it hands this core only blocks whose sums stay
+ * exact (sgemm_cpu.c, ranges_exact; docs/decisions.md, CPU core on oneDNN).
+ *
+ * Threads: oneDNN's runtime here is OpenMP; a call asks for mxf_cpu_threads() threads
+ * (MXF_NUM_THREADS) and puts the caller's OpenMP thread count back afterwards.
+ *
+ * Built without oneDNN (MXF_HAVE_ONEDNN unset), creation refuses and says so.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/cpu.h"
+#include "cpu/parallel.h"
+
+#if defined(MXF_HAVE_ONEDNN)
+#include <oneapi/dnnl/dnnl.h>
+#if defined(MXF_HAVE_OPENMP)
+#include <omp.h>
+#endif
+
+#define MXF_BF16_SHAPES 12
+
+typedef struct bf16_prim {
+  int64_t m, n, k;
+  int accumulate;
+  dnnl_memory_desc_t x, y, acc, scratch;
+  dnnl_primitive_t prim;
+} bf16_prim;
+
+struct mxf_cpu_bf16 {
+  dnnl_engine_t engine;
+  int count;
+  size_t scratch; /* bytes, the largest scratchpad */
+  bf16_prim p[MXF_BF16_SHAPES];
+};
+
+static mxf_status dnnl_refuse(dnnl_status_t st, const char *what) {
+  return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cpu backend: oneDNN %s failed (dnnl status %d)", what, (int)st);
+}
+
+/* One primitive: acc (m x n, ldn) [+]= X (m x k) Y (n x k)^T, X and Y rows of k values.
+ * Its scratchpad is the caller's (part of the plan's workspace), so that a plan holds
+ * no memory of its own beyond oneDNN's code. */
+static mxf_status bf16_prim_create(mxf_cpu_bf16 *b, const mxf_cpu_panels *pp, int64_t m, int64_t n, int64_t k,
+                                   int accumulate, int forced, char *name, size_t name_size) {
+  bf16_prim *q = &b->p[b->count];
+  memset(q, 0, sizeof *q);
+  q->m = m, q->n = n, q->k = k, q->accumulate = accumulate;
+  dnnl_dims_t xd = {m, k}, xs = {k, 1};
+  dnnl_dims_t yd = {k, n}, ys = {1, k}; /* weights (k x n): Y's rows are its columns */
+  dnnl_dims_t cd = {m, n}, cs = {pp->ldn, 1};
+  dnnl_status_t st;
+  if ((st = dnnl_memory_desc_init_by_strides(&q->x, 2, xd, dnnl_bf16, xs)) != dnnl_success ||
+      (st = dnnl_memory_desc_init_by_strides(&q->y, 2, yd, dnnl_bf16, ys)) != dnnl_success ||
+      (st = dnnl_memory_desc_init_by_strides(&q->acc, 2, cd, dnnl_f32, cs)) != dnnl_success)
+    return dnnl_refuse(st, "memory descriptor");
+  dnnl_matmul_desc_t md;
+  if ((st = dnnl_matmul_desc_init(&md, &q->x, &q->y, NULL, &q->acc)) != dnnl_success)
+    return dnnl_refuse(st, "matmul descriptor");
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t po = NULL;
+  if ((st = dnnl_primitive_attr_create(&attr)) != dnnl_success) return dnnl_refuse(st, "attribute");
+  if ((st = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) != dnnl_success) {
+    dnnl_primitive_attr_destroy(attr);
+    return dnnl_refuse(st, "scratchpad mode");
+  }
+  if (accumulate) {
+    if ((st = dnnl_post_ops_create(&po)) != dnnl_success || (st = dnnl_post_ops_append_sum(po, 1.0f)) != dnnl_success ||
+        (st = dnnl_primitive_attr_set_post_ops(attr, po)) != dnnl_success) {
+      if (po) dnnl_post_ops_destroy(po);
+      dnnl_primitive_attr_destroy(attr);
+      return dnnl_refuse(st, "sum post-op");
+    }
+  }
+  dnnl_primitive_desc_t pd = NULL;
+  st = dnnl_primitive_desc_create(&pd, &md, attr, b->engine, NULL);
+  if (po) dnnl_post_ops_destroy(po);
+  dnnl_primitive_attr_destroy(attr);
+  if (st == dnnl_unimplemented)
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
+                         "cpu backend: oneDNN has no bf16 matmul on this processor (it needs AVX512-BF16 or AMX)");
+  if (st != dnnl_success) return dnnl_refuse(st, "matmul primitive descriptor");
+  const char *impl = "";
+  dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+  const int units = strstr(impl, "amx") != NULL || strstr(impl, "avx512_core_bf16") != NULL;
+  if (!units && (!forced || strncmp(impl, "ref", 3) == 0)) {
+    mxf_status r = mxf_set_error(MXF_ERR_NOT_SUPPORTED,
+                                 "cpu backend: oneDNN's bf16 matmul here is '%s', not one on bf16 units (AMX or "
+                                 "AVX512-BF16)%s",
+                                 impl, forced ? "" : "; MXF_CONFIG=cpu=onednn takes any but the reference one");
+    dnnl_primitive_desc_destroy(pd);
+    return r;
+  }
+  if (b->count == 0)
+    snprintf(name, name_size, "onednn %s",
+             strstr(impl, "amx") ? "amx" : strstr(impl, "avx512_core_bf16") ? "avx512bf16" : impl);
+  const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  if (sp) q->scratch = *sp;
+  const size_t sp_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
+  if (sp_bytes > b->scratch) b->scratch = sp_bytes;
+  st = dnnl_primitive_create(&q->prim, pd);
+  dnnl_primitive_desc_destroy(pd);
+  if (st != dnnl_success) return dnnl_refuse(st, "matmul primitive");
+  ++b->count;
+  return MXF_OK;
+}
+
+static const bf16_prim *bf16_find(const mxf_cpu_bf16 *b, int64_t m, int64_t n, int64_t k, int accumulate) {
+  for (int i = 0; i < b->count; ++i) {
+    const bf16_prim *q = &b->p[i];
+    if (q->m == m && q->n == n && q->k == k && q->accumulate == accumulate) return q;
+  }
+  return NULL;
+}
+
+/* Set once oneDNN said it has no bf16 matmul on bf16 units here: the processor does not
+ * change, so unforced plans stop asking. */
+static int g_no_units;
+
+mxf_status mxf_cpu_bf16_create(const mxf_cpu_panels *pp, int forced, mxf_cpu_bf16 **out, char *name,
+                               size_t name_size) {
+  *out = NULL;
+  if (pp->rows <= 0 || pp->cols <= 0 || pp->k <= 0)
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cpu backend: the onednn core takes no empty GEMM");
+  if (!forced && __atomic_load_n(&g_no_units, __ATOMIC_RELAXED))
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cpu backend: oneDNN has no bf16 matmul on bf16 units here");
+  mxf_cpu_bf16 *b = (mxf_cpu_bf16 *)calloc(1, sizeof *b);
+  if (!b) return mxf_set_error(MXF_ERR_NO_MEMORY, "cpu backend: out of memory");
+  dnnl_status_t st = dnnl_engine_create(&b->engine, dnnl_cpu, 0);
+  if (st != dnnl_success) {
+    free(b);
+    return dnnl_refuse(st, "CPU engine");
+  }
+  /* the shapes the driver runs: rows, columns, and (K, accumulate) of the first, middle
+   * and last K panels */
+  const int64_t ms[2] = {pp->rc, pp->rows % pp->rc}, ns[2] = {pp->nc, pp->cols % pp->nc};
+  const int64_t k_panels = mxf_cdiv(pp->k, pp->kc), k_last = pp->k - (k_panels - 1) * pp->kc;
+  int64_t ks[3][2];
+  int nk = 0;
+  ks[nk][0] = k_panels == 1 ? pp->k : pp->kc, ks[nk++][1] = 0;
+  if (k_panels > 2 || (k_panels == 2 && k_last == pp->kc)) ks[nk][0] = pp->kc, ks[nk++][1] = 1;
+  if (k_panels >= 2 && k_last != pp->kc) ks[nk][0] = k_last, ks[nk++][1] = 1;
+  mxf_status r = MXF_OK;
+  for (int i = 0; i < 2 && r == MXF_OK; ++i)
+    for (int j = 0; j < 2 && r == MXF_OK; ++j)
+      for (int q = 0; q < nk && r == MXF_OK; ++q) {
+        if (ms[i] == 0 || (i == 1 && ms[1] == ms[0]) || ns[j] == 0 || (j == 1 && ns[1] == ns[0])) continue;
+        if (bf16_find(b, ms[i], ns[j], ks[q][0], (int)ks[q][1])) continue;
+        r = bf16_prim_create(b, pp, ms[i], ns[j], ks[q][0], (int)ks[q][1], forced, name, name_size);
+      }
+  if (r != MXF_OK) {
+    if (b->count == 0 && !forced) __atomic_store_n(&g_no_units, 1, __ATOMIC_RELAXED);
+    mxf_cpu_bf16_destroy(b);
+    return r;
+  }
+  *out = b;
+  return MXF_OK;
+}
+
+void mxf_cpu_bf16_destroy(mxf_cpu_bf16 *b) {
+  if (!b) return;
+  for (int i = 0; i < b->count; ++i) dnnl_primitive_destroy(b->p[i].prim);
+  if (b->engine) dnnl_engine_destroy(b->engine);
+  free(b);
+}
+
+size_t mxf_cpu_bf16_scratchpad(const mxf_cpu_bf16 *b) { return b ? b->scratch : 0; }
+
+mxf_status mxf_cpu_bf16_gemm(const mxf_cpu_bf16 *b, int64_t m, int64_t n, int64_t k, const uint16_t *x,
+                             const uint16_t *y, float *acc, int accumulate, void *scratch) {
+  const bf16_prim *q = bf16_find(b, m, n, k, accumulate);
+  if (!q) /* the driver runs only the shapes created for its geometry */
+    return mxf_set_error(MXF_ERR_INTERNAL, "cpu backend: no oneDNN primitive for a %lld x %lld x %lld tile",
+                         (long long)m, (long long)n, (long long)k);
+#if defined(MXF_HAVE_OPENMP)
+  const int omp_before = omp_get_max_threads();
+  omp_set_num_threads(mxf_cpu_threads());
+#endif
+  dnnl_stream_t stream = NULL;
+  dnnl_memory_t mx = NULL, my = NULL, mc = NULL, ms = NULL;
+  int ok = dnnl_stream_create(&stream, b->engine, dnnl_stream_default_flags) == dnnl_success &&
+           dnnl_memory_create(&mx, &q->x, b->engine, (void *)x) == dnnl_success &&
+           dnnl_memory_create(&my, &q->y, b->engine, (void *)y) == dnnl_success &&
+           dnnl_memory_create(&mc, &q->acc, b->engine, acc) == dnnl_success &&
+           dnnl_memory_create(&ms, &q->scratch, b->engine, scratch) == dnnl_success;
+  if (ok) {
+    dnnl_exec_arg_t args[4] = {
+        {DNNL_ARG_SRC, mx}, {DNNL_ARG_WEIGHTS, my}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}};
+    ok = dnnl_primitive_execute(q->prim, stream, 4, args) == dnnl_success && dnnl_stream_wait(stream) == dnnl_success;
+  }
+  if (ms) dnnl_memory_destroy(ms);
+  if (mc) dnnl_memory_destroy(mc);
+  if (my) dnnl_memory_destroy(my);
+  if (mx) dnnl_memory_destroy(mx);
+  if (stream) dnnl_stream_destroy(stream);
+#if defined(MXF_HAVE_OPENMP)
+  omp_set_num_threads(omp_before);
+#endif
+  return ok ? MXF_OK : mxf_set_error(MXF_ERR_INTERNAL, "cpu backend: oneDNN's matmul failed on a %lld x %lld x %lld tile",
+                                     (long long)m, (long long)n, (long long)k);
+}
+
+#else /* !MXF_HAVE_ONEDNN */
+
+mxf_status mxf_cpu_bf16_create(const mxf_cpu_panels *pp, int forced, mxf_cpu_bf16 **out, char *name,
+                               size_t name_size) {
+  (void)pp, (void)forced, (void)name, (void)name_size;
+  *out = NULL;
+  return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cpu backend: built without oneDNN (the onednn core)");
+}
+void mxf_cpu_bf16_destroy(mxf_cpu_bf16 *b) { (void)b; }
+size_t mxf_cpu_bf16_scratchpad(const mxf_cpu_bf16 *b) {
+  (void)b;
+  return 0;
+}
+mxf_status mxf_cpu_bf16_gemm(const mxf_cpu_bf16 *b, int64_t m, int64_t n, int64_t k, const uint16_t *x,
+                             const uint16_t *y, float *acc, int accumulate, void *scratch) {
+  (void)b, (void)m, (void)n, (void)k, (void)x, (void)y, (void)acc, (void)accumulate, (void)scratch;
+  return mxf_set_error(MXF_ERR_INTERNAL, "cpu backend: built without oneDNN (the onednn core)");
+}
+
+#endif
