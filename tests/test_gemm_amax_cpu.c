@@ -144,16 +144,6 @@ typedef struct buffers {
   uint8_t *c_live; /* per C storage unit (element, or nibble for e2m1): 1 if logical */
 } buffers;
 
-/* bf16 activations: values of a few binades around 1, sometimes of 2^-40 .. 2^24 or zero
- * (sums stay far from f32's overflow, as activations do) */
-static uint16_t rand_bf16(tu_rng *r) {
-  const uint16_t h = (uint16_t)tu_u32(r);
-  const int wide = tu_range(r, 0, 7) == 0;
-  if (wide && tu_range(r, 0, 15) == 0) return h & 0x8000; /* ±0 */
-  const int e = wide ? (int)tu_range(r, 87, 151) : (int)tu_range(r, 120, 134);
-  return (uint16_t)((h & 0x807F) | (e << 7));
-}
-
 static uint8_t rand_code(tu_rng *r, mxf_dtype ab) {
   /* mostly quantized normal data (codes cluster in the top binades of the format, as
    * MX-quantized tensors do), sometimes any finite code (subnormals, extremes) */
@@ -214,7 +204,7 @@ static void fill_operand(tu_rng *r, const gcase *g, mxf_dtype ab, int64_t mn, in
   for (int64_t l = 0; l < g->l; ++l)
     for (int64_t i = 0; i < mn; ++i)
       for (int64_t k = 0; k < g->k; ++k)
-        put_ab(ab, p, i * ms + k * ks + l * ls, ab == MXF_BF16 ? rand_bf16(r) : rand_code(r, ab));
+        put_ab(ab, p, i * ms + k * ks + l * ls, ab == MXF_BF16 ? tu_bf16_activation(r) : rand_code(r, ab));
 }
 
 static void fill_sf(tu_rng *r, const gcase *g, mxf_dtype sf, int form, int64_t mn, uint8_t *p) {

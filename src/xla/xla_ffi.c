@@ -96,6 +96,20 @@ static XLA_FFI_Error *frame_open(XLA_FFI_CallFrame *f, int cuda, frame *fr) {
   return NULL;
 }
 
+/* Every handler's start: 0 when it returns *err at once (XLA's metadata query answered,
+ * *err NULL; or the stream or device could not be had), 1 with the call's frame open. */
+static int call_begin(XLA_FFI_CallFrame *f, int cuda, frame *fr, XLA_FFI_Error **err) {
+  *err = NULL;
+  if (metadata_query(f)) return 0;
+  *err = frame_open(f, cuda, fr);
+  return *err == NULL;
+}
+
+/* Every handler's end: the library's status as XLA's error (NULL when it ran). */
+static XLA_FFI_Error *call_end(const frame *fr, mxf_status st) {
+  return st == MXF_OK ? NULL : status_error(fr->f->api, st);
+}
+
 static mxf_dtype dtype_of(XLA_FFI_DataType t) {
   switch (t) {
   case XLA_FFI_DataType_F32: return MXF_F32;
@@ -189,15 +203,14 @@ static XLA_FFI_Error *shape_check(const frame *fr, const char *op, int64_t nargs
 
 /* ------------------------------------------------------------ the ops */
 static XLA_FFI_Error *gemm_amax(XLA_FFI_CallFrame *f, int cuda) {
-  if (metadata_query(f)) return NULL;
   frame fr;
-  XLA_FFI_Error *err = frame_open(f, cuda, &fr);
+  XLA_FFI_Error *err;
+  if (!call_begin(f, cuda, &fr, &err)) return err;
   void *ws;
   size_t ws_size;
   /* has_sfa = 0: a bf16 a, no sfa operand (a, b, sfb [, amax_in]) */
-  const int has_sfa = err ? 1 : attr(&fr, "has_sfa", 1) != 0;
-  if (!err) err = shape_check(&fr, "gemm_amax", 3 + has_sfa, 4 + has_sfa, 3, &ws, &ws_size);
-  if (err) return err;
+  const int has_sfa = attr(&fr, "has_sfa", 1) != 0;
+  if ((err = shape_check(&fr, "gemm_amax", 3 + has_sfa, 4 + has_sfa, 3, &ws, &ws_size))) return err;
   mxf_gemm_amax_desc d;
   memset(&d, 0, sizeof d);
   tensor_of(arg(&fr, 0), fr.device, &d.a);
@@ -214,18 +227,16 @@ static XLA_FFI_Error *gemm_amax(XLA_FFI_CallFrame *f, int cuda) {
   d.cluster_n = (int)attr(&fr, "cluster_n", 0);
   float alpha = (float)attr(&fr, "alpha", 1.0);
   d.alpha = attr(&fr, "has_alpha", 0) != 0 ? &alpha : NULL;
-  mxf_status st = mxf_gemm_amax_with_workspace(&d, ws, ws_size, fr.stream);
-  return st == MXF_OK ? NULL : status_error(f->api, st);
+  return call_end(&fr, mxf_gemm_amax_with_workspace(&d, ws, ws_size, fr.stream));
 }
 
 static XLA_FFI_Error *proj_rope(XLA_FFI_CallFrame *f, int cuda) {
-  if (metadata_query(f)) return NULL;
   frame fr;
-  XLA_FFI_Error *err = frame_open(f, cuda, &fr);
+  XLA_FFI_Error *err;
+  if (!call_begin(f, cuda, &fr, &err)) return err;
   void *ws;
   size_t ws_size;
-  if (!err) err = shape_check(&fr, "proj_rope", 4, 6, 5, &ws, &ws_size);
-  if (err) return err;
+  if ((err = shape_check(&fr, "proj_rope", 4, 6, 5, &ws, &ws_size))) return err;
   mxf_proj_rope_desc d;
   memset(&d, 0, sizeof d);
   tensor_of(arg(&fr, 0), fr.device, &d.x);
@@ -241,20 +252,18 @@ static XLA_FFI_Error *proj_rope(XLA_FFI_CallFrame *f, int cuda) {
   tensor_of(ret(&fr, 2), fr.device, &d.out_col);
   tensor_of(ret(&fr, 3), fr.device, &d.out_scales_col);
   d.flags = (unsigned)attr(&fr, "flags", 0);
-  mxf_status st = mxf_proj_rope_with_workspace(&d, ws, ws_size, fr.stream);
-  return st == MXF_OK ? NULL : status_error(f->api, st);
+  return call_end(&fr, mxf_proj_rope_with_workspace(&d, ws, ws_size, fr.stream));
 }
 
 static XLA_FFI_Error *quantize(XLA_FFI_CallFrame *f, int cuda) {
-  if (metadata_query(f)) return NULL;
   frame fr;
-  XLA_FFI_Error *err = frame_open(f, cuda, &fr);
+  XLA_FFI_Error *err;
+  if (!call_begin(f, cuda, &fr, &err)) return err;
   unsigned dirs = (unsigned)attr(&fr, "directions", 0);
   int64_t nrets = 1 + ((dirs & MXF_QUANT_ROWS) ? 2 : 0) + ((dirs & MXF_QUANT_COLS) ? 2 : 0);
   void *ws;
   size_t ws_size;
-  if (!err) err = shape_check(&fr, "quantize", 1, 1, nrets, &ws, &ws_size);
-  if (err) return err;
+  if ((err = shape_check(&fr, "quantize", 1, 1, nrets, &ws, &ws_size))) return err;
   mxf_quantize_desc d;
   memset(&d, 0, sizeof d);
   d.directions = dirs;
@@ -268,26 +277,23 @@ static XLA_FFI_Error *quantize(XLA_FFI_CallFrame *f, int cuda) {
     tensor_of(ret(&fr, r++), fr.device, &d.q_col);
     tensor_of(ret(&fr, r++), fr.device, &d.s_col);
   }
-  mxf_status st = mxf_quantize_with_workspace(&d, ws, ws_size, fr.stream);
-  return st == MXF_OK ? NULL : status_error(f->api, st);
+  return call_end(&fr, mxf_quantize_with_workspace(&d, ws, ws_size, fr.stream));
 }
 
 static XLA_FFI_Error *dequantize(XLA_FFI_CallFrame *f, int cuda) {
-  if (metadata_query(f)) return NULL;
   frame fr;
-  XLA_FFI_Error *err = frame_open(f, cuda, &fr);
+  XLA_FFI_Error *err;
+  if (!call_begin(f, cuda, &fr, &err)) return err;
   void *ws;
   size_t ws_size;
-  if (!err) err = shape_check(&fr, "dequantize", 2, 2, 2, &ws, &ws_size);
-  if (err) return err;
+  if ((err = shape_check(&fr, "dequantize", 2, 2, 2, &ws, &ws_size))) return err;
   mxf_dequantize_desc d;
   memset(&d, 0, sizeof d);
   d.direction = (unsigned)attr(&fr, "direction", MXF_QUANT_ROWS);
   tensor_of(arg(&fr, 0), fr.device, &d.q);
   tensor_of(arg(&fr, 1), fr.device, &d.s);
   tensor_of(ret(&fr, 0), fr.device, &d.y);
-  mxf_status st = mxf_dequantize_with_workspace(&d, ws, ws_size, fr.stream);
-  return st == MXF_OK ? NULL : status_error(f->api, st);
+  return call_end(&fr, mxf_dequantize_with_workspace(&d, ws, ws_size, fr.stream));
 }
 
 MXF_XLA_API XLA_FFI_Error *mxf_xla_gemm_amax_cuda(XLA_FFI_CallFrame *f) { return gemm_amax(f, 1); }

@@ -162,3 +162,11 @@ void tu_cpu_core_print(void) {
   printf("GEMM cores used: onednn %ld, blas %ld, c %ld, other %ld (MXF_CONFIG cpu=%s)\n", g_core_n[0], g_core_n[1],
          g_core_n[2], g_core_n[3], tu_cpu_core_asked() ? tu_cpu_core_asked() : "(choose)");
 }
+
+uint16_t tu_bf16_activation(tu_rng *r) {
+  const uint16_t h = (uint16_t)tu_u32(r);
+  const int wide = tu_range(r, 0, 7) == 0;
+  if (wide && tu_range(r, 0, 15) == 0) return h & 0x8000; /* ±0 */
+  const int e = wide ? (int)tu_range(r, 87, 151) : (int)tu_range(r, 120, 134);
+  return (uint16_t)((h & 0x807F) | (e << 7));
+}

@@ -28,6 +28,11 @@ double tu_uniform(tu_rng *r);
 /* Standard normal. */
 double tu_normal(tu_rng *r);
 
+/* A bf16 activation (its bits): a few binades around 1 (2^-7 .. 2^8), one in eight of
+ * 2^-40 .. 2^24, now and then ±0; sums of them stay far from f32's overflow, as
+ * activations' do. The gemm tests' bf16 A. */
+uint16_t tu_bf16_activation(tu_rng *r);
+
 /* ------------------------------------------------------------ assertions */
 extern long tu_passed, tu_failed;
 

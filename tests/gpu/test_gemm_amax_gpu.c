@@ -174,14 +174,10 @@ static double decode_sf(mxf_dtype sf, uint8_t c) {
   return sf == MXF_E4M3 ? mxf_e4m3_to_f32(c) : mxf_e8m0_to_f32(c);
 }
 
-/* A random finite code; bf16: activations of a few binades around 1, sometimes of
- * 2^-40 .. 2^24. */
+/* A random finite code; bf16: an activation (tu_bf16_activation). */
 static uint16_t rand_code(tu_rng *r, mxf_dtype ab) {
+  if (ab == MXF_BF16) return tu_bf16_activation(r);
   uint32_t u = tu_u32(r);
-  if (ab == MXF_BF16) {
-    const int e = tu_range(r, 0, 7) ? (int)tu_range(r, 120, 134) : (int)tu_range(r, 87, 151);
-    return (uint16_t)((u & 0x807F) | (uint32_t)(e << 7));
-  }
   if (ab == MXF_E2M1) return (uint8_t)(u & 0xF);
   uint8_t c = (uint8_t)u;
   if (ab == MXF_E4M3 && (c & 0x7F) == 0x7F) c ^= 0x01;
