@@ -370,7 +370,8 @@ int main(int argc, char **argv) {
     }
     free(probe.ws);
     mxf_plan_destroy(probe.plan);
-    for (int j = 0; j < 10; ++j) free(probe.bufs[j]);
+    for (int j = 0; j < 10; ++j)
+      free(probe.bufs[j]);
     if (c == 1 && ncores > 0 && strcmp(core_on[ncores - 1], "blas") == 0) break; /* c: only without blas */
   }
   unsetenv("MXF_CONFIG");
@@ -403,7 +404,8 @@ int main(int argc, char **argv) {
       setenv("MXF_CONFIG", cfg, 1);
       cases[nc] = (bench_case){.name = "pbf16", .what = "proj_rope bf16 x / w (out-in)", .group = 1};
       if (setup_proj(&cases[nc++], T, 0)) return 1;
-      cases[nc] = (bench_case){.name = "pmxfp8", .what = "proj_rope e4m3 x / w, e8m0/32 (out-in)", .group = 1};
+      cases[nc] =
+          (bench_case){.name = "pmxfp8", .what = "proj_rope e4m3 x / w, e8m0/32 (out-in)", .group = 1};
       if (setup_proj(&cases[nc++], T, 1)) return 1;
     }
     unsetenv("MXF_CONFIG");
@@ -425,7 +427,7 @@ int main(int argc, char **argv) {
   size_t wsn[16];
   for (int i = 0; i < nc; ++i) {
     const int g = cases[i].group;
-    res[nres] = (result){cases[i].name, cases[i].what, "", median(cases[i].t, g_runs), g, g ? T : M,
+    res[nres] = (result){cases[i].name,           cases[i].what, "", median(cases[i].t, g_runs), g, g ? T : M,
                          g ? PROJ_H * PROJ_D : N, g ? PROJ_K : K};
     snprintf(res[nres].core, sizeof res[nres].core, "%s", cases[i].core);
     wsn[nres++] = cases[i].wsn;
@@ -440,8 +442,9 @@ int main(int argc, char **argv) {
 
   for (int g = 0; g < 2; ++g) {
     if (g == 0)
-      printf("CPU gemm benchmark, M=%lld N=%lld K=%lld, median of %d runs, MXF_NUM_THREADS=%s\n", (long long)M,
-             (long long)N, (long long)K, g_runs, getenv("MXF_NUM_THREADS") ? getenv("MXF_NUM_THREADS") : "(all cores)");
+      printf("CPU gemm benchmark, M=%lld N=%lld K=%lld, median of %d runs, MXF_NUM_THREADS=%s\n",
+             (long long)M, (long long)N, (long long)K, g_runs,
+             getenv("MXF_NUM_THREADS") ? getenv("MXF_NUM_THREADS") : "(all cores)");
     else if (T > 0)
       printf("\nCPU proj_rope benchmark, T=%lld K=%d H=%d D=%d rope=%d, median of %d runs\n", (long long)T,
              PROJ_K, PROJ_H, PROJ_D, PROJ_ROPE, g_runs);
@@ -485,7 +488,8 @@ int main(int argc, char **argv) {
   }
   fprintf(f, "{\n  \"device\": \"cpu\",\n  \"cores_missing\": [");
   for (int c = 0, first = 1; c < 3; ++c)
-    if (missing[c][0]) fprintf(f, "%s{\"core\": \"%s\", \"why\": \"%s\"}", first ? "" : ", ", cores[c], missing[c]), first = 0;
+    if (missing[c][0])
+      fprintf(f, "%s{\"core\": \"%s\", \"why\": \"%s\"}", first ? "" : ", ", cores[c], missing[c]), first = 0;
   fprintf(f, "],\n  \"runs\": %d,\n  \"results\": [\n", g_runs);
   for (int i = 0; i < nres; ++i) {
     const int g = res[i].group;
@@ -493,8 +497,8 @@ int main(int argc, char **argv) {
     fprintf(f,
             "    {\"op\": \"%s\", \"what\": \"%s\", \"core\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, "
             "\"l\": 1, \"ms\": %.4f, \"gflops\": %.2f, \"workspace_bytes\": %zu",
-            res[i].name, res[i].what, res[i].core, (long long)res[i].m, (long long)res[i].n, (long long)res[i].k,
-            res[i].ms, res[i].ms > 0 ? gflop / (res[i].ms * 1e-3) : 0.0, wsn[i]);
+            res[i].name, res[i].what, res[i].core, (long long)res[i].m, (long long)res[i].n,
+            (long long)res[i].k, res[i].ms, res[i].ms > 0 ? gflop / (res[i].ms * 1e-3) : 0.0, wsn[i]);
     if (base[g] > 0 && res[i].ms > 0)
       fprintf(f, ", \"baseline\": \"%s\", \"baseline_ms\": %.4f, \"ratio\": %.4f", g ? "psgemm" : "sgemm",
               base[g], res[i].ms / base[g]);

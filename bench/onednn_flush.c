@@ -58,7 +58,8 @@ static int setup(void) {
 static float dot(const float *x, const float *y) {
   uint16_t a[K], b[K];
   float c = -1.0f;
-  for (int i = 0; i < K; ++i) a[i] = bf16_of(x[i]), b[i] = bf16_of(y[i]);
+  for (int i = 0; i < K; ++i)
+    a[i] = bf16_of(x[i]), b[i] = bf16_of(y[i]);
   dnnl_memory_t ma, mb, mc;
   dnnl_memory_create(&ma, &g_a, g_eng, a);
   dnnl_memory_create(&mb, &g_b, g_eng, b);
@@ -72,7 +73,9 @@ static float dot(const float *x, const float *y) {
 
 static void report(const char *what, int e, float got, float want) {
   printf("  %-9s 2^%-4d  got %-14a want %-14a %s\n", what, e, (double)got, (double)want,
-         got == want ? "exact" : got == 0.0f ? "FLUSHED to 0" : "DIFFERENT");
+         got == want   ? "exact"
+         : got == 0.0f ? "FLUSHED to 0"
+                       : "DIFFERENT");
 }
 
 int main(void) {
@@ -80,12 +83,14 @@ int main(void) {
   float x[K], y[K];
   /* products of normal inputs: 2^(e/2) * 2^(e - e/2) */
   for (int e = -131; e <= -124; ++e) {
-    for (int i = 0; i < K; ++i) x[i] = ldexpf(1.0f, e / 2), y[i] = ldexpf(1.0f, e - e / 2);
+    for (int i = 0; i < K; ++i)
+      x[i] = ldexpf(1.0f, e / 2), y[i] = ldexpf(1.0f, e - e / 2);
     report("products", e, dot(x, y), ldexpf((float)K, e));
   }
   /* bf16 subnormal inputs (bf16 reaches 2^-133) times 1 */
   for (int e = -133; e <= -125; e += 2) {
-    for (int i = 0; i < K; ++i) x[i] = ldexpf(1.0f, e), y[i] = 1.0f;
+    for (int i = 0; i < K; ++i)
+      x[i] = ldexpf(1.0f, e), y[i] = 1.0f;
     report("inputs", e, dot(x, y), ldexpf((float)K, e));
   }
   /* a subnormal result: 2^-125 * 1 - (2^-125 - 2^e) * 1 (a bf16 normal down to e = -133),

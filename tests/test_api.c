@@ -226,7 +226,8 @@ static void test_config_override(void) {
       {"proj=gemv", "'gemv' is no value of proj"},
       {"mxfp8=on", "'on' is no value of mxfp8"},
       {"cpu=mkl", "'mkl' is no value of cpu"},
-      {"swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on",
+      {"swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap=on,swap="
+       "on",
        "at most 95"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; ++i) {
@@ -239,8 +240,13 @@ static void test_config_override(void) {
              "MXF_CONFIG=%s: message names it: %s", bad[i].text, mxf_last_error());
     mxf_plan_destroy(plan);
   }
-  static const char *good[] = {"", ",", "gemm=portable", "gemm=sm90,swap=on,bpre=off,bcwide=on,f16=off,wg3=on",
-                               "sfraw=off,cring=on,proj=sm90,mxfp8=mainloop,", "cpu=c", "gemm=sm90,cpu=onednn"};
+  static const char *good[] = {"",
+                               ",",
+                               "gemm=portable",
+                               "gemm=sm90,swap=on,bpre=off,bcwide=on,f16=off,wg3=on",
+                               "sfraw=off,cring=on,proj=sm90,mxfp8=mainloop,",
+                               "cpu=c",
+                               "gemm=sm90,cpu=onednn"};
   for (size_t i = 0; i < sizeof good / sizeof *good; ++i) {
     setenv("MXF_CONFIG", good[i], 1);
     mxf_plan *plan = NULL;
@@ -403,8 +409,8 @@ static void test_one_call(tu_rng *rng) {
     setenv("MXF_CONFIG", "bpre=sometimes", 1);
     const mxf_status st = mxf_quantize(&o, NULL);
     unsetenv("MXF_CONFIG");
-    TU_CHECK(st == MXF_ERR_INVALID_VALUE && strstr(mxf_last_error(), "bpre"), "one call under a bad MXF_CONFIG: %s",
-             mxf_last_error());
+    TU_CHECK(st == MXF_ERR_INVALID_VALUE && strstr(mxf_last_error(), "bpre"),
+             "one call under a bad MXF_CONFIG: %s", mxf_last_error());
     TU_CHECK(tu_all_bytes(b.oq[0], 40 * 70, 0xA5), "nothing written under a bad MXF_CONFIG");
     setenv("MXF_CONFIG", "gemm=portable", 1); /* another key: another plan, same results */
     agree = quant_both_forms(&b);

@@ -199,8 +199,8 @@ static uint16_t get_ab(mxf_dtype ab, const uint8_t *p, int64_t i) {
   return ab == MXF_E2M1 ? mxf_e2m1_get(p, i) : p[i];
 }
 
-static void fill_operand(tu_rng *r, const gcase *g, mxf_dtype ab, int64_t mn, int64_t ms, int64_t ks, int64_t ls,
-                         uint8_t *p) {
+static void fill_operand(tu_rng *r, const gcase *g, mxf_dtype ab, int64_t mn, int64_t ms, int64_t ks,
+                         int64_t ls, uint8_t *p) {
   for (int64_t l = 0; l < g->l; ++l)
     for (int64_t i = 0; i < mn; ++i)
       for (int64_t k = 0; k < g->k; ++k)
@@ -218,15 +218,15 @@ static void fill_sf(tu_rng *r, const gcase *g, mxf_dtype sf, int form, int64_t m
 static const char *dn(mxf_dtype d) { return mxf_dtype_name(d); }
 
 static void describe(const gcase *g, char *buf, size_t n) {
-  snprintf(
-      buf, n,
-      "M=%lld N=%lld K=%lld L=%lld a=%s(%s) b=%s(%s) sfa=%s(%s) sfb=%s(%s) vec=%d sfa=%d sfb=%d a_m=%d b_n=%d "
-      "c_m=%d c=%s(%s) alpha=%s%g acc=%d onecall=%d special=%d threads=%d",
-      (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->l, dn(g->fa), dn(g->fa_desc),
-      dn(g->fb), dn(g->fb_desc), g->fa == MXF_BF16 ? "none" : dn(g->sfa), g->fa == MXF_BF16 ? "-" : dn(g->sfa_desc),
-      dn(g->sfb), dn(g->sfb_desc), g->sf_vec, g->sfa_form, g->sfb_form, g->a_mmajor, g->b_nmajor, g->c_mmajor,
-      dn(g->c), dn(g->c_desc), g->use_alpha ? "" : "off/", (double)g->alpha, g->accumulate, g->one_call,
-      g->special, g->threads);
+  snprintf(buf, n,
+           "M=%lld N=%lld K=%lld L=%lld a=%s(%s) b=%s(%s) sfa=%s(%s) sfb=%s(%s) vec=%d sfa=%d sfb=%d a_m=%d "
+           "b_n=%d "
+           "c_m=%d c=%s(%s) alpha=%s%g acc=%d onecall=%d special=%d threads=%d",
+           (long long)g->m, (long long)g->n, (long long)g->k, (long long)g->l, dn(g->fa), dn(g->fa_desc),
+           dn(g->fb), dn(g->fb_desc), g->fa == MXF_BF16 ? "none" : dn(g->sfa),
+           g->fa == MXF_BF16 ? "-" : dn(g->sfa_desc), dn(g->sfb), dn(g->sfb_desc), g->sf_vec, g->sfa_form,
+           g->sfb_form, g->a_mmajor, g->b_nmajor, g->c_mmajor, dn(g->c), dn(g->c_desc),
+           g->use_alpha ? "" : "off/", (double)g->alpha, g->accumulate, g->one_call, g->special, g->threads);
 }
 
 static mxf_tensor op_tensor(void *data, mxf_dtype ab, mxf_dtype desc_dt, int64_t mn, int64_t k, int64_t l,
@@ -297,7 +297,9 @@ static void run_case(tu_rng *r, const gcase *g) {
   if (g->special == SP_NAN_CODE && g->fa != MXF_E2M1) {
     int64_t m = tu_range(r, 0, M - 1), k = tu_range(r, 0, K - 1), l = tu_range(r, 0, L - 1);
     put_ab(g->fa, B.a, m * B.a_ms + k * B.a_ks + l * B.a_ls,
-           g->fa == MXF_BF16 ? 0xFFC1 : g->fa == MXF_E4M3 ? 0xFF : 0x7E);
+           g->fa == MXF_BF16   ? 0xFFC1
+           : g->fa == MXF_E4M3 ? 0xFF
+                               : 0x7E);
   } else if (g->special == SP_NAN_SCALE || g->special == SP_NAN_CODE) {
     int64_t n = tu_range(r, 0, N - 1), kb = tu_range(r, 0, kbs - 1), l = tu_range(r, 0, L - 1);
     B.sfb[sf_off(g->sfb_form, n, kb, l, N, kbs)] = g->sfb == MXF_E4M3 ? 0x7F : 0xFF;
@@ -318,8 +320,9 @@ static void run_case(tu_rng *r, const gcase *g) {
   for (int64_t l = 0; l < L; ++l) {
     for (int64_t m = 0; m < M; ++m)
       for (int64_t k = 0; k < K; ++k)
-        ad[m * K + k] = decode_ab(g->fa, get_ab(g->fa, B.a, m * B.a_ms + k * B.a_ks + l * B.a_ls)) *
-                        (a_bf16 ? 1.0 : decode_sf(g->sfa, B.sfa[sf_off(g->sfa_form, m, k / g->sf_vec, l, M, kbs)]));
+        ad[m * K + k] =
+            decode_ab(g->fa, get_ab(g->fa, B.a, m * B.a_ms + k * B.a_ks + l * B.a_ls)) *
+            (a_bf16 ? 1.0 : decode_sf(g->sfa, B.sfa[sf_off(g->sfa_form, m, k / g->sf_vec, l, M, kbs)]));
     for (int64_t n = 0; n < N; ++n)
       for (int64_t k = 0; k < K; ++k)
         bd[n * K + k] = decode_ab(g->fb, get_ab(g->fb, B.b, n * B.b_ns + k * B.b_ks + l * B.b_ls)) *
@@ -425,7 +428,8 @@ static void run_case(tu_rng *r, const gcase *g) {
       size_t wsn = mxf_plan_workspace_size(plan);
       void *ws = wsn ? xalloc(wsn) : NULL;
       if (ws) memset(ws, 0xFF, wsn); /* NaN everywhere: the kernel must not read stale data */
-      mxf_gemm_amax_args args = {B.a, B.b, a_bf16 ? NULL : B.sfa, B.sfb, B.c, amax, g->use_alpha ? &alpha_f : NULL};
+      mxf_gemm_amax_args args = {B.a, B.b,  a_bf16 ? NULL : B.sfa,         B.sfb,
+                                 B.c, amax, g->use_alpha ? &alpha_f : NULL};
       st = mxf_gemm_amax_run(plan, &args, ws, wsn, NULL);
       free(ws);
     }
@@ -542,17 +546,25 @@ typedef struct fmt_combo {
 
 /* One format (the first five, indexed by section 3), then the mixed pairs of SPEC §1.1 */
 static const fmt_combo g_combos[] = {
-    {MXF_E4M3, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32}, {MXF_E5M2, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
-    {MXF_E2M1, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32}, {MXF_E2M1, MXF_E2M1, MXF_E8M0, MXF_E8M0, 16},
+    {MXF_E4M3, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E5M2, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E2M1, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E2M1, MXF_E2M1, MXF_E8M0, MXF_E8M0, 16},
     {MXF_E2M1, MXF_E2M1, MXF_E4M3, MXF_E4M3, 16},
     /* mixed MX pairs */
-    {MXF_E4M3, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32}, {MXF_E2M1, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32},
-    {MXF_E5M2, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32}, {MXF_E4M3, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
-    {MXF_E5M2, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32}, {MXF_E2M1, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
-    {MXF_E2M1, MXF_E2M1, MXF_E8M0, MXF_E4M3, 16}, {MXF_E2M1, MXF_E2M1, MXF_E4M3, MXF_E8M0, 16},
+    {MXF_E4M3, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E2M1, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E5M2, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E4M3, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E5M2, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E2M1, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_E2M1, MXF_E2M1, MXF_E8M0, MXF_E4M3, 16},
+    {MXF_E2M1, MXF_E2M1, MXF_E4M3, MXF_E8M0, 16},
     /* bf16 A (no scales) */
-    {MXF_BF16, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32}, {MXF_BF16, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
-    {MXF_BF16, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32}, {MXF_BF16, MXF_E2M1, MXF_E8M0, MXF_E8M0, 16},
+    {MXF_BF16, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_BF16, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_BF16, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32},
+    {MXF_BF16, MXF_E2M1, MXF_E8M0, MXF_E8M0, 16},
     {MXF_BF16, MXF_E2M1, MXF_E8M0, MXF_E4M3, 16},
 };
 static const mxf_dtype g_cdt[] = {MXF_F32, MXF_F16, MXF_BF16, MXF_E4M3, MXF_E5M2, MXF_E2M1};

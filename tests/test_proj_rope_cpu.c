@@ -149,7 +149,8 @@ static mxf_status run_lib(const prob *p, outs *o, int one_call) {
   mxf_plan *plan = NULL;
   mxf_status st = mxf_proj_rope_plan(&plan, &d);
   if (st != MXF_OK) return st;
-  TU_CHECK(tu_cpu_core_fits(mxf_plan_backend(plan), p->t * p->k == 0), "backend '%s'", mxf_plan_backend(plan));
+  TU_CHECK(tu_cpu_core_fits(mxf_plan_backend(plan), p->t * p->k == 0), "backend '%s'",
+           mxf_plan_backend(plan));
   tu_cpu_core_count(mxf_plan_backend(plan));
   size_t wsz = mxf_plan_workspace_size(plan);
   void *ws = wsz ? tu_malloc(wsz) : NULL;

@@ -45,9 +45,9 @@ typedef struct mxf_gemm_problem {
   mxf_dtype b_fmt;   /* MXF_E4M3, MXF_E5M2 or MXF_E2M1 */
   mxf_dtype sfa_fmt; /* MXF_E8M0 or MXF_E4M3 (ue4m3); MXF_DTYPE_INVALID when a is bf16 */
   mxf_dtype sfb_fmt; /* MXF_E8M0 or MXF_E4M3 (ue4m3) */
-  mxf_dtype c;  /* MXF_F32, MXF_F16, MXF_BF16, MXF_E4M3, MXF_E5M2 or MXF_E2M1 */
-  int sf_vec;   /* 16 or 32 */
-  int64_t kb;   /* ceil(k / sf_vec): scale blocks per row */
+  mxf_dtype c;       /* MXF_F32, MXF_F16, MXF_BF16, MXF_E4M3, MXF_E5M2 or MXF_E2M1 */
+  int sf_vec;        /* 16 or 32 */
+  int64_t kb;        /* ceil(k / sf_vec): scale blocks per row */
   mxf_sf_layout sfa_layout, sfb_layout;
   int64_t a_ms, a_ks, a_ls;
   int64_t b_ns, b_ks, b_ls;
@@ -86,12 +86,20 @@ typedef struct mxf_quant_problem {
 #define MXF_CONFIG_ENV "MXF_CONFIG"
 #define MXF_CONFIG_MAX 96 /* bytes of its text, the terminating NUL included */
 enum { MXF_CHOOSE = -1 };
-typedef enum mxf_kernel_id { MXF_KERNEL_PORTABLE = 0, MXF_KERNEL_GEMV = 1, MXF_KERNEL_SM90 = 2 } mxf_kernel_id;
+typedef enum mxf_kernel_id {
+  MXF_KERNEL_PORTABLE = 0,
+  MXF_KERNEL_GEMV = 1,
+  MXF_KERNEL_SM90 = 2
+} mxf_kernel_id;
 /* the CPU backend's GEMM cores (src/cpu/cpu.h) */
-typedef enum mxf_cpu_core_kind { MXF_CPU_CORE_C = 0, MXF_CPU_CORE_BLAS = 1, MXF_CPU_CORE_ONEDNN = 2 } mxf_cpu_core_kind;
+typedef enum mxf_cpu_core_kind {
+  MXF_CPU_CORE_C = 0,
+  MXF_CPU_CORE_BLAS = 1,
+  MXF_CPU_CORE_ONEDNN = 2
+} mxf_cpu_core_kind;
 typedef struct mxf_override {
-  int8_t gemm;  /* gemm=portable|gemv|sm90: that kernel first wherever it takes the problem */
-  int8_t proj;  /* proj=portable|sm90 */
+  int8_t gemm; /* gemm=portable|gemv|sm90: that kernel first wherever it takes the problem */
+  int8_t proj; /* proj=portable|sm90 */
   /* the sm_90a gemm_amax kernel's choices, each on|off (1 | 0) */
   int8_t swap, bpre, bcwide, f16, wg3, sfraw, cring;
   int8_t mxfp8; /* the sm_90a proj_rope kernel's MXFP8 path: mxfp8=prepass|mainloop (0 | 1) */

@@ -26,9 +26,13 @@ typedef struct key_def {
 } key_def;
 
 #define OV(f) offsetof(mxf_override, f)
-#define ON_OFF {{"off", 0}, {"on", 1}, {NULL, 0}}
+#define ON_OFF                                                                                               \
+  {                                                                                                          \
+    {"off", 0}, {"on", 1}, { NULL, 0 }                                                                       \
+  }
 static const key_def k_keys[] = {
-    {"gemm", OV(gemm),
+    {"gemm",
+     OV(gemm),
      {{"portable", MXF_KERNEL_PORTABLE}, {"gemv", MXF_KERNEL_GEMV}, {"sm90", MXF_KERNEL_SM90}, {NULL, 0}}},
     {"proj", OV(proj), {{"portable", MXF_KERNEL_PORTABLE}, {"sm90", MXF_KERNEL_SM90}, {NULL, 0}}},
     {"swap", OV(swap), ON_OFF},
@@ -39,7 +43,9 @@ static const key_def k_keys[] = {
     {"sfraw", OV(sfraw), ON_OFF},
     {"cring", OV(cring), ON_OFF},
     {"mxfp8", OV(mxfp8), {{"prepass", 0}, {"mainloop", 1}, {NULL, 0}}},
-    {"cpu", OV(cpu), {{"onednn", MXF_CPU_CORE_ONEDNN}, {"blas", MXF_CPU_CORE_BLAS}, {"c", MXF_CPU_CORE_C}, {NULL, 0}}},
+    {"cpu",
+     OV(cpu),
+     {{"onednn", MXF_CPU_CORE_ONEDNN}, {"blas", MXF_CPU_CORE_BLAS}, {"c", MXF_CPU_CORE_C}, {NULL, 0}}},
 };
 #undef ON_OFF
 #undef OV
@@ -53,8 +59,8 @@ static const char k_help[] =
 static mxf_status parse_item(const char *s, size_t n, mxf_override *o) {
   const char *eq = memchr(s, '=', n);
   if (!eq)
-    return mxf_set_error(MXF_ERR_INVALID_VALUE, MXF_CONFIG_ENV ": item '%.*s' is not key=value; %s", (int)n, s,
-                         k_help);
+    return mxf_set_error(MXF_ERR_INVALID_VALUE, MXF_CONFIG_ENV ": item '%.*s' is not key=value; %s", (int)n,
+                         s, k_help);
   const size_t kn = (size_t)(eq - s), vn = n - kn - 1;
   for (size_t i = 0; i < NKEYS; ++i) {
     const key_def *k = &k_keys[i];
@@ -64,8 +70,8 @@ static mxf_status parse_item(const char *s, size_t n, mxf_override *o) {
       *((int8_t *)o + k->offset) = v->value;
       return MXF_OK;
     }
-    return mxf_set_error(MXF_ERR_INVALID_VALUE, MXF_CONFIG_ENV ": '%.*s' is no value of %s; %s", (int)vn, eq + 1,
-                         k->name, k_help);
+    return mxf_set_error(MXF_ERR_INVALID_VALUE, MXF_CONFIG_ENV ": '%.*s' is no value of %s; %s", (int)vn,
+                         eq + 1, k->name, k_help);
   }
   return mxf_set_error(MXF_ERR_INVALID_VALUE, MXF_CONFIG_ENV ": unknown key '%.*s'; %s", (int)kn, s, k_help);
 }

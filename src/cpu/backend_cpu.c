@@ -104,8 +104,8 @@ static void cpu_free(int32_t device, void *ptr) {
 }
 
 const mxf_backend mxf_cpu_backend = {.name = "cpu",
-                                    .plan = cpu_plan,
-                                    .run = cpu_run,
-                                    .plan_free = cpu_plan_free,
-                                    .alloc = cpu_alloc,
-                                    .free = cpu_free};
+                                     .plan = cpu_plan,
+                                     .run = cpu_run,
+                                     .plan_free = cpu_plan_free,
+                                     .alloc = cpu_alloc,
+                                     .free = cpu_free};

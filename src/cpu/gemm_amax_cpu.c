@@ -125,8 +125,8 @@ static uint8_t operand_code(const gemm_operand *op, int64_t i) {
 
 /* Rows [r0, r0 + n) of a bf16 operand (no scales: the values as they are), values
  * [k0, k0 + kn), as f32. */
-static void fill_bf16(const gemm_ctx *d, const gemm_operand *op, int64_t r0, int64_t n, int64_t k0, int64_t kn,
-                      float *dst, int64_t ld) {
+static void fill_bf16(const gemm_ctx *d, const gemm_operand *op, int64_t r0, int64_t n, int64_t k0,
+                      int64_t kn, float *dst, int64_t ld) {
   const uint16_t *src = (const uint16_t *)op->data + d->batch * op->ls;
   if (op->ks == 1) {
     for (int64_t i = 0; i < n; ++i) {

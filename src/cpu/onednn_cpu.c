@@ -6,10 +6,10 @@
  * of a full row chunk and of the last one, columns of a full N panel and of the last,
  * the first K panel's acc = X Y^T and the later ones' acc += X Y^T through a sum
  * post-op, on dense blocks): at most twelve, usually two or three, so that a run only
- * wraps its pointers. Their scratchpads are the run's (in the plan's workspace). Only implementations on bf16 units are taken
- * (AMX's TDPBF16PS or AVX512-BF16's VDPBF16PS; oneDNN names them "…amx…" and
- * "…avx512_core_bf16…"): elsewhere oneDNN emulates bf16 more slowly than the f32 core,
- * and its reference implementation is slower still.
+ * wraps its pointers. Their scratchpads are the run's (in the plan's workspace). Only
+ * implementations on bf16 units are taken (AMX's TDPBF16PS or AVX512-BF16's VDPBF16PS;
+ * oneDNN names them "…amx…" and "…avx512_core_bf16…"): elsewhere oneDNN emulates bf16
+ * more slowly than the f32 core, and its reference implementation is slower still.
  *
  * What those units do below 2^-126 (bf16 subnormal inputs and f32 subnormal results are
  * zero) is the panel driver's concern: it hands this core only blocks whose sums stay
@@ -50,7 +50,8 @@ struct mxf_cpu_bf16 {
 };
 
 static mxf_status dnnl_refuse(dnnl_status_t st, const char *what) {
-  return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cpu backend: oneDNN %s failed (dnnl status %d)", what, (int)st);
+  return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cpu backend: oneDNN %s failed (dnnl status %d)", what,
+                       (int)st);
 }
 
 /* One primitive: acc (m x n, ldn) [+]= X (m x k) Y (n x k)^T, X and Y rows of k values.
@@ -80,7 +81,8 @@ static mxf_status bf16_prim_create(mxf_cpu_bf16 *b, const mxf_cpu_panels *pp, in
     return dnnl_refuse(st, "scratchpad mode");
   }
   if (accumulate) {
-    if ((st = dnnl_post_ops_create(&po)) != dnnl_success || (st = dnnl_post_ops_append_sum(po, 1.0f)) != dnnl_success ||
+    if ((st = dnnl_post_ops_create(&po)) != dnnl_success ||
+        (st = dnnl_post_ops_append_sum(po, 1.0f)) != dnnl_success ||
         (st = dnnl_primitive_attr_set_post_ops(attr, po)) != dnnl_success) {
       if (po) dnnl_post_ops_destroy(po);
       dnnl_primitive_attr_destroy(attr);
@@ -92,23 +94,27 @@ static mxf_status bf16_prim_create(mxf_cpu_bf16 *b, const mxf_cpu_panels *pp, in
   if (po) dnnl_post_ops_destroy(po);
   dnnl_primitive_attr_destroy(attr);
   if (st == dnnl_unimplemented)
-    return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
-                         "cpu backend: oneDNN has no bf16 matmul on this processor (it needs AVX512-BF16 or AMX)");
+    return mxf_set_error(
+        MXF_ERR_NOT_SUPPORTED,
+        "cpu backend: oneDNN has no bf16 matmul on this processor (it needs AVX512-BF16 or AMX)");
   if (st != dnnl_success) return dnnl_refuse(st, "matmul primitive descriptor");
   const char *impl = "";
   dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
   const int units = strstr(impl, "amx") != NULL || strstr(impl, "avx512_core_bf16") != NULL;
   if (!units && (!forced || strncmp(impl, "ref", 3) == 0)) {
-    mxf_status r = mxf_set_error(MXF_ERR_NOT_SUPPORTED,
-                                 "cpu backend: oneDNN's bf16 matmul here is '%s', not one on bf16 units (AMX or "
-                                 "AVX512-BF16)%s",
-                                 impl, forced ? "" : "; MXF_CONFIG=cpu=onednn takes any but the reference one");
+    mxf_status r =
+        mxf_set_error(MXF_ERR_NOT_SUPPORTED,
+                      "cpu backend: oneDNN's bf16 matmul here is '%s', not one on bf16 units (AMX or "
+                      "AVX512-BF16)%s",
+                      impl, forced ? "" : "; MXF_CONFIG=cpu=onednn takes any but the reference one");
     dnnl_primitive_desc_destroy(pd);
     return r;
   }
   if (b->count == 0)
     snprintf(name, name_size, "onednn %s",
-             strstr(impl, "amx") ? "amx" : strstr(impl, "avx512_core_bf16") ? "avx512bf16" : impl);
+             strstr(impl, "amx")                ? "amx"
+             : strstr(impl, "avx512_core_bf16") ? "avx512bf16"
+                                                : impl);
   const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   if (sp) q->scratch = *sp;
   const size_t sp_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
@@ -174,7 +180,8 @@ mxf_status mxf_cpu_bf16_create(const mxf_cpu_panels *pp, int forced, mxf_cpu_bf1
 
 void mxf_cpu_bf16_destroy(mxf_cpu_bf16 *b) {
   if (!b) return;
-  for (int i = 0; i < b->count; ++i) dnnl_primitive_destroy(b->p[i].prim);
+  for (int i = 0; i < b->count; ++i)
+    dnnl_primitive_destroy(b->p[i].prim);
   if (b->engine) dnnl_engine_destroy(b->engine);
   free(b);
 }
@@ -201,7 +208,8 @@ mxf_status mxf_cpu_bf16_gemm(const mxf_cpu_bf16 *b, int64_t m, int64_t n, int64_
   if (ok) {
     dnnl_exec_arg_t args[4] = {
         {DNNL_ARG_SRC, mx}, {DNNL_ARG_WEIGHTS, my}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}};
-    ok = dnnl_primitive_execute(q->prim, stream, 4, args) == dnnl_success && dnnl_stream_wait(stream) == dnnl_success;
+    ok = dnnl_primitive_execute(q->prim, stream, 4, args) == dnnl_success &&
+         dnnl_stream_wait(stream) == dnnl_success;
   }
   if (ms) dnnl_memory_destroy(ms);
   if (mc) dnnl_memory_destroy(mc);
@@ -211,8 +219,10 @@ mxf_status mxf_cpu_bf16_gemm(const mxf_cpu_bf16 *b, int64_t m, int64_t n, int64_
 #if defined(MXF_HAVE_OPENMP)
   omp_set_num_threads(omp_before);
 #endif
-  return ok ? MXF_OK : mxf_set_error(MXF_ERR_INTERNAL, "cpu backend: oneDNN's matmul failed on a %lld x %lld x %lld tile",
-                                     (long long)m, (long long)n, (long long)k);
+  return ok ? MXF_OK
+            : mxf_set_error(MXF_ERR_INTERNAL,
+                            "cpu backend: oneDNN's matmul failed on a %lld x %lld x %lld tile", (long long)m,
+                            (long long)n, (long long)k);
 }
 
 #else /* !MXF_HAVE_ONEDNN */

@@ -214,7 +214,8 @@ void mxf_parallel_for_omp(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx) 
   if (size < grain) size = grain;
   const int64_t chunks = cdiv(n, size);
 #pragma omp parallel for schedule(dynamic, 1) num_threads((int)nt)
-  for (int64_t i = 0; i < chunks; ++i) fn(ctx, i * size, n - i * size < size ? n : (i + 1) * size);
+  for (int64_t i = 0; i < chunks; ++i)
+    fn(ctx, i * size, n - i * size < size ? n : (i + 1) * size);
 #else
   mxf_parallel_for(n, grain, fn, ctx);
 #endif

@@ -44,9 +44,8 @@
  * when it holds the whole K, more only for K above 16384), 4 MiB of Y, 16 MiB of acc;
  * with the onednn core X and Y take half that, and the f32 blocks of one K panel
  * (at most 4 + 4 MiB) come on top. What the tiles cost beyond one large GEMM: Y is
- * dequantized once per row chunk and the core
- * repacks X once per N panel; the targets (MXF_PANEL_*) make both happen once up to
- * 2048 x 2048 outputs.
+ * dequantized once per row chunk and the core repacks X once per N panel; the targets
+ * (MXF_PANEL_*) make both happen once up to 2048 x 2048 outputs.
  */
 #include <string.h>
 
@@ -243,7 +242,8 @@ static panels_layout panels_layout_of(const mxf_cpu_panels *pp) {
   if (bf16) {
     l.yf = l.xf + align64((size_t)(pp->rc * pp->ldy) * sizeof(float));
     l.stats = l.yf + align64((size_t)(pp->nc * pp->ldy) * sizeof(float));
-    const int64_t groups = mxf_cdiv(pp->rc, MXF_CPU_FILL_ROWS) * l.x_panels + mxf_cdiv(pp->nc, MXF_CPU_FILL_ROWS);
+    const int64_t groups =
+        mxf_cdiv(pp->rc, MXF_CPU_FILL_ROWS) * l.x_panels + mxf_cdiv(pp->nc, MXF_CPU_FILL_ROWS);
     l.scratch = l.stats + align64((size_t)groups * sizeof(uint16_t));
     l.total = l.scratch + align64(mxf_cpu_bf16_scratchpad(pp->core->bf16));
   }
@@ -259,7 +259,7 @@ size_t mxf_cpu_panels_workspace(const mxf_cpu_panels *pp) { return panels_layout
  * block's exponent range per K panel: the smallest biased exponent of its nonzero
  * values (0 when one is an f32 subnormal, or when a value is not a bf16 — then no bf16
  * core may take it) and the largest of its finite ones, packed lo | hi << 8. */
-#define MXF_PANEL_STEP 256 /* a multiple of every k_unit (32) */
+#define MXF_PANEL_STEP 256  /* a multiple of every k_unit (32) */
 #define RANGE_EMPTY 0x00FFu /* lo 255, hi 0: no nonzero value seen */
 
 MXF_CPU_MULTIVERSION
@@ -277,7 +277,8 @@ static uint32_t bf16_row(const float *restrict src, int64_t n, uint16_t *restric
 }
 
 static uint32_t range_merge(uint32_t a, uint32_t b) {
-  const uint32_t lo = (a & 0xFF) < (b & 0xFF) ? a & 0xFF : b & 0xFF, hi = (a >> 8) > (b >> 8) ? a >> 8 : b >> 8;
+  const uint32_t lo = (a & 0xFF) < (b & 0xFF) ? a & 0xFF : b & 0xFF,
+                 hi = (a >> 8) > (b >> 8) ? a >> 8 : b >> 8;
   return lo | hi << 8;
 }
 
@@ -303,17 +304,17 @@ typedef struct panels_run {
   int64_t xk0, xkn, yk0, ykn; /* what the fill tasks dequantize: K ranges of X and Y */
   int64_t x_groups;           /* fill tasks of X this round (0: X not filled) */
   int64_t y_groups;
-  int bf16;                   /* the fill tasks write the bf16 blocks (else f32 ones) */
-  void *xdst, *ydst;          /* where: bf16 X and Y, or f32 X and Y blocks */
-  int64_t ldxd, ldyd;         /* and the f32 blocks' row strides */
+  int bf16;           /* the fill tasks write the bf16 blocks (else f32 ones) */
+  void *xdst, *ydst;  /* where: bf16 X and Y, or f32 X and Y blocks */
+  int64_t ldxd, ldyd; /* and the f32 blocks' row strides */
   void (*pfor)(int64_t, int64_t, mxf_range_fn, void *); /* the core's threads */
 } panels_run;
 
 /* Rows [row0, row0 + n) of X or Y, K range [k0, k0 + kn) as bf16 into the dense panels
  * of dst (panel p at p * rows_cap * kc values, rows of its length; these rows from row
  * i0 of the panel on), the exponent range of each K panel into ranges[p]. */
-static void fill_bf16(const panels_run *r, int which, int64_t row0, int64_t i0, int64_t n, int64_t k0, int64_t kn,
-                      uint16_t *dst, int64_t rows_cap, uint16_t *ranges) {
+static void fill_bf16(const panels_run *r, int which, int64_t row0, int64_t i0, int64_t n, int64_t k0,
+                      int64_t kn, uint16_t *dst, int64_t rows_cap, uint16_t *ranges) {
   _Alignas(64) float buf[MXF_CPU_FILL_ROWS * MXF_PANEL_STEP];
   const int64_t kc = r->pp->kc;
   for (int64_t p0 = 0, p = 0; p0 < kn; p0 += kc, ++p) {
@@ -341,9 +342,11 @@ static void panels_fill_task(void *vctx, int64_t begin, int64_t end) {
     const int64_t ld = y ? r->ldyd : r->ldxd, row0 = (y ? r->c0 : r->r0) + i0;
     const int64_t k0 = y ? r->yk0 : r->xk0, kn = y ? r->ykn : r->xkn;
     if (r->bf16) {
-      uint16_t *ranges = (uint16_t *)(r->base + r->lay.stats) +
-                         (y ? mxf_cdiv(r->pp->rc, MXF_CPU_FILL_ROWS) * r->lay.x_panels + g : g * r->lay.x_panels);
-      fill_bf16(r, y, row0, i0, cnt, k0, kn, (uint16_t *)(y ? r->ydst : r->xdst), y ? r->pp->nc : r->pp->rc, ranges);
+      uint16_t *ranges =
+          (uint16_t *)(r->base + r->lay.stats) +
+          (y ? mxf_cdiv(r->pp->rc, MXF_CPU_FILL_ROWS) * r->lay.x_panels + g : g * r->lay.x_panels);
+      fill_bf16(r, y, row0, i0, cnt, k0, kn, (uint16_t *)(y ? r->ydst : r->xdst), y ? r->pp->nc : r->pp->rc,
+                ranges);
     } else {
       r->ops->fill(r->ctx, y, row0, cnt, k0, kn, (float *)(y ? r->ydst : r->xdst) + i0 * ld, ld);
     }
@@ -359,13 +362,16 @@ static void panels_epilogue_task(void *vctx, int64_t begin, int64_t end) {
 static uint32_t range_x(const panels_run *r, int64_t p) {
   const uint16_t *s = (const uint16_t *)(r->base + r->lay.stats);
   uint32_t v = RANGE_EMPTY;
-  for (int64_t g = 0; g < mxf_cdiv(r->rn, MXF_CPU_FILL_ROWS); ++g) v = range_merge(v, s[g * r->lay.x_panels + p]);
+  for (int64_t g = 0; g < mxf_cdiv(r->rn, MXF_CPU_FILL_ROWS); ++g)
+    v = range_merge(v, s[g * r->lay.x_panels + p]);
   return v;
 }
 static uint32_t range_y(const panels_run *r) {
-  const uint16_t *s = (const uint16_t *)(r->base + r->lay.stats) + mxf_cdiv(r->pp->rc, MXF_CPU_FILL_ROWS) * r->lay.x_panels;
+  const uint16_t *s =
+      (const uint16_t *)(r->base + r->lay.stats) + mxf_cdiv(r->pp->rc, MXF_CPU_FILL_ROWS) * r->lay.x_panels;
   uint32_t v = RANGE_EMPTY;
-  for (int64_t g = 0; g < mxf_cdiv(r->cn, MXF_CPU_FILL_ROWS); ++g) v = range_merge(v, s[g]);
+  for (int64_t g = 0; g < mxf_cdiv(r->cn, MXF_CPU_FILL_ROWS); ++g)
+    v = range_merge(v, s[g]);
   return v;
 }
 
@@ -412,8 +418,8 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
           panels_fill(&r, fill_x, fill_y, 1, xblk, 0, yblk, 0);
           if (ranges_exact(range_x(&r, pp->x_full_k ? kp : 0), range_y(&r))) {
             const uint16_t *xa = (const uint16_t *)xblk + (pp->x_full_k ? kp * pp->rc * pp->kc : 0);
-            mxf_status st =
-                mxf_cpu_bf16_gemm(pp->core->bf16, r.rn, r.cn, kn, xa, (const uint16_t *)yblk, r.acc, kp > 0, scratch);
+            mxf_status st = mxf_cpu_bf16_gemm(pp->core->bf16, r.rn, r.cn, kn, xa, (const uint16_t *)yblk,
+                                              r.acc, kp > 0, scratch);
             if (st != MXF_OK) return st;
             continue;
           }
@@ -427,7 +433,8 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
         }
         panels_fill(&r, fill_x, fill_y, 0, xblk, pp->ldx, yblk, pp->ldy);
         const float *xa = (const float *)xblk + (pp->x_full_k ? k0 : 0);
-        mxf_cpu_sgemm_nt(f32, r.rn, r.cn, kn, xa, pp->ldx, (const float *)yblk, pp->ldy, r.acc, pp->ldn, kp > 0);
+        mxf_cpu_sgemm_nt(f32, r.rn, r.cn, kn, xa, pp->ldx, (const float *)yblk, pp->ldy, r.acc, pp->ldn,
+                         kp > 0);
       }
       r.pfor(ops->epilogue_tasks(ctx, r.rn, r.cn), 1, panels_epilogue_task, &r);
     }

@@ -155,12 +155,13 @@ static long g_core_n[4]; /* onednn, blas, c, other */
 void tu_cpu_core_count(const char *backend) {
   static const char *const cores[] = {"cpu/onednn", "cpu/blas", "cpu/c"};
   int i = 0;
-  while (i < 3 && !(backend && tu_kernel_is(backend, cores[i]))) ++i;
+  while (i < 3 && !(backend && tu_kernel_is(backend, cores[i])))
+    ++i;
   __atomic_fetch_add(&g_core_n[i], 1, __ATOMIC_RELAXED);
 }
 void tu_cpu_core_print(void) {
-  printf("GEMM cores used: onednn %ld, blas %ld, c %ld, other %ld (MXF_CONFIG cpu=%s)\n", g_core_n[0], g_core_n[1],
-         g_core_n[2], g_core_n[3], tu_cpu_core_asked() ? tu_cpu_core_asked() : "(choose)");
+  printf("GEMM cores used: onednn %ld, blas %ld, c %ld, other %ld (MXF_CONFIG cpu=%s)\n", g_core_n[0],
+         g_core_n[1], g_core_n[2], g_core_n[3], tu_cpu_core_asked() ? tu_cpu_core_asked() : "(choose)");
 }
 
 uint16_t tu_bf16_activation(tu_rng *r) {

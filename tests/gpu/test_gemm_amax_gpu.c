@@ -266,8 +266,9 @@ static void oracle(const gcase *gc, gprob *p) {
       for (int64_t k = 0; k < K; ++k)
         ad[i * K + k] =
             decode_ab(gc->fa, get_code(p->a, gc->fa, l * p->as[2] + i * p->as[0] + k * p->as[1])) *
-            (gc->fa == MXF_BF16 ? 1.0
-                                : decode_sf(gc->sfa, p->sfa[sf_offset(gc->sfa_swz, i, k / gc->sf_vec, l, M, p->kb)]));
+            (gc->fa == MXF_BF16
+                 ? 1.0
+                 : decode_sf(gc->sfa, p->sfa[sf_offset(gc->sfa_swz, i, k / gc->sf_vec, l, M, p->kb)]));
     for (int64_t j = 0; j < N; ++j)
       for (int64_t k = 0; k < K; ++k)
         bd[j * K + k] =
@@ -592,10 +593,11 @@ static void run_mixed(tu_rng *r, int small) {
                              tu_range(r, 1, 3));
       run_case(r, &gc);
     }
-    static const int64_t dec[][4] = {{1, 2100, 1024, 1}, {16, 1000, 2048, 1}, {64, 700, 544, 2},
-                                     {128, 515, 1056, 1}, {7, 4096, 96, 1}};
+    static const int64_t dec[][4] = {
+        {1, 2100, 1024, 1}, {16, 1000, 2048, 1}, {64, 700, 544, 2}, {128, 515, 1056, 1}, {7, 4096, 96, 1}};
     for (int si = 0; si < 5; si += small ? 2 : 1) {
-      gcase gc = random_case(r, f, si & 1 ? MXF_BF16 : MXF_F32, dec[si][0], dec[si][1], dec[si][2], dec[si][3]);
+      gcase gc =
+          random_case(r, f, si & 1 ? MXF_BF16 : MXF_F32, dec[si][0], dec[si][1], dec[si][2], dec[si][3]);
       if (si == 4) gc.special = SP_NANINF;
       run_case(r, &gc);
     }
