@@ -100,13 +100,20 @@ MXF_HD float mxf_e4m3_to_f32(uint8_t c) {
   return (c & 0x80u) ? -v : v;
 }
 
-/* RNE, saturating to ±448; NaN -> 0x7F. */
+/* RNE, saturating to ±448; NaN -> 0x7F. The same codes as mxf_round_mag(f, 3, 7) with
+ * those bounds (checked over every f32), written without branches so that the CPU's
+ * quantization loops vectorize: normal codes (|x| >= 2^-6) drop 20 mantissa bits with
+ * ties to even and rebias the exponent from 127 to 7; subnormal ones are |x| / 2^-9
+ * rounded to an integer, ties to even, by the f32 addition of 2^23 (exact scaling, one
+ * rounding; 8 is the code of 2^-6, the carry into the normals). */
 MXF_HD uint8_t mxf_f32_to_e4m3(float x) {
-  uint32_t b = mxf_f32_bits(x), s = (b >> 24) & 0x80u, f = b & 0x7FFFFFFFu;
-  if (f > 0x7F800000u) return 0x7F;
-  uint32_t mag = (f == 0x7F800000u) ? 0x7Eu : mxf_round_mag(f, 3, 7);
-  if (mag > 0x7Eu) mag = 0x7Eu;
-  return (uint8_t)(s | mag);
+  const uint32_t b = mxf_f32_bits(x), s = (b >> 24) & 0x80u, f = b & 0x7FFFFFFFu;
+  const uint32_t nrm = ((f + 0x7FFFFu + ((f >> 20) & 1u)) >> 20) - (120u << 3);
+  const float t = mxf_f32_from_bits(f) * 512.0f;
+  const uint32_t sub = (uint32_t)((t + 8388608.0f) - 8388608.0f);
+  uint32_t mag = f < 0x3C800000u ? sub : nrm;
+  mag = mag > 0x7Eu ? 0x7Eu : mag;
+  return (uint8_t)(f > 0x7F800000u ? 0x7Fu : s | mag);
 }
 
 /* ------------------------------------------------------------ e5m2 */
@@ -264,6 +271,28 @@ MXF_HD uint8_t mxf_mx_quantize_block(const float *v, int n, int64_t stride, uint
   float inv = mxf_e8m0_inv(b);
   for (int i = 0; i < n; ++i) codes[i * code_stride] = mxf_mx_encode(v[i * stride], inv);
   return b;
+}
+
+/* mxf_mx_quantize_block on `cols` adjacent column blocks at once: block c is the n values
+ * v[c], v[ld + c], ... (codes[c], codes[code_ld + c], ...; scale byte into scales[c]).
+ * The same steps in the same order per block, the loops running along the rows'
+ * contiguous values (so that they vectorize where a block's own stride would not). */
+#define MXF_MX_COLS_STEP 64
+MXF_HD void mxf_mx_quantize_cols(const float *v, int n, int64_t ld, int cols, uint8_t *codes, int64_t code_ld,
+                                 uint8_t *scales) {
+  for (int c0 = 0; c0 < cols; c0 += MXF_MX_COLS_STEP) {
+    const int w = cols - c0 < MXF_MX_COLS_STEP ? cols - c0 : MXF_MX_COLS_STEP;
+    float amax[MXF_MX_COLS_STEP], inv[MXF_MX_COLS_STEP];
+    for (int c = 0; c < w; ++c) amax[c] = 0.0f;
+    for (int i = 0; i < n; ++i)
+      for (int c = 0; c < w; ++c) amax[c] = mxf_amax_step(amax[c], v[i * ld + c0 + c]);
+    for (int c = 0; c < w; ++c) {
+      scales[c0 + c] = mxf_e8m0_from_amax(amax[c]);
+      inv[c] = mxf_e8m0_inv(scales[c0 + c]);
+    }
+    for (int i = 0; i < n; ++i)
+      for (int c = 0; c < w; ++c) codes[i * code_ld + c0 + c] = mxf_mx_encode(v[i * ld + c0 + c], inv[c]);
+  }
 }
 
 /* Four codes of mxf_mx_encode at once, packed little-endian (v0 in the low byte), each

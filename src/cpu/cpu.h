@@ -85,6 +85,11 @@ typedef struct mxf_cpu_panel_ops {
    * f32 into dst (ld floats a row). Called from several threads at once for disjoint
    * rows. */
   void (*fill)(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, float *dst, int64_t ld);
+  /* Optional (may be NULL), for the onednn core: the same rows as bf16 bits when the
+   * operand's values are bf16 themselves, saving the f32 round trip; returns 0, having
+   * written nothing, when they are not (the driver then calls fill). */
+  int (*fill16)(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, uint16_t *dst,
+                int64_t ld);
   /* Task count of the epilogue of a tile of rn x cn, and tasks [t0, t1) of the tile at
    * rows [r0, r0 + rn) of X, rows [c0, c0 + cn) of Y: acc holds the full K sums, ld floats
    * a row, and the epilogue may overwrite it. Tasks run concurrently. */
@@ -108,8 +113,9 @@ void mxf_cpu_core_free(mxf_plan *plan);
 
 /* oneDNN's side (onednn_cpu.c). mxf_cpu_bf16_create: the matmul primitives of every
  * tile shape the panel driver runs on pp (acc = Xblock Yblock^T, first K panel, or
- * acc += for the later ones), bf16 X and Y blocks of dense rows (a K panel's values
- * each), f32 acc (ldn); `forced`: accept any implementation but the reference one
+ * acc += for the later ones), bf16 X blocks of dense rows (a K panel's values each), Y
+ * blocks in the layout oneDNN picks for their shape (mxf_cpu_bf16_y_layout), f32 acc
+ * (ldn); `forced`: accept any implementation but the reference one
  * (otherwise only AMX and AVX512-BF16 ones). Refuses with MXF_ERR_NOT_SUPPORTED and
  * why. name gets "onednn <isa>". */
 mxf_status mxf_cpu_bf16_create(const mxf_cpu_panels *pp, int forced, mxf_cpu_bf16 **out, char *name,
@@ -117,8 +123,20 @@ mxf_status mxf_cpu_bf16_create(const mxf_cpu_panels *pp, int forced, mxf_cpu_bf1
 void mxf_cpu_bf16_destroy(mxf_cpu_bf16 *b);
 /* Bytes of scratchpad the primitives need (the largest; part of the plan's workspace). */
 size_t mxf_cpu_bf16_scratchpad(const mxf_cpu_bf16 *b);
-/* acc (m x n, ldn) = (or += when accumulate) X (m x k) Y (n x k)^T, bf16 in (rows of k
- * values), f32 sums, on mxf_cpu_threads() OpenMP threads; scratch: its scratchpad. m,
+/* The layout of a Y block of n rows x k values (a shape given at creation): oneDNN's
+ * weights layout, its offsets separable by dimension, value kk of row j at element
+ * row_off[j] + k_off[kk]; bytes: the block's size; padded: it has elements beyond the
+ * n x k values, which must be zero. NULL for a shape not created. */
+typedef struct mxf_cpu_bf16_layout {
+  const int32_t *row_off, *k_off;
+  size_t bytes;
+  int padded;
+} mxf_cpu_bf16_layout;
+const mxf_cpu_bf16_layout *mxf_cpu_bf16_y_layout(const mxf_cpu_bf16 *b, int64_t n, int64_t k);
+/* Bytes of the largest Y block. */
+size_t mxf_cpu_bf16_y_bytes(const mxf_cpu_bf16 *b);
+/* acc (m x n, ldn) = (or += when accumulate) X (m x k) Y (n x k)^T, bf16 in (X rows of k
+ * values, Y in its layout), f32 sums, on mxf_cpu_threads() OpenMP threads; scratch: its scratchpad. m,
  * n, k: a shape given at creation. */
 mxf_status mxf_cpu_bf16_gemm(const mxf_cpu_bf16 *b, int64_t m, int64_t n, int64_t k, const uint16_t *x,
                              const uint16_t *y, float *acc, int accumulate, void *scratch);

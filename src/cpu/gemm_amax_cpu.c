@@ -229,6 +229,18 @@ static void gemm_fill(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, i
   }
 }
 
+/* The driver's bf16 fill: a bf16 operand with unit k stride, its rows copied as they are. */
+static int gemm_fill16(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, uint16_t *dst,
+                       int64_t ld) {
+  const gemm_ctx *d = (const gemm_ctx *)ctx;
+  const gemm_operand *op = which ? &d->v->y : &d->v->x;
+  if (op->fmt != MXF_BF16 || op->ks != 1) return 0;
+  const uint16_t *src = (const uint16_t *)op->data + d->batch * op->ls + k0;
+  for (int64_t i = 0; i < n; ++i)
+    memcpy(dst + i * ld, src + (r0 + i) * op->rs, (size_t)kn * sizeof(uint16_t));
+  return 1;
+}
+
 /* ------------------------------------------------------------ epilogue */
 /* One row of acc: scale, track amax, convert, store with column stride cs. The dtype
  * switch sits outside the element loops so that each loop is a tight streaming pass.
@@ -361,7 +373,8 @@ mxf_status mxf_cpu_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args 
   g.epi_grain = MXF_GEMM_EPI_GRAIN;
   if (v.c == MXF_E2M1 && ((v.c_rs & 1) || (v.c_ls & 1) || (v.c_cs != 1))) g.epi_grain = INT64_MAX / 2;
 
-  static const mxf_cpu_panel_ops ops = {gemm_fill, gemm_epilogue_tasks, gemm_epilogue};
+  static const mxf_cpu_panel_ops ops = {
+      .fill = gemm_fill, .fill16 = gemm_fill16, .epilogue_tasks = gemm_epilogue_tasks, .epilogue = gemm_epilogue};
   mxf_status st = MXF_OK;
   for (g.batch = 0; g.batch < v.l && st == MXF_OK; ++g.batch)
     st = mxf_cpu_gemm_panels(&v.pp, &ops, &g, base);

@@ -5,8 +5,13 @@
  * A plan creates the matmul primitives of every tile shape its panel driver runs (rows
  * of a full row chunk and of the last one, columns of a full N panel and of the last,
  * the first K panel's acc = X Y^T and the later ones' acc += X Y^T through a sum
- * post-op, on dense blocks): at most twelve, usually two or three, so that a run only
- * wraps its pointers. Their scratchpads are the run's (in the plan's workspace). Only
+ * post-op): at most twelve, usually two or three, so that a run only wraps its
+ * pointers. X blocks are dense rows; Y blocks are in the weights layout oneDNN picks
+ * for the shape (for AMX, pairs of K values, 64 columns, 16 pairs to a block), which the
+ * driver's fill writes directly through offset tables made here (mxf_cpu_bf16_layout):
+ * given Y as plain rows, the matmul repacked them in every call and took 1.3-2.8x the
+ * time, erratically (docs/decisions.md). Every primitive of one Y shape takes the same
+ * layout (the first one's), so that a Y block serves all row chunks. Their scratchpads are the run's (in the plan's workspace). Only
  * implementations on bf16 units are taken (AMX's TDPBF16PS or AVX512-BF16's VDPBF16PS;
  * oneDNN names them "…amx…" and "…avx512_core_bf16…"): elsewhere oneDNN emulates bf16
  * more slowly than the f32 core, and its reference implementation is slower still.
@@ -20,6 +25,7 @@
  *
  * Built without oneDNN (MXF_HAVE_ONEDNN unset), creation refuses and says so.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,33 +48,103 @@ typedef struct bf16_prim {
   dnnl_primitive_t prim;
 } bf16_prim;
 
+#define MXF_BF16_Y_SHAPES 6 /* (columns, K) pairs: 2 x 3 at most */
+
+typedef struct bf16_ylayout {
+  int64_t n, k;
+  dnnl_memory_desc_t md;
+  mxf_cpu_bf16_layout pub;
+} bf16_ylayout;
+
 struct mxf_cpu_bf16 {
   dnnl_engine_t engine;
-  int count;
+  int count, y_count;
   size_t scratch; /* bytes, the largest scratchpad */
+  size_t y_bytes; /* bytes, the largest Y block */
   bf16_prim p[MXF_BF16_SHAPES];
+  bf16_ylayout y[MXF_BF16_Y_SHAPES];
 };
+
+static bf16_ylayout *ylayout_find(mxf_cpu_bf16 *b, int64_t n, int64_t k) {
+  for (int i = 0; i < b->y_count; ++i)
+    if (b->y[i].n == n && b->y[i].k == k) return &b->y[i];
+  return NULL;
+}
+
+/* The part of an element's offset in a blocked layout that index i of dimension d
+ * contributes: its outer block times the dimension's stride, plus its place in each
+ * inner block of that dimension (inner blocks listed outermost first; the last one
+ * takes the index's lowest digits and varies fastest). */
+static int64_t md_dim_offset(const dnnl_memory_desc_t *md, int d, int64_t i) {
+  const dnnl_blocking_desc_t *bd = &md->format_desc.blocking;
+  int64_t inner = 1;
+  for (int j = 0; j < bd->inner_nblks; ++j)
+    if (bd->inner_idxs[j] == d) inner *= bd->inner_blks[j];
+  int64_t off = i / inner * bd->strides[d], below = 1, stride = 1;
+  for (int j = bd->inner_nblks - 1; j >= 0; --j) {
+    if (bd->inner_idxs[j] == d) {
+      off += i / below % bd->inner_blks[j] * stride;
+      below *= bd->inner_blks[j];
+    }
+    stride *= bd->inner_blks[j];
+  }
+  return off;
+}
+
+/* Records the Y layout oneDNN chose for n columns x k (weights md dims (k, n)), with its
+ * offset tables; refuses layouts the tables cannot express. */
+static mxf_status ylayout_add(mxf_cpu_bf16 *b, int64_t n, int64_t k, const dnnl_memory_desc_t *md) {
+  if (b->y_count == MXF_BF16_Y_SHAPES)
+    return mxf_set_error(MXF_ERR_INTERNAL, "cpu backend: too many oneDNN weights shapes");
+  const size_t bytes = dnnl_memory_desc_get_size(md);
+  if (md->format_kind != dnnl_blocked || md->extra.flags != 0 || md->ndims != 2 ||
+      bytes / sizeof(uint16_t) > (size_t)INT32_MAX)
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
+                         "cpu backend: oneDNN's weights layout for %lld x %lld is not a plain blocked one",
+                         (long long)k, (long long)n);
+  bf16_ylayout *y = &b->y[b->y_count];
+  int32_t *row = (int32_t *)malloc((size_t)n * sizeof(int32_t)), *kk = (int32_t *)malloc((size_t)k * sizeof(int32_t));
+  if (!row || !kk) {
+    free(row), free(kk);
+    return mxf_set_error(MXF_ERR_NO_MEMORY, "cpu backend: out of memory");
+  }
+  for (int64_t j = 0; j < n; ++j)
+    row[j] = (int32_t)(md->offset0 + md_dim_offset(md, 1, j));
+  for (int64_t i = 0; i < k; ++i)
+    kk[i] = (int32_t)md_dim_offset(md, 0, i);
+  y->n = n, y->k = k, y->md = *md;
+  y->pub.row_off = row, y->pub.k_off = kk, y->pub.bytes = bytes;
+  y->pub.padded = md->padded_dims[0] != k || md->padded_dims[1] != n || md->offset0 != 0;
+  if (bytes > b->y_bytes) b->y_bytes = bytes;
+  ++b->y_count;
+  return MXF_OK;
+}
 
 static mxf_status dnnl_refuse(dnnl_status_t st, const char *what) {
   return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cpu backend: oneDNN %s failed (dnnl status %d)", what,
                        (int)st);
 }
 
-/* One primitive: acc (m x n, ldn) [+]= X (m x k) Y (n x k)^T, X and Y rows of k values.
+/* One primitive: acc (m x n, ldn) [+]= X (m x k) Y (n x k)^T, X rows of k values, Y in
+ * the layout of its shape (the one oneDNN picks for the first primitive of that shape).
  * Its scratchpad is the caller's (part of the plan's workspace), so that a plan holds
- * no memory of its own beyond oneDNN's code. */
+ * no memory of its own beyond oneDNN's code and the layouts' offset tables. */
 static mxf_status bf16_prim_create(mxf_cpu_bf16 *b, const mxf_cpu_panels *pp, int64_t m, int64_t n, int64_t k,
                                    int accumulate, int forced, char *name, size_t name_size) {
   bf16_prim *q = &b->p[b->count];
   memset(q, 0, sizeof *q);
   q->m = m, q->n = n, q->k = k, q->accumulate = accumulate;
   dnnl_dims_t xd = {m, k}, xs = {k, 1};
-  dnnl_dims_t yd = {k, n}, ys = {1, k}; /* weights (k x n): Y's rows are its columns */
+  dnnl_dims_t yd = {k, n}; /* weights (k x n): Y's rows are its columns */
   dnnl_dims_t cd = {m, n}, cs = {pp->ldn, 1};
+  const bf16_ylayout *known = ylayout_find(b, n, k);
   dnnl_status_t st;
   if ((st = dnnl_memory_desc_init_by_strides(&q->x, 2, xd, dnnl_bf16, xs)) != dnnl_success ||
-      (st = dnnl_memory_desc_init_by_strides(&q->y, 2, yd, dnnl_bf16, ys)) != dnnl_success ||
       (st = dnnl_memory_desc_init_by_strides(&q->acc, 2, cd, dnnl_f32, cs)) != dnnl_success)
+    return dnnl_refuse(st, "memory descriptor");
+  if (known)
+    q->y = known->md;
+  else if ((st = dnnl_memory_desc_init_by_tag(&q->y, 2, yd, dnnl_bf16, dnnl_format_tag_any)) != dnnl_success)
     return dnnl_refuse(st, "memory descriptor");
   dnnl_matmul_desc_t md;
   if ((st = dnnl_matmul_desc_init(&md, &q->x, &q->y, NULL, &q->acc)) != dnnl_success)
@@ -115,6 +191,16 @@ static mxf_status bf16_prim_create(mxf_cpu_bf16 *b, const mxf_cpu_panels *pp, in
              strstr(impl, "amx")                ? "amx"
              : strstr(impl, "avx512_core_bf16") ? "avx512bf16"
                                                 : impl);
+  if (!known) {
+    const dnnl_memory_desc_t *w = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    mxf_status r = w ? ylayout_add(b, n, k, w)
+                     : mxf_set_error(MXF_ERR_INTERNAL, "cpu backend: oneDNN gave no weights layout");
+    if (r != MXF_OK) {
+      dnnl_primitive_desc_destroy(pd);
+      return r;
+    }
+    q->y = *w;
+  }
   const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
   if (sp) q->scratch = *sp;
   const size_t sp_bytes = sp ? dnnl_memory_desc_get_size(sp) : 0;
@@ -182,11 +268,22 @@ void mxf_cpu_bf16_destroy(mxf_cpu_bf16 *b) {
   if (!b) return;
   for (int i = 0; i < b->count; ++i)
     dnnl_primitive_destroy(b->p[i].prim);
+  for (int i = 0; i < b->y_count; ++i) {
+    free((void *)b->y[i].pub.row_off);
+    free((void *)b->y[i].pub.k_off);
+  }
   if (b->engine) dnnl_engine_destroy(b->engine);
   free(b);
 }
 
 size_t mxf_cpu_bf16_scratchpad(const mxf_cpu_bf16 *b) { return b ? b->scratch : 0; }
+
+size_t mxf_cpu_bf16_y_bytes(const mxf_cpu_bf16 *b) { return b ? b->y_bytes : 0; }
+
+const mxf_cpu_bf16_layout *mxf_cpu_bf16_y_layout(const mxf_cpu_bf16 *b, int64_t n, int64_t k) {
+  const bf16_ylayout *y = ylayout_find((mxf_cpu_bf16 *)b, n, k);
+  return y ? &y->pub : NULL;
+}
 
 mxf_status mxf_cpu_bf16_gemm(const mxf_cpu_bf16 *b, int64_t m, int64_t n, int64_t k, const uint16_t *x,
                              const uint16_t *y, float *acc, int accumulate, void *scratch) {
@@ -237,6 +334,14 @@ void mxf_cpu_bf16_destroy(mxf_cpu_bf16 *b) { (void)b; }
 size_t mxf_cpu_bf16_scratchpad(const mxf_cpu_bf16 *b) {
   (void)b;
   return 0;
+}
+size_t mxf_cpu_bf16_y_bytes(const mxf_cpu_bf16 *b) {
+  (void)b;
+  return 0;
+}
+const mxf_cpu_bf16_layout *mxf_cpu_bf16_y_layout(const mxf_cpu_bf16 *b, int64_t n, int64_t k) {
+  (void)b, (void)n, (void)k;
+  return NULL;
 }
 mxf_status mxf_cpu_bf16_gemm(const mxf_cpu_bf16 *b, int64_t m, int64_t n, int64_t k, const uint16_t *x,
                              const uint16_t *y, float *acc, int accumulate, void *scratch) {

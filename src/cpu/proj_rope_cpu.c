@@ -23,6 +23,7 @@
  * e.g. 7.5 MB at T = 256 and 32 MB at T >= 2048 for DeepSeek-V3's K = 1536, H*D = 24576.
  */
 #include <stdint.h>
+#include <string.h>
 
 #include "cpu/cpu.h"
 #include "cpu/parallel.h"
@@ -132,6 +133,17 @@ static void proj_fill(void *vctx, int which, int64_t r0, int64_t n, int64_t k0, 
     block_in_out(c, r0, n, k0, kn, dst, ld);
 }
 
+/* The driver's bf16 fill: bf16 x, and bf16 w out-in, rows copied as they are. */
+static int proj_fill16(void *vctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, uint16_t *dst,
+                       int64_t ld) {
+  const proj_ctx *c = (const proj_ctx *)vctx;
+  if (c->p->mxfp8 || (which && !c->p->w_out_in)) return 0;
+  const uint16_t *src = (const uint16_t *)(which ? c->a->w : c->a->x) + k0;
+  for (int64_t i = 0; i < n; ++i)
+    memcpy(dst + i * ld, src + (r0 + i) * c->p->k, (size_t)kn * sizeof(uint16_t));
+  return 1;
+}
+
 /* ---------------------------------------------------------------- epilogue */
 static int64_t proj_epilogue_tasks(void *vctx, int64_t rn, int64_t cn) {
   const proj_ctx *c = (const proj_ctx *)vctx;
@@ -140,6 +152,7 @@ static int64_t proj_epilogue_tasks(void *vctx, int64_t rn, int64_t cn) {
 
 /* Tasks [t0, t1) of the tile at tokens [r0, r0 + rn), outputs [c0, c0 + cn): task =
  * (32-token block, head of the tile). y is the tile (ld floats a row). */
+MXF_CPU_MULTIVERSION
 static void proj_epilogue(void *vctx, int64_t r0, int64_t rn, int64_t c0, int64_t cn, float *y0, int64_t ld,
                           int64_t t0, int64_t t1) {
   const proj_ctx *c = (const proj_ctx *)vctx;
@@ -183,8 +196,7 @@ static void proj_epilogue(void *vctx, int64_t r0, int64_t rn, int64_t c0, int64_
     const float *yb = y0 + l0 * ld + hl * d;
     uint8_t *qcb = q_col + (tg * h_count + h) * d;
     uint8_t *scb = s_col + ((tg / MXF_MX_BLOCK) * h_count + h) * d;
-    for (int64_t i = 0; i < d; ++i)
-      scb[i] = mxf_mx_quantize_block(yb + i, nt, ld, qcb + i, n);
+    mxf_mx_quantize_cols(yb, nt, ld, (int)d, qcb, n, scb);
   }
 }
 
@@ -205,6 +217,7 @@ mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args 
     c.lut[i] = mxf_e4m3_to_f32((uint8_t)i);
     c.scale_lut[i] = mxf_e8m0_to_f32((uint8_t)i);
   }
-  static const mxf_cpu_panel_ops ops = {proj_fill, proj_epilogue_tasks, proj_epilogue};
+  static const mxf_cpu_panel_ops ops = {
+      .fill = proj_fill, .fill16 = proj_fill16, .epilogue_tasks = proj_epilogue_tasks, .epilogue = proj_epilogue};
   return mxf_cpu_gemm_panels(&pp, &ops, &c, base);
 }

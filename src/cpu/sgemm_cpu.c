@@ -215,9 +215,10 @@ void mxf_cpu_panels_init(mxf_cpu_panels *pp, int64_t rows, int64_t cols, int64_t
 
 /* The workspace's pieces, in this order, each 64-byte aligned:
  *   f32 cores: X (rc x ldx), Y (nc x ldy), acc (rc x ldn), f32;
- *   onednn:    X and Y as bf16, each K panel a dense block (rows of exactly its K
- *              values: oneDNN's AMX matmul takes no padded rows), X's panels one after
- *              the other (rc x kc each); acc f32; then the f32 core's X and Y blocks of
+ *   onednn:    X and Y as bf16: X's K panels dense blocks (rows of exactly their K
+ *              values: oneDNN's AMX matmul takes no padded rows), one after the other
+ *              (rc x kc each); Y in oneDNN's weights layout (mxf_cpu_bf16_y_bytes, nc x
+ *              kc and its padding); acc f32; then the f32 core's X and Y blocks of
  *              one K panel (for panels that take it: rc x ldy, nc x ldy), the bf16
  *              blocks' exponent ranges (one per fill group and K panel) and oneDNN's
  *              scratchpad. */
@@ -236,7 +237,7 @@ static panels_layout panels_layout_of(const mxf_cpu_panels *pp) {
   const int bf16 = panels_bf16(pp);
   l.x = 0;
   l.y = l.x + align64((size_t)(pp->rc * (bf16 ? pp->kc * l.x_panels : pp->ldx)) * vb);
-  l.acc = l.y + align64((size_t)(pp->nc * (bf16 ? pp->kc : pp->ldy)) * vb);
+  l.acc = l.y + align64(bf16 ? mxf_cpu_bf16_y_bytes(pp->core->bf16) : (size_t)(pp->nc * pp->ldy) * vb);
   l.xf = l.acc + align64((size_t)(pp->rc * pp->ldn) * sizeof(float));
   l.yf = l.stats = l.scratch = l.total = l.xf;
   if (bf16) {
@@ -253,26 +254,45 @@ static panels_layout panels_layout_of(const mxf_cpu_panels *pp) {
 size_t mxf_cpu_panels_workspace(const mxf_cpu_panels *pp) { return panels_layout_of(pp).total; }
 
 /* ---------------------------------------------------------------- bf16 blocks
- * A bf16 block is filled through the op's f32 fill, MXF_PANEL_STEP values of K at a time
- * into a buffer on the task's stack, then truncated to bf16 (exact: MX values have at
- * most 8 significant bits, bf16 values are themselves). The truncation records the
+ * A bf16 block is filled through the op's fill16 (bf16 operands, as they are) or its f32
+ * fill, MXF_PANEL_STEP values of K at a time into a buffer on the task's stack, then
+ * truncated to bf16 (exact: MX values have at most 8 significant bits, bf16 values are
+ * themselves) into X's dense rows or Y's layout. The truncation records the
  * block's exponent range per K panel: the smallest biased exponent of its nonzero
  * values (0 when one is an f32 subnormal, or when a value is not a bf16 — then no bf16
  * core may take it) and the largest of its finite ones, packed lo | hi << 8. */
-#define MXF_PANEL_STEP 256  /* a multiple of every k_unit (32) */
+#define MXF_PANEL_STEP 128  /* a multiple of every k_unit (32); the buffer (32 KiB) within L1 */
 #define RANGE_EMPTY 0x00FFu /* lo 255, hi 0: no nonzero value seen */
 
+/* One value into the range being gathered (lo, hi, inexact) from its f32 bits (bf16
+ * values: their bits << 16); its bf16 bits back. */
+static inline uint16_t range_step(uint32_t u, uint32_t *lo, uint32_t *hi, uint32_t *inexact) {
+  const uint32_t e = (u >> 23) & 0xFF;
+  const uint32_t l = (u & 0x7FFFFFFFu) ? e : 255, h = e == 255 ? 0 : e;
+  *lo = l < *lo ? l : *lo;
+  *hi = h > *hi ? h : *hi;
+  *inexact |= u & 0xFFFFu;
+  return (uint16_t)(u >> 16);
+}
+
+/* n values of src (f32; or bf16 bits, src16) truncated into dst: dst[i] (off NULL: X's
+ * dense rows) or dst[off[i]] (Y: oneDNN's weights layout, mxf_cpu_bf16_layout). */
 MXF_CPU_MULTIVERSION
-static uint32_t bf16_row(const float *restrict src, int64_t n, uint16_t *restrict dst, uint32_t range) {
+static uint32_t bf16_row(const float *restrict src, const uint16_t *restrict src16, int64_t n,
+                         uint16_t *restrict dst, const int32_t *restrict off, uint32_t range) {
   uint32_t lo = range & 0xFF, hi = range >> 8, inexact = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t u = mxf_f32_bits(src[i]), e = (u >> 23) & 0xFF;
-    const uint32_t l = (u & 0x7FFFFFFFu) ? e : 255, h = e == 255 ? 0 : e;
-    lo = l < lo ? l : lo;
-    hi = h > hi ? h : hi;
-    inexact |= u & 0xFFFFu;
-    dst[i] = (uint16_t)(u >> 16);
-  }
+  if (src16 && off)
+    for (int64_t i = 0; i < n; ++i)
+      dst[off[i]] = range_step((uint32_t)src16[i] << 16, &lo, &hi, &inexact);
+  else if (src16)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = range_step((uint32_t)src16[i] << 16, &lo, &hi, &inexact);
+  else if (off)
+    for (int64_t i = 0; i < n; ++i)
+      dst[off[i]] = range_step(mxf_f32_bits(src[i]), &lo, &hi, &inexact);
+  else
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = range_step(mxf_f32_bits(src[i]), &lo, &hi, &inexact);
   return (inexact ? 0 : lo) | hi << 8;
 }
 
@@ -305,17 +325,22 @@ typedef struct panels_run {
   int64_t x_groups;           /* fill tasks of X this round (0: X not filled) */
   int64_t y_groups;
   int bf16;           /* the fill tasks write the bf16 blocks (else f32 ones) */
+  const mxf_cpu_bf16_layout *ylay; /* the bf16 Y block's layout (of this tile's shape) */
   void *xdst, *ydst;  /* where: bf16 X and Y, or f32 X and Y blocks */
   int64_t ldxd, ldyd; /* and the f32 blocks' row strides */
   void (*pfor)(int64_t, int64_t, mxf_range_fn, void *); /* the core's threads */
 } panels_run;
 
-/* Rows [row0, row0 + n) of X or Y, K range [k0, k0 + kn) as bf16 into the dense panels
- * of dst (panel p at p * rows_cap * kc values, rows of its length; these rows from row
- * i0 of the panel on), the exponent range of each K panel into ranges[p]. */
+/* Rows [row0, row0 + n) of X or Y, K range [k0, k0 + kn) as bf16: X into the dense
+ * panels of dst (panel p at p * rows_cap * kc values, rows of its length; these rows
+ * from row i0 of the panel on), Y (one K panel) into dst in r->ylay's layout, from its
+ * row i0 on; the exponent range of each K panel into ranges[p]. */
 static void fill_bf16(const panels_run *r, int which, int64_t row0, int64_t i0, int64_t n, int64_t k0,
                       int64_t kn, uint16_t *dst, int64_t rows_cap, uint16_t *ranges) {
-  _Alignas(64) float buf[MXF_CPU_FILL_ROWS * MXF_PANEL_STEP];
+  _Alignas(64) union {
+    float f[MXF_CPU_FILL_ROWS * MXF_PANEL_STEP];
+    uint16_t h[MXF_CPU_FILL_ROWS * MXF_PANEL_STEP];
+  } buf;
   const int64_t kc = r->pp->kc;
   for (int64_t p0 = 0, p = 0; p0 < kn; p0 += kc, ++p) {
     const int64_t pn = kn - p0 < kc ? kn - p0 : kc;
@@ -323,9 +348,14 @@ static void fill_bf16(const panels_run *r, int which, int64_t row0, int64_t i0, 
     uint32_t range = RANGE_EMPTY;
     for (int64_t s0 = p0; s0 < p0 + pn; s0 += MXF_PANEL_STEP) {
       const int64_t sn = p0 + pn - s0 < MXF_PANEL_STEP ? p0 + pn - s0 : MXF_PANEL_STEP;
-      r->ops->fill(r->ctx, which, row0, n, k0 + s0, sn, buf, MXF_PANEL_STEP);
-      for (int64_t i = 0; i < n; ++i)
-        range = bf16_row(buf + i * MXF_PANEL_STEP, sn, panel + i * pn + (s0 - p0), range);
+      const int h = r->ops->fill16 && r->ops->fill16(r->ctx, which, row0, n, k0 + s0, sn, buf.h, MXF_PANEL_STEP);
+      if (!h) r->ops->fill(r->ctx, which, row0, n, k0 + s0, sn, buf.f, MXF_PANEL_STEP);
+      for (int64_t i = 0; i < n; ++i) {
+        const float *sf = h ? NULL : buf.f + i * MXF_PANEL_STEP;
+        const uint16_t *sh = h ? buf.h + i * MXF_PANEL_STEP : NULL;
+        range = which ? bf16_row(sf, sh, sn, dst + r->ylay->row_off[i0 + i], r->ylay->k_off + (s0 - p0), range)
+                      : bf16_row(sf, sh, sn, panel + i * pn + (s0 - p0), NULL, range);
+      }
     }
     ranges[p] = (uint16_t)range;
   }
@@ -383,6 +413,10 @@ static void panels_fill(panels_run *r, int fill_x, int fill_y, int bf16, void *x
   r->xdst = xdst, r->ydst = ydst, r->ldxd = ldxd, r->ldyd = ldyd;
   r->x_groups = fill_x ? mxf_cdiv(r->rn, MXF_CPU_FILL_ROWS) : 0;
   r->y_groups = fill_y ? mxf_cdiv(r->cn, MXF_CPU_FILL_ROWS) : 0;
+  if (bf16 && fill_y) {
+    r->ylay = mxf_cpu_bf16_y_layout(r->pp->core->bf16, r->cn, r->ykn);
+    if (r->ylay->padded) memset(ydst, 0, r->ylay->bytes); /* the layout's padding reads as zeros */
+  }
   r->pfor(r->x_groups + r->y_groups, 1, panels_fill_task, r);
 }
 
