@@ -373,8 +373,10 @@ mxf_status mxf_cpu_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args 
   g.epi_grain = MXF_GEMM_EPI_GRAIN;
   if (v.c == MXF_E2M1 && ((v.c_rs & 1) || (v.c_ls & 1) || (v.c_cs != 1))) g.epi_grain = INT64_MAX / 2;
 
-  static const mxf_cpu_panel_ops ops = {
-      .fill = gemm_fill, .fill16 = gemm_fill16, .epilogue_tasks = gemm_epilogue_tasks, .epilogue = gemm_epilogue};
+  static const mxf_cpu_panel_ops ops = {.fill = gemm_fill,
+                                        .fill16 = gemm_fill16,
+                                        .epilogue_tasks = gemm_epilogue_tasks,
+                                        .epilogue = gemm_epilogue};
   mxf_status st = MXF_OK;
   for (g.batch = 0; g.batch < v.l && st == MXF_OK; ++g.batch)
     st = mxf_cpu_gemm_panels(&v.pp, &ops, &g, base);

@@ -11,10 +11,10 @@
  * driver's fill writes directly through offset tables made here (mxf_cpu_bf16_layout):
  * given Y as plain rows, the matmul repacked them in every call and took 1.3-2.8x the
  * time, erratically (docs/decisions.md). Every primitive of one Y shape takes the same
- * layout (the first one's), so that a Y block serves all row chunks. Their scratchpads are the run's (in the plan's workspace). Only
- * implementations on bf16 units are taken (AMX's TDPBF16PS or AVX512-BF16's VDPBF16PS;
- * oneDNN names them "…amx…" and "…avx512_core_bf16…"): elsewhere oneDNN emulates bf16
- * more slowly than the f32 core, and its reference implementation is slower still.
+ * layout (the first one's), so that a Y block serves all row chunks. Their scratchpads are the run's (in the
+ * plan's workspace). Only implementations on bf16 units are taken (AMX's TDPBF16PS or AVX512-BF16's
+ * VDPBF16PS; oneDNN names them "…amx…" and "…avx512_core_bf16…"): elsewhere oneDNN emulates bf16 more slowly
+ * than the f32 core, and its reference implementation is slower still.
  *
  * What those units do below 2^-126 (bf16 subnormal inputs and f32 subnormal results are
  * zero) is the panel driver's concern: it hands this core only blocks whose sums stay
@@ -103,7 +103,8 @@ static mxf_status ylayout_add(mxf_cpu_bf16 *b, int64_t n, int64_t k, const dnnl_
                          "cpu backend: oneDNN's weights layout for %lld x %lld is not a plain blocked one",
                          (long long)k, (long long)n);
   bf16_ylayout *y = &b->y[b->y_count];
-  int32_t *row = (int32_t *)malloc((size_t)n * sizeof(int32_t)), *kk = (int32_t *)malloc((size_t)k * sizeof(int32_t));
+  int32_t *row = (int32_t *)malloc((size_t)n * sizeof(int32_t)),
+          *kk = (int32_t *)malloc((size_t)k * sizeof(int32_t));
   if (!row || !kk) {
     free(row), free(kk);
     return mxf_set_error(MXF_ERR_NO_MEMORY, "cpu backend: out of memory");

@@ -217,7 +217,9 @@ mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args 
     c.lut[i] = mxf_e4m3_to_f32((uint8_t)i);
     c.scale_lut[i] = mxf_e8m0_to_f32((uint8_t)i);
   }
-  static const mxf_cpu_panel_ops ops = {
-      .fill = proj_fill, .fill16 = proj_fill16, .epilogue_tasks = proj_epilogue_tasks, .epilogue = proj_epilogue};
+  static const mxf_cpu_panel_ops ops = {.fill = proj_fill,
+                                        .fill16 = proj_fill16,
+                                        .epilogue_tasks = proj_epilogue_tasks,
+                                        .epilogue = proj_epilogue};
   return mxf_cpu_gemm_panels(&pp, &ops, &c, base);
 }

@@ -324,10 +324,10 @@ typedef struct panels_run {
   int64_t xk0, xkn, yk0, ykn; /* what the fill tasks dequantize: K ranges of X and Y */
   int64_t x_groups;           /* fill tasks of X this round (0: X not filled) */
   int64_t y_groups;
-  int bf16;           /* the fill tasks write the bf16 blocks (else f32 ones) */
+  int bf16;                        /* the fill tasks write the bf16 blocks (else f32 ones) */
   const mxf_cpu_bf16_layout *ylay; /* the bf16 Y block's layout (of this tile's shape) */
-  void *xdst, *ydst;  /* where: bf16 X and Y, or f32 X and Y blocks */
-  int64_t ldxd, ldyd; /* and the f32 blocks' row strides */
+  void *xdst, *ydst;               /* where: bf16 X and Y, or f32 X and Y blocks */
+  int64_t ldxd, ldyd;              /* and the f32 blocks' row strides */
   void (*pfor)(int64_t, int64_t, mxf_range_fn, void *); /* the core's threads */
 } panels_run;
 
@@ -348,13 +348,15 @@ static void fill_bf16(const panels_run *r, int which, int64_t row0, int64_t i0, 
     uint32_t range = RANGE_EMPTY;
     for (int64_t s0 = p0; s0 < p0 + pn; s0 += MXF_PANEL_STEP) {
       const int64_t sn = p0 + pn - s0 < MXF_PANEL_STEP ? p0 + pn - s0 : MXF_PANEL_STEP;
-      const int h = r->ops->fill16 && r->ops->fill16(r->ctx, which, row0, n, k0 + s0, sn, buf.h, MXF_PANEL_STEP);
+      const int h =
+          r->ops->fill16 && r->ops->fill16(r->ctx, which, row0, n, k0 + s0, sn, buf.h, MXF_PANEL_STEP);
       if (!h) r->ops->fill(r->ctx, which, row0, n, k0 + s0, sn, buf.f, MXF_PANEL_STEP);
       for (int64_t i = 0; i < n; ++i) {
         const float *sf = h ? NULL : buf.f + i * MXF_PANEL_STEP;
         const uint16_t *sh = h ? buf.h + i * MXF_PANEL_STEP : NULL;
-        range = which ? bf16_row(sf, sh, sn, dst + r->ylay->row_off[i0 + i], r->ylay->k_off + (s0 - p0), range)
-                      : bf16_row(sf, sh, sn, panel + i * pn + (s0 - p0), NULL, range);
+        range = which
+                    ? bf16_row(sf, sh, sn, dst + r->ylay->row_off[i0 + i], r->ylay->k_off + (s0 - p0), range)
+                    : bf16_row(sf, sh, sn, panel + i * pn + (s0 - p0), NULL, range);
       }
     }
     ranges[p] = (uint16_t)range;
