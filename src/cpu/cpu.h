@@ -136,8 +136,8 @@ const mxf_cpu_bf16_layout *mxf_cpu_bf16_y_layout(const mxf_cpu_bf16 *b, int64_t 
 /* Bytes of the largest Y block. */
 size_t mxf_cpu_bf16_y_bytes(const mxf_cpu_bf16 *b);
 /* acc (m x n, ldn) = (or += when accumulate) X (m x k) Y (n x k)^T, bf16 in (X rows of k
- * values, Y in its layout), f32 sums, on mxf_cpu_threads() OpenMP threads; scratch: its scratchpad. m,
- * n, k: a shape given at creation. */
+ * values, Y in its layout), f32 sums, on mxf_cpu_threads() OpenMP threads; scratch: its
+ * scratchpad. m, n, k: a shape given at creation. */
 mxf_status mxf_cpu_bf16_gemm(const mxf_cpu_bf16 *b, int64_t m, int64_t n, int64_t k, const uint16_t *x,
                              const uint16_t *y, float *acc, int accumulate, void *scratch);
 

@@ -11,10 +11,11 @@
  * driver's fill writes directly through offset tables made here (mxf_cpu_bf16_layout):
  * given Y as plain rows, the matmul repacked them in every call and took 1.3-2.8x the
  * time, erratically (docs/decisions.md). Every primitive of one Y shape takes the same
- * layout (the first one's), so that a Y block serves all row chunks. Their scratchpads are the run's (in the
- * plan's workspace). Only implementations on bf16 units are taken (AMX's TDPBF16PS or AVX512-BF16's
- * VDPBF16PS; oneDNN names them "…amx…" and "…avx512_core_bf16…"): elsewhere oneDNN emulates bf16 more slowly
- * than the f32 core, and its reference implementation is slower still.
+ * layout (the first one's), so that a Y block serves all row chunks. Their scratchpads
+ * are the run's (in the plan's workspace). Only implementations on bf16 units are taken
+ * (AMX's TDPBF16PS or AVX512-BF16's VDPBF16PS; oneDNN names them "…amx…" and
+ * "…avx512_core_bf16…"): elsewhere oneDNN emulates bf16 more slowly than the f32 core,
+ * and its reference implementation is slower still.
  *
  * What those units do below 2^-126 (bf16 subnormal inputs and f32 subnormal results are
  * zero) is the panel driver's concern: it hands this core only blocks whose sums stay
@@ -65,7 +66,7 @@ struct mxf_cpu_bf16 {
   bf16_ylayout y[MXF_BF16_Y_SHAPES];
 };
 
-static bf16_ylayout *ylayout_find(mxf_cpu_bf16 *b, int64_t n, int64_t k) {
+static const bf16_ylayout *ylayout_find(const mxf_cpu_bf16 *b, int64_t n, int64_t k) {
   for (int i = 0; i < b->y_count; ++i)
     if (b->y[i].n == n && b->y[i].k == k) return &b->y[i];
   return NULL;
@@ -282,7 +283,7 @@ size_t mxf_cpu_bf16_scratchpad(const mxf_cpu_bf16 *b) { return b ? b->scratch : 
 size_t mxf_cpu_bf16_y_bytes(const mxf_cpu_bf16 *b) { return b ? b->y_bytes : 0; }
 
 const mxf_cpu_bf16_layout *mxf_cpu_bf16_y_layout(const mxf_cpu_bf16 *b, int64_t n, int64_t k) {
-  const bf16_ylayout *y = ylayout_find((mxf_cpu_bf16 *)b, n, k);
+  const bf16_ylayout *y = ylayout_find(b, n, k);
   return y ? &y->pub : NULL;
 }
 

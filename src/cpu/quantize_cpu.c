@@ -52,7 +52,7 @@ static void quant_tiles(void *vctx, int64_t begin, int64_t end) {
     if (p->directions & MXF_QUANT_COLS) {
       uint8_t *q = (uint8_t *)ctx->a->q_col + r0 * cols + c0;
       uint8_t *s = (uint8_t *)ctx->a->s_col + (r0 / MXF_MX_BLOCK) * cols + c0;
-      for (int c = 0; c < nc; ++c) s[c] = mxf_mx_quantize_block(tile + c, nr, MXF_QTILE_COLS, q + c, cols);
+      mxf_mx_quantize_cols(tile, nr, MXF_QTILE_COLS, nc, q, cols, s);
     }
   }
 }
