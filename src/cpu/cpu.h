@@ -126,11 +126,12 @@ size_t mxf_cpu_bf16_scratchpad(const mxf_cpu_bf16 *b);
 /* The layout of a Y block of n rows x k values (a shape given at creation): oneDNN's
  * weights layout, its offsets separable by dimension, value kk of row j at element
  * row_off[j] + k_off[kk]; bytes: the block's size; padded: it has elements beyond the
- * n x k values, which must be zero. NULL for a shape not created. */
+ * n x k values, which must be zero; pairs: values 2i and 2i + 1 of a row are adjacent
+ * (AMX's layouts). NULL for a shape not created. */
 typedef struct mxf_cpu_bf16_layout {
   const int32_t *row_off, *k_off;
   size_t bytes;
-  int padded;
+  int padded, pairs;
 } mxf_cpu_bf16_layout;
 const mxf_cpu_bf16_layout *mxf_cpu_bf16_y_layout(const mxf_cpu_bf16 *b, int64_t n, int64_t k);
 /* Bytes of the largest Y block. */

@@ -108,8 +108,7 @@ typedef struct operand_luts {
 typedef struct gemm_ctx {
   const gemm_view *v;
   int64_t batch;
-  operand_luts lut[2];    /* of x and of y */
-  float pair_lut[256][2]; /* e2m1: byte -> (low nibble value, high nibble value) */
+  operand_luts lut[2]; /* of x and of y */
   /* epilogue */
   float alpha;
   uint8_t *c;
@@ -145,34 +144,38 @@ static void fill_bf16(const gemm_ctx *d, const gemm_operand *op, int64_t r0, int
 }
 
 /* Row r of op with unit k stride, scale blocks [kb0, kb1): codes of a block are
- * contiguous. dst[0] is value k = kb0 * sf_vec. The restrict-qualified pointers tell the
- * compiler that the stores reach neither the codes nor the tables (the codes are bytes,
- * which alias anything): without them every store reloads, and the loop ran at half
- * the speed (docs/decisions.md, CPU backend). */
+ * contiguous. dst[0] is value k = kb0 * sf_vec. The codes go through formats.h's
+ * decoders, which have no branches, so that the loops vectorize (a table lookup per
+ * value did not). The restrict-qualified pointers tell the compiler that the stores
+ * reach neither the codes nor the tables (the codes are bytes, which alias anything):
+ * without them every store reloads, and the loop ran at half the speed
+ * (docs/decisions.md, CPU backend). */
+MXF_CPU_MULTIVERSION
 static void dequant_row_kmajor(const gemm_ctx *d, const gemm_operand *op, const operand_luts *lut, int64_t r,
                                int64_t kb0, int64_t kb1, float *restrict dst) {
   const gemm_view *v = d->v;
-  const float *restrict code_lut = lut->code;
-  const float(*restrict pair_lut)[2] = d->pair_lut;
   const int64_t base = r * op->rs + d->batch * op->ls;
   for (int64_t kb = kb0; kb < kb1; ++kb, dst += v->sf_vec) {
     const float s = lut->sf[op->sf[mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r, kb, d->batch)]];
     const int64_t k0 = kb * v->sf_vec, n = k0 + v->sf_vec < v->k ? v->sf_vec : v->k - k0;
-    if (op->fmt != MXF_E2M1) {
+    if (op->fmt == MXF_E4M3) {
       const uint8_t *restrict src = op->data + base + k0;
       for (int64_t i = 0; i < n; ++i)
-        dst[i] = code_lut[src[i]] * s;
+        dst[i] = mxf_e4m3_to_f32(src[i]) * s;
+    } else if (op->fmt == MXF_E5M2) {
+      const uint8_t *restrict src = op->data + base + k0;
+      for (int64_t i = 0; i < n; ++i)
+        dst[i] = mxf_e5m2_to_f32(src[i]) * s;
     } else if (((base + k0) & 1) == 0) {
       const uint8_t *restrict src = op->data + ((base + k0) >> 1);
-      int64_t i = 0;
-      for (; i + 1 < n; i += 2) {
-        dst[i] = pair_lut[src[i >> 1]][0] * s;
-        dst[i + 1] = pair_lut[src[i >> 1]][1] * s;
+      for (int64_t j = 0; j < n / 2; ++j) {
+        dst[2 * j] = mxf_e2m1_to_f32(src[j]) * s;
+        dst[2 * j + 1] = mxf_e2m1_to_f32((uint8_t)(src[j] >> 4)) * s;
       }
-      if (i < n) dst[i] = pair_lut[src[i >> 1]][0] * s;
+      if (n & 1) dst[n - 1] = mxf_e2m1_to_f32(src[n >> 1]) * s;
     } else {
       for (int64_t i = 0; i < n; ++i)
-        dst[i] = code_lut[mxf_e2m1_get(op->data, base + k0 + i)] * s;
+        dst[i] = mxf_e2m1_to_f32(mxf_e2m1_get(op->data, base + k0 + i)) * s;
     }
   }
 }
@@ -341,8 +344,6 @@ static void build_luts(gemm_ctx *g) {
                                                     : mxf_e2m1_to_f32(u & 0xFu);
       g->lut[w].sf[b] = mxf_scale_to_f32(u, ops[w]->sf_fmt == MXF_E4M3);
     }
-    g->pair_lut[b][0] = mxf_e2m1_to_f32(u & 0xFu);
-    g->pair_lut[b][1] = mxf_e2m1_to_f32(u >> 4);
   }
 }
 

@@ -117,6 +117,9 @@ static mxf_status ylayout_add(mxf_cpu_bf16 *b, int64_t n, int64_t k, const dnnl_
   y->n = n, y->k = k, y->md = *md;
   y->pub.row_off = row, y->pub.k_off = kk, y->pub.bytes = bytes;
   y->pub.padded = md->padded_dims[0] != k || md->padded_dims[1] != n || md->offset0 != 0;
+  y->pub.pairs = 1;
+  for (int64_t i = 0; i + 1 < k; i += 2)
+    y->pub.pairs &= kk[i + 1] == kk[i] + 1;
   if (bytes > b->y_bytes) b->y_bytes = bytes;
   ++b->y_count;
   return MXF_OK;

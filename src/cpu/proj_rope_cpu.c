@@ -55,7 +55,6 @@ typedef struct proj_ctx {
   const mxf_proj_problem *p;
   const mxf_proj_rope_args *a;
   float *rope;
-  float lut[256];       /* e4m3 code -> f32 */
   float scale_lut[256]; /* e8m0 byte -> f32 */
 } proj_ctx;
 
@@ -63,11 +62,12 @@ typedef struct proj_ctx {
 /* Rows [r0, r0 + n) of an out-in operand (rows, K), values [k0, k0 + kn), into dst. The
  * restrict-qualified pointers tell the compiler that the stores reach neither the inputs
  * nor the tables (e4m3 codes are bytes, which alias anything): without them every store
- * reloads, and the loop ran at half the speed (docs/decisions.md, CPU backend). */
+ * reloads, and the loop ran at half the speed (docs/decisions.md, CPU backend); the
+ * codes go through formats.h's decoder, which has no branches, so the loop vectorizes. */
+MXF_CPU_MULTIVERSION
 static void block_rows(const proj_ctx *c, const void *src, const uint8_t *scale, int64_t r0, int64_t n,
                        int64_t k0, int64_t kn, float *dst, int64_t ld) {
   const int64_t k = c->p->k, kb = k / MXF_MX_BLOCK, es = c->p->mxfp8 ? 1 : 2;
-  const float *restrict lut = c->lut;
   for (int64_t r = r0; r < r0 + n; ++r) {
     /* a K panel of a row is a short run, the next row's a row away: ask for the run
      * MXF_PROJ_PREFETCH_ROWS rows ahead (the fills waited on the codes: docs/decisions.md,
@@ -90,17 +90,17 @@ static void block_rows(const proj_ctx *c, const void *src, const uint8_t *scale,
       /* e4m3 times a power of two: exact in f32 (or inf on overflow, NaN for 0xFF) */
       const float sc = c->scale_lut[sr[b]];
       for (int i = 0; i < MXF_MX_BLOCK; ++i)
-        o[b * MXF_MX_BLOCK + i] = lut[s[b * MXF_MX_BLOCK + i]] * sc;
+        o[b * MXF_MX_BLOCK + i] = mxf_e4m3_to_f32(s[b * MXF_MX_BLOCK + i]) * sc;
     }
   }
 }
 
 /* Outputs [j0, j0 + n) of an in-out weight (K, N), values [k0, k0 + kn): 32 k at a time,
  * transposed into dst. */
+MXF_CPU_MULTIVERSION
 static void block_in_out(const proj_ctx *c, int64_t j0, int64_t n, int64_t k0, int64_t kn,
                          float *restrict dst, int64_t ld) {
   const int64_t nn = c->p->h * c->p->d;
-  const float *restrict lut = c->lut;
   for (int64_t b0 = k0; b0 < k0 + kn; b0 += MXF_MX_BLOCK) {
     const int64_t b1 = b0 + MXF_MX_BLOCK < k0 + kn ? b0 + MXF_MX_BLOCK : k0 + kn;
     if (!c->p->mxfp8) {
@@ -117,7 +117,7 @@ static void block_in_out(const proj_ctx *c, int64_t j0, int64_t n, int64_t k0, i
       sc[j] = c->scale_lut[ws[j]];
     for (int64_t kk = b0; kk < b1; ++kk)
       for (int64_t j = 0; j < n; ++j)
-        dst[j * ld + (kk - k0)] = lut[w[kk * nn + j0 + j]] * sc[j];
+        dst[j * ld + (kk - k0)] = mxf_e4m3_to_f32(w[kk * nn + j0 + j]) * sc[j];
   }
 }
 
@@ -213,10 +213,8 @@ mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args 
   c.p = p;
   c.a = args;
   c.rope = (float *)(base + proj_rope_offset(&pp));
-  for (int i = 0; i < 256; ++i) {
-    c.lut[i] = mxf_e4m3_to_f32((uint8_t)i);
+  for (int i = 0; i < 256; ++i)
     c.scale_lut[i] = mxf_e8m0_to_f32((uint8_t)i);
-  }
   static const mxf_cpu_panel_ops ops = {.fill = proj_fill,
                                         .fill16 = proj_fill16,
                                         .epilogue_tasks = proj_epilogue_tasks,

@@ -268,32 +268,38 @@ size_t mxf_cpu_panels_workspace(const mxf_cpu_panels *pp) { return panels_layout
  * values: their bits << 16); its bf16 bits back. */
 static inline uint16_t range_step(uint32_t u, uint32_t *lo, uint32_t *hi, uint32_t *inexact) {
   const uint32_t e = (u >> 23) & 0xFF;
-  const uint32_t l = (u & 0x7FFFFFFFu) ? e : 255, h = e == 255 ? 0 : e;
-  *lo = l < *lo ? l : *lo;
+  const uint32_t l = mxf_select_u32(u & 0x7FFFFFFFu, e, 255), h = mxf_select_u32(e == 255, 0, e);
+  *lo = l < *lo ? l : *lo; /* min and max reductions vectorize; the selects as masks */
   *hi = h > *hi ? h : *hi;
   *inexact |= u & 0xFFFFu;
   return (uint16_t)(u >> 16);
 }
 
-/* n values of src (f32; or bf16 bits, src16) truncated into dst: dst[i] (off NULL: X's
- * dense rows) or dst[off[i]] (Y: oneDNN's weights layout, mxf_cpu_bf16_layout). */
+/* n values of src (f32; or bf16 bits, src16) truncated into dst. */
 MXF_CPU_MULTIVERSION
 static uint32_t bf16_row(const float *restrict src, const uint16_t *restrict src16, int64_t n,
-                         uint16_t *restrict dst, const int32_t *restrict off, uint32_t range) {
+                         uint16_t *restrict dst, uint32_t range) {
   uint32_t lo = range & 0xFF, hi = range >> 8, inexact = 0;
-  if (src16 && off)
-    for (int64_t i = 0; i < n; ++i)
-      dst[off[i]] = range_step((uint32_t)src16[i] << 16, &lo, &hi, &inexact);
-  else if (src16)
+  if (src16)
     for (int64_t i = 0; i < n; ++i)
       dst[i] = range_step((uint32_t)src16[i] << 16, &lo, &hi, &inexact);
-  else if (off)
-    for (int64_t i = 0; i < n; ++i)
-      dst[off[i]] = range_step(mxf_f32_bits(src[i]), &lo, &hi, &inexact);
   else
     for (int64_t i = 0; i < n; ++i)
       dst[i] = range_step(mxf_f32_bits(src[i]), &lo, &hi, &inexact);
   return (inexact ? 0 : lo) | hi << 8;
+}
+
+/* n bf16 values of a Y row (dense, src) into oneDNN's weights layout (dst: the row's
+ * start), value kk at dst[k_off[kk]]: two at a time where the layout keeps pairs together,
+ * since a pair is one 4-byte store. */
+static void y_scatter(const uint16_t *restrict src, int64_t n, uint16_t *restrict dst,
+                      const int32_t *restrict k_off, int pairs) {
+  int64_t i = 0;
+  if (pairs)
+    for (; i + 1 < n; i += 2)
+      memcpy(dst + k_off[i], src + i, 2 * sizeof(uint16_t));
+  for (; i < n; ++i)
+    dst[k_off[i]] = src[i];
 }
 
 static uint32_t range_merge(uint32_t a, uint32_t b) {
@@ -354,9 +360,15 @@ static void fill_bf16(const panels_run *r, int which, int64_t row0, int64_t i0, 
       for (int64_t i = 0; i < n; ++i) {
         const float *sf = h ? NULL : buf.f + i * MXF_PANEL_STEP;
         const uint16_t *sh = h ? buf.h + i * MXF_PANEL_STEP : NULL;
-        range = which
-                    ? bf16_row(sf, sh, sn, dst + r->ylay->row_off[i0 + i], r->ylay->k_off + (s0 - p0), range)
-                    : bf16_row(sf, sh, sn, panel + i * pn + (s0 - p0), NULL, range);
+        if (!which) {
+          range = bf16_row(sf, sh, sn, panel + i * pn + (s0 - p0), range);
+          continue;
+        }
+        /* Y: truncated along the row's contiguous values, then scattered (s0 - p0 is a
+         * multiple of MXF_PANEL_STEP, so the pairs stay pairs) */
+        _Alignas(64) uint16_t row[MXF_PANEL_STEP];
+        range = bf16_row(sf, sh, sn, row, range);
+        y_scatter(row, sn, dst + r->ylay->row_off[i0 + i], r->ylay->k_off + (s0 - p0), r->ylay->pairs);
       }
     }
     ranges[p] = (uint16_t)range;
