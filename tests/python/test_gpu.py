@@ -234,7 +234,8 @@ def _jax_gpu():
 
 
 JAX = _jax_gpu()
-needs_jax_gpu = pytest.mark.skipif(JAX is None, reason="needs JAX with its GPU backend and mxfuse.jax")
+needs_jax_gpu = pytest.mark.skipif(JAX is None or mxfuse.cuda_device_count() == 0,
+                                   reason="needs JAX with its GPU backend and mxfuse.jax built with CUDA")
 
 
 @needs_jax_gpu
