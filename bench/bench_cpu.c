@@ -12,6 +12,8 @@
  *   pbf16   proj_rope, bf16 x / w
  *   pmxfp8  proj_rope, e4m3 x / w with e8m0 scales
  * Each: warm-up, then the median of MXF_BENCH_RUNS (default 7, at least 5) timed runs.
+ * MXF_BENCH_ONLY=name,name,... runs only those cases (the sgemm baselines always run),
+ * e.g. MXF_BENCH_ONLY=pbf16 to profile one.
  * The op timings cover the whole run (dequantization, GEMM, epilogue), through the plan
  * API with a preallocated workspace.
  *
@@ -333,6 +335,21 @@ static double one_call_rss_growth(int64_t max_m, int64_t n, int64_t k) {
   return growth;
 }
 
+/* Whether case `name` runs: MXF_BENCH_ONLY unset, or it lists the name. */
+static int wanted(const char *name) {
+  const char *only = getenv("MXF_BENCH_ONLY");
+  if (!only || !*only) return 1;
+  const size_t n = strlen(name);
+  for (const char *s = only; *s;) {
+    const char *e = strchr(s, ',');
+    const size_t len = e ? (size_t)(e - s) : strlen(s);
+    if (len == n && strncmp(s, name, n) == 0) return 1;
+    if (!e) break;
+    s = e + 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *out = argc > 1 ? argv[1] : "bench_cpu.json";
   int64_t M = 2048, N = 2048, K = 2048;
@@ -388,9 +405,9 @@ int main(int argc, char **argv) {
     snprintf(cfg, sizeof cfg, "cpu=%s", core_on[c]);
     setenv("MXF_CONFIG", cfg, 1);
     cases[nc] = (bench_case){.name = "mxfp8", .what = "gemm_amax e4m3 x e4m3, e8m0/32, bf16 C"};
-    if (setup_gemm_amax(&cases[nc++], M, N, K, MXF_E4M3, 0)) return 1;
+    if (wanted("mxfp8") && setup_gemm_amax(&cases[nc++], M, N, K, MXF_E4M3, 0)) return 1;
     cases[nc] = (bench_case){.name = "mxfp4", .what = "gemm_amax e2m1 x e2m1, e8m0/32, bf16 C"};
-    if (setup_gemm_amax(&cases[nc++], M, N, K, MXF_E2M1, 0)) return 1;
+    if (wanted("mxfp4") && setup_gemm_amax(&cases[nc++], M, N, K, MXF_E2M1, 0)) return 1;
   }
   unsetenv("MXF_CONFIG");
   if (T > 0) {
@@ -403,10 +420,10 @@ int main(int argc, char **argv) {
       snprintf(cfg, sizeof cfg, "cpu=%s", core_on[c]);
       setenv("MXF_CONFIG", cfg, 1);
       cases[nc] = (bench_case){.name = "pbf16", .what = "proj_rope bf16 x / w (out-in)", .group = 1};
-      if (setup_proj(&cases[nc++], T, 0)) return 1;
+      if (wanted("pbf16") && setup_proj(&cases[nc++], T, 0)) return 1;
       cases[nc] =
           (bench_case){.name = "pmxfp8", .what = "proj_rope e4m3 x / w, e8m0/32 (out-in)", .group = 1};
-      if (setup_proj(&cases[nc++], T, 1)) return 1;
+      if (wanted("pmxfp8") && setup_proj(&cases[nc++], T, 1)) return 1;
     }
     unsetenv("MXF_CONFIG");
   }

@@ -66,7 +66,8 @@ typedef struct mxf_cpu_panels {
   int64_t rows, cols, k;
   int64_t rc, nc, kc;       /* tile: rc rows of X x nc rows of Y, K panels of kc */
   int x_full_k;             /* the X block holds the row chunk's whole K (several N panels) */
-  int64_t ldx, ldy, ldn;    /* row strides in values: of the f32 X and Y blocks, of acc */
+  int64_t ldx, ldy, ldn;    /* row strides in values: of the f32 X and Y blocks, of acc
+                               (with the onednn core, a tile's acc rows are dense: cn) */
   const mxf_cpu_core *core; /* the plan's (mxf_cpu_core_plan); its kind sets the layout */
 } mxf_cpu_panels;
 
@@ -115,7 +116,7 @@ void mxf_cpu_core_free(mxf_plan *plan);
  * tile shape the panel driver runs on pp (acc = Xblock Yblock^T, first K panel, or
  * acc += for the later ones), bf16 X blocks of dense rows (a K panel's values each), Y
  * blocks in the layout oneDNN picks for their shape (mxf_cpu_bf16_y_layout), f32 acc
- * (ldn); `forced`: accept any implementation but the reference one
+ * of dense rows (n values apart); `forced`: accept any implementation but the reference one
  * (otherwise only AMX and AVX512-BF16 ones). Refuses with MXF_ERR_NOT_SUPPORTED and
  * why. name gets "onednn <isa>". */
 mxf_status mxf_cpu_bf16_create(const mxf_cpu_panels *pp, int forced, mxf_cpu_bf16 **out, char *name,
@@ -136,7 +137,7 @@ typedef struct mxf_cpu_bf16_layout {
 const mxf_cpu_bf16_layout *mxf_cpu_bf16_y_layout(const mxf_cpu_bf16 *b, int64_t n, int64_t k);
 /* Bytes of the largest Y block. */
 size_t mxf_cpu_bf16_y_bytes(const mxf_cpu_bf16 *b);
-/* acc (m x n, ldn) = (or += when accumulate) X (m x k) Y (n x k)^T, bf16 in (X rows of k
+/* acc (m x n, dense rows) = (or += when accumulate) X (m x k) Y (n x k)^T, bf16 in (X rows of k
  * values, Y in its layout), f32 sums, on mxf_cpu_threads() OpenMP threads; scratch: its
  * scratchpad. m, n, k: a shape given at creation. */
 mxf_status mxf_cpu_bf16_gemm(const mxf_cpu_bf16 *b, int64_t m, int64_t n, int64_t k, const uint16_t *x,

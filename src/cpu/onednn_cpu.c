@@ -130,8 +130,11 @@ static mxf_status dnnl_refuse(dnnl_status_t st, const char *what) {
                        (int)st);
 }
 
-/* One primitive: acc (m x n, ldn) [+]= X (m x k) Y (n x k)^T, X rows of k values, Y in
- * the layout of its shape (the one oneDNN picks for the first primitive of that shape).
+/* One primitive: acc (m x n, dense rows) [+]= X (m x k) Y (n x k)^T, X rows of k values,
+ * Y in the layout of its shape (the one oneDNN picks for the first primitive of that
+ * shape). acc's rows are exactly n values apart: oneDNN 2.6's brgemm matmul takes no
+ * other destination stride, and given one (the panel's, for a narrower last panel) it
+ * fell back to its 'gemm:jit' implementation, which plain plans refuse.
  * Its scratchpad is the caller's (part of the plan's workspace), so that a plan holds
  * no memory of its own beyond oneDNN's code and the layouts' offset tables. */
 static mxf_status bf16_prim_create(mxf_cpu_bf16 *b, const mxf_cpu_panels *pp, int64_t m, int64_t n, int64_t k,
@@ -141,7 +144,7 @@ static mxf_status bf16_prim_create(mxf_cpu_bf16 *b, const mxf_cpu_panels *pp, in
   q->m = m, q->n = n, q->k = k, q->accumulate = accumulate;
   dnnl_dims_t xd = {m, k}, xs = {k, 1};
   dnnl_dims_t yd = {k, n}; /* weights (k x n): Y's rows are its columns */
-  dnnl_dims_t cd = {m, n}, cs = {pp->ldn, 1};
+  dnnl_dims_t cd = {m, n}, cs = {n, 1};
   const bf16_ylayout *known = ylayout_find(b, n, k);
   dnnl_status_t st;
   if ((st = dnnl_memory_desc_init_by_strides(&q->x, 2, xd, dnnl_bf16, xs)) != dnnl_success ||

@@ -327,6 +327,7 @@ typedef struct panels_run {
   uint8_t *base;
   float *acc;
   int64_t r0, rn, c0, cn;     /* the current tile */
+  int64_t ldc;                /* its acc's row stride: pp->ldn, or cn on the onednn core */
   int64_t xk0, xkn, yk0, ykn; /* what the fill tasks dequantize: K ranges of X and Y */
   int64_t x_groups;           /* fill tasks of X this round (0: X not filled) */
   int64_t y_groups;
@@ -399,7 +400,7 @@ static void panels_fill_task(void *vctx, int64_t begin, int64_t end) {
 
 static void panels_epilogue_task(void *vctx, int64_t begin, int64_t end) {
   const panels_run *r = (const panels_run *)vctx;
-  r->ops->epilogue(r->ctx, r->r0, r->rn, r->c0, r->cn, r->acc, r->pp->ldn, begin, end);
+  r->ops->epilogue(r->ctx, r->r0, r->rn, r->c0, r->cn, r->acc, r->ldc, begin, end);
 }
 
 /* The range of K panel p of the X chunk (over its row groups) and of the Y block. */
@@ -455,6 +456,7 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
     for (r.c0 = 0; r.c0 < pp->cols; r.c0 += pp->nc) {
       r.cn = pp->cols - r.c0 < pp->nc ? pp->cols - r.c0 : pp->nc;
       int tile_f32 = !bf16; /* bf16 sums so far (acc holds no f32 subnormal) */
+      r.ldc = bf16 ? r.cn : pp->ldn; /* oneDNN's matmul writes dense rows (onednn_cpu.c) */
       for (int64_t kp = 0; kp < k_panels; ++kp) {
         const int64_t k0 = kp * pp->kc, kn = pp->k - k0 < pp->kc ? pp->k - k0 : pp->kc;
         /* X: its K panel, or (full K) the whole chunk along with the chunk's first block */
@@ -476,12 +478,12 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
         if (bf16) { /* the f32 core's blocks of this K panel, beside the bf16 ones */
           r.xk0 = k0, r.xkn = kn;
           panels_fill(&r, kn > 0, kn > 0, 0, xf, pp->ldy, yf, pp->ldy);
-          mxf_cpu_sgemm_nt(f32, r.rn, r.cn, kn, xf, pp->ldy, yf, pp->ldy, r.acc, pp->ldn, kp > 0);
+          mxf_cpu_sgemm_nt(f32, r.rn, r.cn, kn, xf, pp->ldy, yf, pp->ldy, r.acc, r.ldc, kp > 0);
           continue;
         }
         panels_fill(&r, fill_x, fill_y, 0, xblk, pp->ldx, yblk, pp->ldy);
         const float *xa = (const float *)xblk + (pp->x_full_k ? k0 : 0);
-        mxf_cpu_sgemm_nt(f32, r.rn, r.cn, kn, xa, pp->ldx, (const float *)yblk, pp->ldy, r.acc, pp->ldn,
+        mxf_cpu_sgemm_nt(f32, r.rn, r.cn, kn, xa, pp->ldx, (const float *)yblk, pp->ldy, r.acc, r.ldc,
                          kp > 0);
       }
       r.pfor(ops->epilogue_tasks(ctx, r.rn, r.cn), 1, panels_epilogue_task, &r);
