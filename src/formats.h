@@ -124,19 +124,31 @@ MXF_HD float mxf_e4m3_to_f32(uint8_t c) {
 }
 
 /* RNE, saturating to ±448; NaN -> 0x7F. The same codes as mxf_round_mag(f, 3, 7) with
- * those bounds (checked over every f32), written without branches so that the CPU's
- * quantization loops vectorize: normal codes (|x| >= 2^-6) drop 20 mantissa bits with
- * ties to even and rebias the exponent from 127 to 7; subnormal ones are |x| / 2^-9
- * rounded to an integer, ties to even, by the f32 addition of 2^23 (exact scaling, one
- * rounding; 8 is the code of 2^-6, the carry into the normals). */
+ * those bounds (checked over every f32), written without branches: normal codes
+ * (|x| >= 2^-6) drop 20 mantissa bits with ties to even and rebias the exponent from 127
+ * to 7; subnormal ones are |x| / 2^-9 rounded to an integer, ties to even, by the f32
+ * addition of 2^23 (exact scaling, one rounding; 8 is the code of 2^-6, the carry into
+ * the normals). On the host the choices are mask selects and the subnormal path only
+ * ever converts values in [0, 8] (to a signed integer), so that the CPU's quantization
+ * loops vectorize (GCC left the ?: form as branches); the device keeps the ?: form, which
+ * its C stores' registers were fitted with. */
 MXF_HD uint8_t mxf_f32_to_e4m3(float x) {
   const uint32_t b = mxf_f32_bits(x), s = (b >> 24) & 0x80u, f = b & 0x7FFFFFFFu;
   const uint32_t nrm = ((f + 0x7FFFFu + ((f >> 20) & 1u)) >> 20) - (120u << 3);
+#if defined(__CUDA_ARCH__)
   const float t = mxf_f32_from_bits(f) * 512.0f;
   const uint32_t sub = (uint32_t)((t + 8388608.0f) - 8388608.0f);
   uint32_t mag = f < 0x3C800000u ? sub : nrm;
   mag = mag > 0x7Eu ? 0x7Eu : mag;
   return (uint8_t)(f > 0x7F800000u ? 0x7Fu : s | mag);
+#else
+  const int small = f < 0x3C800000u;
+  const float t = mxf_f32_from_bits(mxf_select_u32(small, f, 0u)) * 512.0f;
+  const uint32_t sub = (uint32_t)(int32_t)((t + 8388608.0f) - 8388608.0f);
+  uint32_t mag = mxf_select_u32(small, sub, nrm);
+  mag = mxf_select_u32(mag > 0x7Eu, 0x7Eu, mag);
+  return (uint8_t)mxf_select_u32(f > 0x7F800000u, 0x7Fu, s | mag);
+#endif
 }
 
 /* ------------------------------------------------------------ e5m2 */
@@ -304,8 +316,20 @@ MXF_HD uint8_t mxf_mx_encode(float v, float inv) { return mxf_f32_to_e4m3(v * in
  * block's e8m0 scale byte. The one rule both quantization directions of every op use. */
 MXF_HD uint8_t mxf_mx_quantize_block(const float *v, int n, int64_t stride, uint8_t *codes,
                                      int64_t code_stride) {
+#if defined(__CUDA_ARCH__)
   float amax = 0.0f;
   for (int i = 0; i < n; ++i) amax = mxf_amax_step(amax, v[i * stride]);
+#else
+  /* the same maximum as mxf_amax_step's, over the bits of |v| (which order like the
+   * values; NaN counts as 0): an integer max reduction, which the compiler vectorizes */
+  uint32_t m = 0;
+  for (int i = 0; i < n; ++i) {
+    const uint32_t a = mxf_f32_bits(v[i * stride]) & 0x7FFFFFFFu;
+    const uint32_t u = mxf_select_u32(a > 0x7F800000u, 0u, a);
+    m = u > m ? u : m;
+  }
+  const float amax = mxf_f32_from_bits(m);
+#endif
   uint8_t b = mxf_e8m0_from_amax(amax);
   float inv = mxf_e8m0_inv(b);
   for (int i = 0; i < n; ++i) codes[i * code_stride] = mxf_mx_encode(v[i * stride], inv);

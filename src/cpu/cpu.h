@@ -9,9 +9,11 @@
 #include "core/internal.h"
 
 /* Hot loops written for the vectorizer are compiled for AVX-512, AVX2 and baseline
- * x86-64 and picked at load time, where the toolchain supports function multi-versioning. */
+ * x86-64 and picked at load time, where the toolchain supports function multi-versioning.
+ * flatten: the formats.h helpers they call are inlined into each version (left to the
+ * inliner, mxf_mx_quantize_cols stayed one baseline copy, called from the AVX-512 code). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define MXF_CPU_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+#define MXF_CPU_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default"), flatten))
 #else
 #define MXF_CPU_MULTIVERSION
 #endif
