@@ -22,7 +22,8 @@
  * direction), both weight orientations, bf16 and MXFP8 inputs, with and without the
  * fp32 epilogue, T = 1, 33, 130 and 300, non-default nope/rope, shapes over several of
  * the CPU backend's tiles in each direction, and every output byte written (two runs
- * over different poison agree).
+ * over different poison agree). With the core left to the library: where a large
+ * gemm_amax plan takes oneDNN, large proj_rope plans do too.
  */
 #include <math.h>
 #include <stdio.h>
@@ -484,6 +485,54 @@ static void test_hand(int mxfp8, int out_in, int fp32) {
   prob_free(&p);
 }
 
+/* With the core left to the library: where it picks oneDNN for a large gemm_amax, a
+ * large proj_rope takes it too, whatever its panels (a narrower last N panel once made
+ * oneDNN pick an implementation the plan refused, and the whole plan fell back to f32).
+ * Plans only: the shapes are DeepSeek-V3's at T = 128 and one whose H*D leaves a short
+ * last N panel. */
+static void test_core_choice(void) {
+  if (tu_cpu_core_asked()) return;
+  const int64_t g[2] = {2048, 2048}, gs[2] = {2048, 64}, one[1] = {1};
+  mxf_gemm_amax_desc gd;
+  memset(&gd, 0, sizeof gd);
+  gd.a = tu_tensor(NULL, MXF_E4M3, 2, g), gd.b = tu_tensor(NULL, MXF_E4M3, 2, g);
+  gd.sfa = tu_tensor(NULL, MXF_E8M0, 2, gs), gd.sfb = tu_tensor(NULL, MXF_E8M0, 2, gs);
+  gd.c = tu_tensor(NULL, MXF_BF16, 2, g), gd.amax = tu_tensor(NULL, MXF_F32, 1, one);
+  gd.sf_vec = 32;
+  mxf_plan *plan = NULL;
+  if (!TU_CHECK(mxf_gemm_amax_plan(&plan, &gd) == MXF_OK, "core choice: gemm plan: %s", mxf_last_error()))
+    return;
+  const int onednn = tu_kernel_is(mxf_plan_backend(plan), "cpu/onednn");
+  printf("core choice: gemm_amax 2048^3 on %s\n", mxf_plan_backend(plan));
+  mxf_plan_destroy(plan);
+  if (!onednn) return;
+  static const int64_t shapes[][4] = {{128, 1536, 128, 192}, {300, 1056, 11, 192}}; /* T, K, H, D */
+  for (int si = 0; si < 2; ++si)
+    for (int mx = 0; mx < 2; ++mx)
+      for (int oi = 0; oi < 2; ++oi) {
+        const int64_t T = shapes[si][0], K = shapes[si][1], H = shapes[si][2], D = shapes[si][3], N = H * D;
+        const int64_t sx[2] = {T, K}, sxs[2] = {T, K / 32}, scs[2] = {T, 64};
+        const int64_t sw[2] = {oi ? N : K, oi ? K : N}, sws[2] = {oi ? N : K / 32, oi ? K / 32 : N};
+        const int64_t so[3] = {T, H, D}, ssr[3] = {T, H, D / 32}, ssc[3] = {(T + 31) / 32, H, D};
+        const mxf_dtype dt = mx ? MXF_E4M3 : MXF_BF16;
+        mxf_proj_rope_desc d;
+        memset(&d, 0, sizeof d);
+        d.x = tu_tensor(NULL, dt, 2, sx), d.w = tu_tensor(NULL, dt, 2, sw);
+        if (mx) d.x_scale = tu_tensor(NULL, MXF_E8M0, 2, sxs), d.w_scale = tu_tensor(NULL, MXF_E8M0, 2, sws);
+        d.cos = tu_tensor(NULL, MXF_BF16, 2, scs), d.sin = tu_tensor(NULL, MXF_BF16, 2, scs);
+        d.out_row = tu_tensor(NULL, MXF_E4M3, 3, so), d.out_scales_row = tu_tensor(NULL, MXF_E8M0, 3, ssr);
+        d.out_col = tu_tensor(NULL, MXF_E4M3, 3, so), d.out_scales_col = tu_tensor(NULL, MXF_E8M0, 3, ssc);
+        d.flags = oi ? MXF_PROJ_W_OUT_IN : 0u;
+        plan = NULL;
+        if (TU_CHECK(mxf_proj_rope_plan(&plan, &d) == MXF_OK, "core choice: proj plan: %s", mxf_last_error()))
+          TU_CHECK(tu_kernel_is(mxf_plan_backend(plan), "cpu/onednn"),
+                   "core choice: proj_rope T=%lld K=%lld H=%lld D=%lld %s %s runs on %s, gemm_amax on oneDNN",
+                   (long long)T, (long long)K, (long long)H, (long long)D, mx ? "MXFP8" : "bf16",
+                   oi ? "out-in" : "in-out", mxf_plan_backend(plan));
+        mxf_plan_destroy(plan);
+      }
+}
+
 int main(void) {
   char why[512];
   if (tu_cpu_core_missing(why, sizeof why)) return tu_skip("test_proj_rope_cpu", why);
@@ -499,6 +548,7 @@ int main(void) {
     for (int oi = 0; oi < 2; ++oi)
       for (int f = 0; f < 2; ++f)
         test_hand(mx, oi, f);
+  test_core_choice();
 
   /* (D, rope): DeepSeek's 192/64, and non-default splits */
   static const int64_t geo[][2] = {{192, 64}, {96, 32}, {64, 64}, {160, 32}, {32, 2}};
