@@ -573,6 +573,10 @@ int main(void) {
   test_case(&r, 2100, 96, 11, 192, 64, 0, 1, 0, DATA_RANDOM, 0);
   test_case(&r, 300, 1056, 11, 192, 64, 1, 0, 0, DATA_RANDOM, 0);
   test_case(&r, 300, 1100, 11, 192, 64, 0, 0, 1, DATA_INTEGER, 1);
+  /* few tokens (the outputs as the driver's rows): outputs over two row chunks, K over
+   * three panels, T not a multiple of 32 */
+  test_case(&r, 130, 1100, 12, 192, 64, 0, 1, 0, DATA_RANDOM, 0);
+  test_case(&r, 200, 1056, 12, 192, 64, 1, 0, 0, DATA_INTEGER, 1);
   for (int col = 0; col < 2; ++col) {
     const stats *g = &g_random[col];
     const char *dir = col ? "col" : "row";

@@ -33,11 +33,38 @@
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* tiles of whole 32-token blocks, whole heads and whole scale blocks of K */
+/* The GEMM's orientation: outputs as the driver's rows (X = w, Y = x) when the tokens
+ * are few, tokens as its rows otherwise. With the onednn core, Y is written into oneDNN's
+ * weights layout (a scatter) once per row chunk of X, and X into dense rows: at small T
+ * the outputs (H*D of them, DeepSeek-V3's 24576) are the operand worth the dense fill,
+ * and the few tokens are refilled per chunk of outputs at little cost. Beyond
+ * MXF_PROJ_SWAP_T tokens both orientations scatter about as much; the swapped epilogue
+ * also transposes each (32 tokens, head) block through a buffer of its own, which the
+ * bound keeps within 2 MiB. */
+#define MXF_PROJ_SWAP_T 256
+
+static int proj_swapped(const mxf_proj_problem *p) { return p->t <= MXF_PROJ_SWAP_T && p->t < p->h * p->d; }
+
+/* tiles of whole 32-token blocks, whole heads and whole scale blocks of K */
 static void proj_panels(const mxf_proj_problem *p, mxf_cpu_panels *pp, const mxf_cpu_core *core) {
-  mxf_cpu_panels_init(pp, p->t, p->h * p->d, p->k, MXF_MX_BLOCK, p->d, MXF_MX_BLOCK, core);
+  if (proj_swapped(p))
+    mxf_cpu_panels_init(pp, p->h * p->d, p->t, p->k, p->d, MXF_MX_BLOCK, MXF_MX_BLOCK, core);
+  else
+    mxf_cpu_panels_init(pp, p->t, p->h * p->d, p->k, MXF_MX_BLOCK, p->d, MXF_MX_BLOCK, core);
 }
 
+/* Epilogue tasks of a full tile: (32-token block, head) pairs. */
+static size_t proj_tasks(const mxf_proj_problem *p, const mxf_cpu_panels *pp) {
+  const int64_t d = p->d > 0 ? p->d : 1;
+  return proj_swapped(p) ? (size_t)mxf_cdiv(pp->nc, MXF_MX_BLOCK) * (size_t)(pp->rc / d)
+                         : (size_t)mxf_cdiv(pp->rc, MXF_MX_BLOCK) * (size_t)(pp->nc / d);
+}
+
+/* Workspace offsets past the panel driver's: the RoPE rows, then (swapped) the blocks. */
 static size_t proj_rope_offset(const mxf_cpu_panels *pp) { return align64(mxf_cpu_panels_workspace(pp)); }
+static size_t proj_block_offset(const mxf_proj_problem *p, const mxf_cpu_panels *pp) {
+  return proj_rope_offset(pp) + align64(proj_tasks(p, pp) * (size_t)p->rope * sizeof(float));
+}
 
 mxf_status mxf_cpu_proj_rope_plan(mxf_plan *plan) {
   const mxf_proj_problem *p = &plan->p.proj;
@@ -45,16 +72,19 @@ mxf_status mxf_cpu_proj_rope_plan(mxf_plan *plan) {
   proj_panels(p, &pp, NULL);
   mxf_status st = mxf_cpu_core_plan(plan, &pp);
   if (st != MXF_OK) return st;
-  const size_t tasks = (size_t)mxf_cdiv(pp.rc, MXF_MX_BLOCK) * (size_t)(pp.nc / (p->d > 0 ? p->d : 1));
+  const size_t blocks =
+      proj_swapped(p) ? align64(proj_tasks(p, &pp) * MXF_MX_BLOCK * (size_t)p->d * sizeof(float)) : 0;
   /* + room to align the caller's pointer */
-  plan->workspace_size = proj_rope_offset(&pp) + align64(tasks * (size_t)p->rope * sizeof(float)) + 64;
+  plan->workspace_size = proj_block_offset(p, &pp) + blocks + 64;
   return MXF_OK;
 }
 
 typedef struct proj_ctx {
   const mxf_proj_problem *p;
   const mxf_proj_rope_args *a;
-  float *rope;
+  int swapped;  /* proj_swapped: the driver's X is w, its Y is x */
+  float *rope;  /* per epilogue task: a copy of a token's RoPE features */
+  float *block; /* swapped, per epilogue task: its (tokens, features) block, transposed */
   float scale_lut[256]; /* e8m0 byte -> f32 */
 } proj_ctx;
 
@@ -121,11 +151,11 @@ static void block_in_out(const proj_ctx *c, int64_t j0, int64_t n, int64_t k0, i
   }
 }
 
-/* The panel driver's fill: x (which = 0) or w (which = 1). */
+/* The panel driver's fill: x or w (which = 0 and 1, the other way round when swapped). */
 static void proj_fill(void *vctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, float *dst,
                       int64_t ld) {
   const proj_ctx *c = (const proj_ctx *)vctx;
-  if (!which)
+  if (!(which ^ c->swapped))
     block_rows(c, c->a->x, (const uint8_t *)c->a->x_scale, r0, n, k0, kn, dst, ld);
   else if (c->p->w_out_in)
     block_rows(c, c->a->w, (const uint8_t *)c->a->w_scale, r0, n, k0, kn, dst, ld);
@@ -137,66 +167,86 @@ static void proj_fill(void *vctx, int which, int64_t r0, int64_t n, int64_t k0, 
 static int proj_fill16(void *vctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, uint16_t *dst,
                        int64_t ld) {
   const proj_ctx *c = (const proj_ctx *)vctx;
-  if (c->p->mxfp8 || (which && !c->p->w_out_in)) return 0;
-  const uint16_t *src = (const uint16_t *)(which ? c->a->w : c->a->x) + k0;
+  const int w = which ^ c->swapped;
+  if (c->p->mxfp8 || (w && !c->p->w_out_in)) return 0;
+  const uint16_t *src = (const uint16_t *)(w ? c->a->w : c->a->x) + k0;
   for (int64_t i = 0; i < n; ++i)
     memcpy(dst + i * ld, src + (r0 + i) * c->p->k, (size_t)kn * sizeof(uint16_t));
   return 1;
 }
 
 /* ---------------------------------------------------------------- epilogue */
+/* A tile's tasks: (32-token block, head) pairs; rn x cn is tokens x outputs, or outputs x
+ * tokens when swapped. */
 static int64_t proj_epilogue_tasks(void *vctx, int64_t rn, int64_t cn) {
   const proj_ctx *c = (const proj_ctx *)vctx;
-  return mxf_cdiv(rn, MXF_MX_BLOCK) * (cn / c->p->d);
+  return c->swapped ? mxf_cdiv(cn, MXF_MX_BLOCK) * (rn / c->p->d) : mxf_cdiv(rn, MXF_MX_BLOCK) * (cn / c->p->d);
 }
 
-/* Tasks [t0, t1) of the tile at tokens [r0, r0 + rn), outputs [c0, c0 + cn): task =
- * (32-token block, head of the tile). y is the tile (ld floats a row). */
+/* One task: nt tokens from tok0 (a multiple of 32) of head h, their D sums in the rows of
+ * y (ld floats apart), which it overwrites; pairs: its RoPE copy (rope floats). Steps 2-4
+ * of SPEC §2.3. */
+static inline void proj_block(const proj_ctx *c, float *y0, int64_t ld, int64_t tok0, int nt, int64_t h,
+                              float *pairs) {
+  const mxf_proj_problem *p = c->p;
+  const int64_t h_count = p->h, d = p->d, n = h_count * d, rope = p->rope, nope = p->nope;
+  const int64_t half = rope / 2, sb = d / MXF_MX_BLOCK;
+  const uint16_t *cosv = (const uint16_t *)c->a->cos, *sinv = (const uint16_t *)c->a->sin;
+  uint8_t *q_row = (uint8_t *)c->a->out_row, *s_row = (uint8_t *)c->a->out_scales_row;
+  uint8_t *q_col = (uint8_t *)c->a->out_col, *s_col = (uint8_t *)c->a->out_scales_col;
+  for (int64_t l = 0; l < nt; ++l) {
+    const int64_t t = tok0 + l;
+    float *y = y0 + l * ld;
+    if (!p->fp32_epilogue)
+      for (int64_t i = 0; i < d; ++i)
+        y[i] = mxf_round_bf16(y[i]);
+    for (int64_t i = 0; i < rope; ++i)
+      pairs[i] = y[nope + i];
+    const uint16_t *ct = cosv + t * rope, *st = sinv + t * rope;
+    for (int64_t j = 0; j < half; ++j) {
+      const float pv = pairs[2 * j], qv = pairs[2 * j + 1];
+      /* one f32 rounding per product and per sum (SPEC §2.3 step 3): each product is
+       * its own statement and the build forbids contraction into an FMA */
+      const float pc = pv * mxf_bf16_to_f32(ct[j]);
+      const float qs = qv * mxf_bf16_to_f32(st[j]);
+      y[nope + j] = pc - qs;
+      const float ps = pv * mxf_bf16_to_f32(st[half + j]);
+      const float qc = qv * mxf_bf16_to_f32(ct[half + j]);
+      y[nope + half + j] = ps + qc;
+    }
+    uint8_t *qr = q_row + (t * h_count + h) * d;
+    uint8_t *sr = s_row + (t * h_count + h) * sb;
+    for (int64_t b = 0; b < sb; ++b)
+      sr[b] = mxf_mx_quantize_block(y + b * MXF_MX_BLOCK, MXF_MX_BLOCK, 1, qr + b * MXF_MX_BLOCK, 1);
+  }
+  uint8_t *qcb = q_col + (tok0 * h_count + h) * d;
+  uint8_t *scb = s_col + ((tok0 / MXF_MX_BLOCK) * h_count + h) * d;
+  mxf_mx_quantize_cols(y0, nt, ld, (int)d, qcb, n, scb);
+}
+
+/* Tasks [t0, t1) of the tile at rows [r0, r0 + rn), columns [c0, c0 + cn) of the
+ * driver's acc (y0, ld floats a row): tokens x outputs, or outputs x tokens when
+ * swapped, whose blocks are first transposed into the task's buffer. */
 MXF_CPU_MULTIVERSION
 static void proj_epilogue(void *vctx, int64_t r0, int64_t rn, int64_t c0, int64_t cn, float *y0, int64_t ld,
                           int64_t t0, int64_t t1) {
   const proj_ctx *c = (const proj_ctx *)vctx;
-  const mxf_proj_problem *p = c->p;
-  const int64_t h_count = p->h, d = p->d, n = h_count * d, rope = p->rope, nope = p->nope;
-  const int64_t half = rope / 2, sb = d / MXF_MX_BLOCK, tile_heads = cn / d;
-  const uint16_t *cosv = (const uint16_t *)c->a->cos, *sinv = (const uint16_t *)c->a->sin;
-  uint8_t *q_row = (uint8_t *)c->a->out_row, *s_row = (uint8_t *)c->a->out_scales_row;
-  uint8_t *q_col = (uint8_t *)c->a->out_col, *s_col = (uint8_t *)c->a->out_scales_col;
+  const int64_t d = c->p->d, tile_heads = (c->swapped ? rn : cn) / d;
   for (int64_t task = t0; task < t1; ++task) {
-    const int64_t tb = task / tile_heads, hl = task % tile_heads, h = c0 / d + hl;
-    const int64_t l0 = tb * MXF_MX_BLOCK; /* first token of the block, tile-local */
-    const int nt = (int)(rn - l0 < MXF_MX_BLOCK ? rn - l0 : MXF_MX_BLOCK);
-    float *pairs = c->rope + task * rope;
-    for (int64_t l = l0; l < l0 + nt; ++l) {
-      const int64_t t = r0 + l;
-      float *y = y0 + l * ld + hl * d;
-      if (!p->fp32_epilogue)
-        for (int64_t i = 0; i < d; ++i)
-          y[i] = mxf_round_bf16(y[i]);
-      for (int64_t i = 0; i < rope; ++i)
-        pairs[i] = y[nope + i];
-      const uint16_t *ct = cosv + t * rope, *st = sinv + t * rope;
-      for (int64_t j = 0; j < half; ++j) {
-        const float pv = pairs[2 * j], qv = pairs[2 * j + 1];
-        /* one f32 rounding per product and per sum (SPEC §2.3 step 3): each product is
-         * its own statement and the build forbids contraction into an FMA */
-        const float pc = pv * mxf_bf16_to_f32(ct[j]);
-        const float qs = qv * mxf_bf16_to_f32(st[j]);
-        y[nope + j] = pc - qs;
-        const float ps = pv * mxf_bf16_to_f32(st[half + j]);
-        const float qc = qv * mxf_bf16_to_f32(ct[half + j]);
-        y[nope + half + j] = ps + qc;
-      }
-      uint8_t *qr = q_row + (t * h_count + h) * d;
-      uint8_t *sr = s_row + (t * h_count + h) * sb;
-      for (int64_t b = 0; b < sb; ++b)
-        sr[b] = mxf_mx_quantize_block(y + b * MXF_MX_BLOCK, MXF_MX_BLOCK, 1, qr + b * MXF_MX_BLOCK, 1);
+    const int64_t tb = task / tile_heads, hl = task % tile_heads, l0 = tb * MXF_MX_BLOCK;
+    float *pairs = c->rope + task * c->p->rope;
+    if (!c->swapped) {
+      const int nt = (int)(rn - l0 < MXF_MX_BLOCK ? rn - l0 : MXF_MX_BLOCK);
+      proj_block(c, y0 + l0 * ld + hl * d, ld, r0 + l0, nt, c0 / d + hl, pairs);
+      continue;
     }
-    const int64_t tg = r0 + l0; /* a multiple of 32: row chunks are */
-    const float *yb = y0 + l0 * ld + hl * d;
-    uint8_t *qcb = q_col + (tg * h_count + h) * d;
-    uint8_t *scb = s_col + ((tg / MXF_MX_BLOCK) * h_count + h) * d;
-    mxf_mx_quantize_cols(yb, nt, ld, (int)d, qcb, n, scb);
+    const int nt = (int)(cn - l0 < MXF_MX_BLOCK ? cn - l0 : MXF_MX_BLOCK);
+    float *restrict b = c->block + task * MXF_MX_BLOCK * d;
+    const float *restrict src = y0 + hl * d * ld + l0;
+    for (int64_t i = 0; i < d; ++i)
+      for (int l = 0; l < nt; ++l)
+        b[l * d + i] = src[i * ld + l];
+    proj_block(c, b, d, c0 + l0, nt, r0 / d + hl, pairs);
   }
 }
 
@@ -212,7 +262,9 @@ mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args 
   proj_ctx c;
   c.p = p;
   c.a = args;
+  c.swapped = proj_swapped(p);
   c.rope = (float *)(base + proj_rope_offset(&pp));
+  c.block = c.swapped ? (float *)(base + proj_block_offset(p, &pp)) : NULL;
   for (int i = 0; i < 256; ++i)
     c.scale_lut[i] = mxf_e8m0_to_f32((uint8_t)i);
   static const mxf_cpu_panel_ops ops = {.fill = proj_fill,
