@@ -2,25 +2,30 @@
  * proj_rope_cpu.c — projection GEMM + RoPE + dual MXFP8 on the CPU (SPEC §2).
  *
  * The GEMM y = x̂ ŵ^T runs on the panel driver of the CPU ops (mxf_cpu_gemm_panels in
- * sgemm_cpu.c), tokens as its rows and the H*D outputs as its columns:
- *   1. it asks for x, a chunk of tokens at a time (over the whole K, or one K panel),
- *      and for blocks of w (outputs x one K panel) as f32: bf16 widened, e4m3 codes times
- *      their e8m0 scale (both exact); the in-out (K, H*D) weight is transposed on the way;
- *   2. the tile's y accumulates in f32 over the K panels through mxf_cpu_sgemm_nt; tiles
- *      hold whole heads (N panels are multiples of D) and whole 32-token column blocks
- *      (row chunks are multiples of 32; the last chunk may be partial);
+ * sgemm_cpu.c), tokens as its rows and the H*D outputs as its columns, or, at T <= 256
+ * (proj_swapped), the other way round (y^T = ŵ x̂^T: w is then the operand filled as
+ * dense rows, the few tokens the one the onednn core writes into oneDNN's layout):
+ *   1. it asks for blocks of x (tokens x the whole K, or one K panel) and of w (outputs
+ *      x one K panel) as f32: bf16 widened, e4m3 codes times their e8m0 scale (both
+ *      exact); the in-out (K, H*D) weight is transposed on the way;
+ *   2. the tile's y accumulates in f32 over the K panels; tiles hold whole heads
+ *      (output panels are multiples of D) and whole 32-token blocks (token panels are
+ *      multiples of 32; the last may be partial);
  *   3. once a tile's K sum is complete, its epilogue, one task per (32-token block,
  *      head): bf16 staging, RoPE, then both quantization directions from the same f32
- *      values with mxf_mx_quantize_block.
+ *      values with mxf_mx_quantize_block; a swapped tile's block is first transposed
+ *      into the task's buffer.
  *
  * Workspace layout (each piece 64-byte aligned), bounded whatever T and H*D:
- *   panels  the panel driver's (sgemm_cpu.c): the x chunk (tokens x the whole K, or one K
- *           panel when H*D fits one N panel), a w block and the y tile (f32), the tile
+ *   panels  the panel driver's (sgemm_cpu.c): an X chunk (its rows x the whole K, or one
+ *           K panel when Y fits one panel), a Y block and the y tile (f32), the tile
  *           rewritten in place by the epilogue; a tile holds at least one head, so D
- *           enters, and K through the x chunk (at most 16 MiB below K = 16384)
- *   rope    (tile tokens/32 * tile heads, rope) f32, one row per epilogue task (RoPE reads
- *           the interleaved pairs while it writes the halves, so it needs a copy)
- * e.g. 7.5 MB at T = 256 and 32 MB at T >= 2048 for DeepSeek-V3's K = 1536, H*D = 24576.
+ *           enters, and K through the X chunk (at most 16 MiB below K = 16384)
+ *   rope    (tasks of a tile, rope) f32, one row per epilogue task (RoPE reads the
+ *           interleaved pairs while it writes the halves, so it needs a copy)
+ *   blocks  swapped only: (tasks of a tile, 32 x D) f32, at most 2 MiB (T <= 256)
+ * e.g. 8.3 MB at T = 128, 10.6 MB at T = 256 and 32 MB at T >= 2048 for DeepSeek-V3's K = 1536,
+ * H*D = 24576 (the onednn core).
  */
 #include <stdint.h>
 #include <string.h>
