@@ -24,8 +24,8 @@
  *   rope    (tasks of a tile, rope) f32, one row per epilogue task (RoPE reads the
  *           interleaved pairs while it writes the halves, so it needs a copy)
  *   blocks  swapped only: (tasks of a tile, 32 x D) f32, at most 2 MiB (T <= 256)
- * e.g. 8.3 MB at T = 128, 10.6 MB at T = 256 and 32 MB at T >= 2048 for DeepSeek-V3's K = 1536,
- * H*D = 24576 (the onednn core).
+ * e.g. 8.3 MB at T = 128, 10.6 MB at T = 256 and 32 MB at T >= 2048 for DeepSeek-V3's
+ * K = 1536, H*D = 24576 (the onednn core).
  */
 #include <stdint.h>
 #include <string.h>
@@ -37,7 +37,6 @@
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* tiles of whole 32-token blocks, whole heads and whole scale blocks of K */
 /* The GEMM's orientation: outputs as the driver's rows (X = w, Y = x) when the tokens
  * are few, tokens as its rows otherwise. With the onednn core, Y is written into oneDNN's
  * weights layout (a scatter) once per row chunk of X, and X into dense rows: at small T
@@ -87,9 +86,9 @@ mxf_status mxf_cpu_proj_rope_plan(mxf_plan *plan) {
 typedef struct proj_ctx {
   const mxf_proj_problem *p;
   const mxf_proj_rope_args *a;
-  int swapped;  /* proj_swapped: the driver's X is w, its Y is x */
-  float *rope;  /* per epilogue task: a copy of a token's RoPE features */
-  float *block; /* swapped, per epilogue task: its (tokens, features) block, transposed */
+  int swapped;          /* proj_swapped: the driver's X is w, its Y is x */
+  float *rope;          /* per epilogue task: a copy of a token's RoPE features */
+  float *block;         /* swapped, per epilogue task: its (tokens, features) block, transposed */
   float scale_lut[256]; /* e8m0 byte -> f32 */
 } proj_ctx;
 
@@ -185,7 +184,8 @@ static int proj_fill16(void *vctx, int which, int64_t r0, int64_t n, int64_t k0,
  * tokens when swapped. */
 static int64_t proj_epilogue_tasks(void *vctx, int64_t rn, int64_t cn) {
   const proj_ctx *c = (const proj_ctx *)vctx;
-  return c->swapped ? mxf_cdiv(cn, MXF_MX_BLOCK) * (rn / c->p->d) : mxf_cdiv(rn, MXF_MX_BLOCK) * (cn / c->p->d);
+  return c->swapped ? mxf_cdiv(cn, MXF_MX_BLOCK) * (rn / c->p->d)
+                    : mxf_cdiv(rn, MXF_MX_BLOCK) * (cn / c->p->d);
 }
 
 /* One task: nt tokens from tok0 (a multiple of 32) of head h, their D sums in the rows of
