@@ -57,11 +57,16 @@ static void proj_panels(const mxf_proj_problem *p, mxf_cpu_panels *pp, const mxf
     mxf_cpu_panels_init(pp, p->t, p->h * p->d, p->k, MXF_MX_BLOCK, p->d, MXF_MX_BLOCK, core);
 }
 
-/* Epilogue tasks of a full tile: (32-token block, head) pairs. */
-static size_t proj_tasks(const mxf_proj_problem *p, const mxf_cpu_panels *pp) {
+/* Epilogue tasks of a tile of rn x cn: (32-token block, head) pairs; the tile is tokens
+ * x outputs, or outputs x tokens when swapped. */
+static int64_t proj_tile_tasks(const mxf_proj_problem *p, int swapped, int64_t rn, int64_t cn) {
   const int64_t d = p->d > 0 ? p->d : 1;
-  return proj_swapped(p) ? (size_t)mxf_cdiv(pp->nc, MXF_MX_BLOCK) * (size_t)(pp->rc / d)
-                         : (size_t)mxf_cdiv(pp->rc, MXF_MX_BLOCK) * (size_t)(pp->nc / d);
+  return swapped ? mxf_cdiv(cn, MXF_MX_BLOCK) * (rn / d) : mxf_cdiv(rn, MXF_MX_BLOCK) * (cn / d);
+}
+
+/* ... of a full tile: what the workspace holds one RoPE row (and block) for. */
+static size_t proj_tasks(const mxf_proj_problem *p, const mxf_cpu_panels *pp) {
+  return (size_t)proj_tile_tasks(p, proj_swapped(p), pp->rc, pp->nc);
 }
 
 /* Workspace offsets past the panel driver's: the RoPE rows, then (swapped) the blocks. */
@@ -180,12 +185,9 @@ static int proj_fill16(void *vctx, int which, int64_t r0, int64_t n, int64_t k0,
 }
 
 /* ---------------------------------------------------------------- epilogue */
-/* A tile's tasks: (32-token block, head) pairs; rn x cn is tokens x outputs, or outputs x
- * tokens when swapped. */
 static int64_t proj_epilogue_tasks(void *vctx, int64_t rn, int64_t cn) {
   const proj_ctx *c = (const proj_ctx *)vctx;
-  return c->swapped ? mxf_cdiv(cn, MXF_MX_BLOCK) * (rn / c->p->d)
-                    : mxf_cdiv(rn, MXF_MX_BLOCK) * (cn / c->p->d);
+  return proj_tile_tasks(c->p, c->swapped, rn, cn);
 }
 
 /* One task: nt tokens from tok0 (a multiple of 32) of head h, their D sums in the rows of
