@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
     tile_coords(w.tile, p.tiles_m, p.tiles_n, l, mt, nt);
     const bool h = h_next;
     const uint32_t fac = sm.factors(area);
-    if (FMT != FMT_E2M1 && !BP) cp_async_wait_all(); /* this unit's factors */
+    if (FMT != FMT_E2M1 && !BP) mxf_cp_async_wait<0>(); /* this unit's factors */
     h_next = BP ? false : prefetch_unit_f16<FMT>(p, u + gridDim.x, ct, sm.factors(area == 2 ? 0 : area + 1));
     const int nk = w.ks1 - w.ks0;
     /* 16-bit C through the ring: whole and finishing units of two stages or more */

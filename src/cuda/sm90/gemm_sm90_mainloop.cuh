@@ -311,9 +311,9 @@ template <int FMT> __device__ __forceinline__ bool prefetch_unit_f16(const kerne
     if (u >= p.units || !p.f16) return false;
     int l, mt, nt;
     tile_coords(unit_work(u, p.whole, p.split, p.nks).tile, p.tiles_m, p.tiles_n, l, mt, nt);
-    cp_async_4(fac + 4 * ct, p.fac_b + ((int64_t)l * p.tiles_n + nt) * BN + ct);
-    if (ct < BM) cp_async_4(fac + 4 * (BN + ct), p.fac_a + ((int64_t)l * p.tiles_m + mt) * BM + ct);
-    cp_async_commit();
+    mxf_cp_async_4(fac + 4 * ct, p.fac_b + ((int64_t)l * p.tiles_n + nt) * BN + ct);
+    if (ct < BM) mxf_cp_async_4(fac + 4 * (BN + ct), p.fac_a + ((int64_t)l * p.tiles_m + mt) * BM + ct);
+    mxf_cp_async_commit();
     return f16_tile<FMT>(p, l, mt, nt);
   }
 }

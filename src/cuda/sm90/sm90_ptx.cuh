@@ -12,11 +12,11 @@
 #include <cuda.h>
 #include <stdint.h>
 
+#include "cuda/cp_async.cuh" /* mxf_cp_async_4 and its commit / wait */
+
 namespace mxf_sm90 {
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
+__device__ __forceinline__ uint32_t smem_addr(const void *p) { return mxf_smem_addr(p); }
 
 /* ------------------------------------------------------------ mbarrier */
 __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
@@ -87,14 +87,6 @@ __device__ __forceinline__ void bulk_load(uint32_t dst, const void *src, uint32_
       "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(bar)
       : "memory");
 }
-
-/* 4 bytes global -> shared without registers (sm_80 cp.async), one commit group per call
- * site; cp_async_wait_all waits for this thread's groups. */
-__device__ __forceinline__ void cp_async_4(uint32_t dst, const void *src) {
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
 
 /* Orders this thread's generic-proxy shared-memory writes before later async-proxy
  * (wgmma, TMA) accesses. */
