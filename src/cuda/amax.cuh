@@ -99,34 +99,15 @@ __device__ __forceinline__ uint32_t mxf_amax_canonical(uint32_t u) {
   return u;
 }
 
-/* The one-launch form, for kernels whose workspace holds a zeroed (slot, ticket) pair
- * instead of a prepared *amax (no mxf_amax_begin): CTA reduce, one atomicMax per CTA into
- * the slot, and the last of `ctas` committing CTAs writes *amax: the slot (overwrite) or
- * max(canonical previous, slot) (accumulate). Every thread of the CTA must call it. */
-__device__ __forceinline__ void mxf_amax_cta_commit_last(uint32_t v, unsigned int *slot, unsigned int *ticket,
-                                                         unsigned int ctas, float *amax, int accumulate,
-                                                         uint32_t *red) {
-  const int tid = (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));
-  const uint32_t r = mxf_amax_cta_reduce(v, red);
-  if (tid != 0) return;
-  if (r != 0u) atomicMax(slot, r);
-  __threadfence();
-  if (atomicAdd(ticket, 1u) != ctas - 1u) return;
-  __threadfence();
-  uint32_t all = atomicMax(slot, 0u); /* every CTA's max is in */
-  unsigned int *out = reinterpret_cast<unsigned int *>(amax);
-  if (accumulate) {
-    const uint32_t prev = mxf_amax_canonical(*out);
-    all = prev > all ? prev : all;
-  }
-  *out = all;
+/* *amax made ready for the atomics (one thread, before the kernel that folds into it):
+ * +0 (overwrite) or its canonical previous value (accumulate). */
+__device__ __forceinline__ void mxf_amax_prepare(float *amax, int accumulate) {
+  unsigned int *p = reinterpret_cast<unsigned int *>(amax);
+  *p = accumulate ? mxf_amax_canonical(*p) : 0u;
 }
 
 /* The accumulate pre-kernel. */
-static __global__ void __launch_bounds__(1) mxf_amax_canonicalize_kernel(float *amax) {
-  unsigned int *p = reinterpret_cast<unsigned int *>(amax);
-  *p = mxf_amax_canonical(*p);
-}
+static __global__ void __launch_bounds__(1) mxf_amax_canonicalize_kernel(float *amax) { mxf_amax_prepare(amax, 1); }
 
 /* Prepares *amax on `stream` before the kernel's atomics: overwrite -> +0, accumulate ->
  * canonical previous value. Returns the launch/memset error, if any. */

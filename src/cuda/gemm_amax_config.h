@@ -69,6 +69,7 @@ bool plan_gemm(const mxf_gemm_problem *p, int num_sms, const mxf_override *ov, g
 struct mxf_cuda_gemm_config {
   mxf_kernel_id kernel;
   int sms;                   /* of the plan's device */
+  int cc;                    /* its compute capability, 10 * major + minor */
   size_t workspace;
   mxf_sm90::gemm_config sm90; /* kernel == MXF_KERNEL_SM90 */
 };

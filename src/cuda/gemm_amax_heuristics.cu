@@ -241,6 +241,7 @@ mxf_status mxf_cuda_gemm_amax_choose(const mxf_gemm_problem *p, const mxf_cuda_d
                                      const mxf_override *ov, mxf_cuda_gemm_config *cfg, char *name, size_t name_len) {
   memset(cfg, 0, sizeof *cfg);
   cfg->sms = info->sm_count;
+  cfg->cc = info->cc;
   const int sms = info->sm_count;
   mxf_kernel_id k = MXF_KERNEL_PORTABLE;
   if (ov->gemm == MXF_KERNEL_PORTABLE) k = MXF_KERNEL_PORTABLE;

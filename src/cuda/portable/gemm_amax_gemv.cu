@@ -8,12 +8,20 @@
  * e8m0 scales per 32, k-major, compact or swizzled scales; K a multiple of 32; C of any
  * dtype but e2m1, any strides; L >= 1; alpha; amax overwrite / accumulate.
  *
- * At small M the run is bound by reading B once; so B never goes through shared memory:
- * each warp owns 16 rows of B, each thread loads the codes of its fragment straight into
- * registers (fp4: 8 bytes per row and 64-k chunk, fp8: 16), dequantizes them in registers
- * and feeds mma.sync m16n8k16 with B's rows as the MMA's M side and the tokens as its N
- * side (8 per MMA, MT groups of 8). The activations come from L1 / L2 (every CTA reads
- * them; they are small at these M).
+ * At small M the run is bound by reading B once, and by how many of its bytes are in
+ * flight: each warp owns 16 rows of B and streams their codes through its own ring in
+ * shared memory, DEPTH chunks of 64 k ahead (cp.async, 16-byte copies; fp4: 512 bytes a
+ * chunk, fp8: 1 KiB), with the rows' scale bytes in windows of WIN chunks beside it; each
+ * thread reads its fragment's codes from the ring (fp4: 8 bytes per row and chunk, fp8:
+ * 16), dequantizes them in registers and feeds mma.sync m16n8k16 with B's rows as the
+ * MMA's M side and the tokens as its N side (8 per MMA, MT groups of 8). The activations
+ * come from L1 / L2 (every CTA reads them; they are small at these M).
+ *
+ * Two launches: before the kernel one CTA zeroes the split counters and prepares *amax
+ * (mxf_amax_prepare) — the activations' pre-pass with an MX A, a small kernel with a bf16
+ * one. After the small one, on sm_90, the kernel starts early (programmatic dependent
+ * launch): it issues its first chunks of B and its scales, and waits for that launch
+ * before it reads the activations or touches the counters, *amax or C.
  *
  * K order: thread t (= lane % 4) owns the 16 consecutive k at 16t of each 64-k chunk;
  * the dequantization pairs values (k, k+4) (fp4, one nibble shift) or (k, k+2) (fp8, one
@@ -30,10 +38,7 @@
  * Split-K: the grid is (tiles of 64 rows of B, K splits, L). With more than one split
  * every CTA stores its partial tile (f32) in the workspace and counts itself in; the last
  * one of a tile adds the partials in split order (the result does not depend on which
- * CTA finishes last) and runs the epilogue: alpha, amax, C. The amax goes through a
- * workspace slot that the last tile to finish writes to *amax (mxf_amax_cta_commit_last),
- * so a run is two launches: the kernel and, before it, the counters' memset (bf16 A) or
- * the activations' pre-pass, which zeroes them.
+ * CTA finishes last) and runs the epilogue: alpha, amax (one atomicMax per CTA), C.
  */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -42,6 +47,7 @@
 #include "core/internal.h"
 #include "cuda/amax.cuh"
 #include "cuda/c_store.cuh"
+#include "cuda/cp_async.cuh"
 #include "cuda/cuda_util.h"
 #include "cuda/portable/portable_ops.h"
 
@@ -50,6 +56,8 @@ namespace {
 constexpr int WARPS = 4, THREADS = 32 * WARPS;
 constexpr int BN = 16 * WARPS; /* rows of B per CTA */
 constexpr int CHUNK = 64;      /* k per chunk */
+constexpr int DEPTH = 8;       /* chunks of a warp in flight (its shared-memory ring) */
+constexpr int WIN = 16;        /* chunks per window of scales in shared memory */
 
 enum { W_E2M1 = 0, W_E4M3 = 1 };
 
@@ -69,11 +77,24 @@ struct gemv_params {
   int64_t c_ms, c_ns, c_ls;
   float alpha;
   float *amax;
-  int accumulate;
   float *part;         /* split partials: [l][tile][split][BN][8 MT] */
-  unsigned *counters;  /* [l][tile], then the amax slot and ticket (zeroed before the kernel) */
+  unsigned *counters;  /* [l][tile] with split-K (zeroed before the kernel) */
   int tiles, splits, chunks_per_split, nchunks;
 };
+
+/* Programmatic dependent launch (sm_90; no-ops below, and for a launch without the
+ * attribute): the kernel before lets this one start early, and this one waits for the
+ * one before (its completion and its memory) before it reads anything that launch writes. */
+__device__ __forceinline__ void allow_dependent_start() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_prior_launch() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
@@ -148,7 +169,7 @@ template <int WF> __device__ __forceinline__ uint32_t act_pair(const uint32_t (&
 
 template <int MT, int WF>
 __device__ __forceinline__ void chunk_mma(float (&acc)[MT][4], const row_codes &r0, const row_codes &r1,
-                                          const gemv_params &p, const uint16_t *a_base, int64_t k0, int g, int t) {
+                                          const uint32_t (&u)[MT][8]) {
   /* the placed code is code * 2^-c, c = 126 (e2m1) / 120 (e4m3); the scale multiplier
    * 2^(b - 127 + c) fits bf16 while b + c <= 254: one product; above, the code is first
    * restored (times 2^c, exact) and then multiplied by the scale 2^(b - 127) (bf16 bits b
@@ -190,44 +211,120 @@ __device__ __forceinline__ void chunk_mma(float (&acc)[MT][4], const row_codes &
     }
   }
 #pragma unroll
-  for (int j = 0; j < MT; ++j) {
-    const int m = 8 * j + g;
-    uint32_t u[8];
-    if (m < p.m && k0 + 16 * t < p.k) {
-      const uint4 *src = reinterpret_cast<const uint4 *>(a_base + (int64_t)m * p.a_ms + k0 + 16 * t);
-      const uint4 x0 = __ldg(src), x1 = __ldg(src + 1);
-      u[0] = x0.x, u[1] = x0.y, u[2] = x0.z, u[3] = x0.w, u[4] = x1.x, u[5] = x1.y, u[6] = x1.z, u[7] = x1.w;
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) u[i] = 0u;
-    }
+  for (int j = 0; j < MT; ++j)
 #pragma unroll
     for (int s = 0; s < 4; ++s)
-      mma_bf16(acc[j], wa[2 * s], wb[2 * s], wa[2 * s + 1], wb[2 * s + 1], act_pair<WF>(u, 2 * s),
-               act_pair<WF>(u, 2 * s + 1));
-  }
+      mma_bf16(acc[j], wa[2 * s], wb[2 * s], wa[2 * s + 1], wb[2 * s + 1], act_pair<WF>(u[j], 2 * s),
+               act_pair<WF>(u[j], 2 * s + 1));
 }
 
-/* Codes and scale of row `row`, chunk at k0 (zeros past N and past K). */
-template <int WF>
-__device__ __forceinline__ void load_row(row_codes &r, const gemv_params &p, const uint8_t *b_base, int64_t row,
-                                         int64_t k0, int t, int64_t l) {
-  const int64_t kk = k0 + 16 * t; /* K is a multiple of 32: a thread's 16 k are all in or all out */
-  if (row >= p.n || kk >= p.k) {
-    r.w = make_uint4(0u, 0u, 0u, 0u);
-    r.s = 127;
-    return;
+/* A thread's activations, tokens 8j + g (thread t's 16 k of a chunk as the natural bf16
+ * words; zeros past M and past K), from the split's first chunk. */
+template <int MT> struct a_stream {
+  const uint4 *src[MT];
+  int64_t k_left; /* K minus the thread's first k */
+  bool in_m[MT];
+
+  __device__ __forceinline__ a_stream(const gemv_params &p, const uint16_t *a_base, int64_t k0, int g, int t) {
+    k_left = p.k - (k0 + 16 * t);
+#pragma unroll
+    for (int j = 0; j < MT; ++j) {
+      const int m = 8 * j + g;
+      in_m[j] = m < p.m;
+      src[j] = reinterpret_cast<const uint4 *>(a_base + (int64_t)(in_m[j] ? m : 0) * p.a_ms + k0 + 16 * t);
+    }
   }
+  /* chunk i of the split */
+  __device__ __forceinline__ void load(uint32_t (&u)[MT][8], int i) const {
+    const bool in_k = (int64_t)i * CHUNK < k_left;
+#pragma unroll
+    for (int j = 0; j < MT; ++j) {
+      if (in_m[j] && in_k) {
+        const uint4 x0 = __ldg(src[j] + i * (CHUNK / 8)), x1 = __ldg(src[j] + i * (CHUNK / 8) + 1);
+        u[j][0] = x0.x, u[j][1] = x0.y, u[j][2] = x0.z, u[j][3] = x0.w;
+        u[j][4] = x1.x, u[j][5] = x1.y, u[j][6] = x1.z, u[j][7] = x1.w;
+      } else {
+#pragma unroll
+        for (int x = 0; x < 8; ++x) u[j][x] = 0u;
+      }
+    }
+  }
+};
+
+/* The ring (per warp, DEPTH chunks of its 16 rows): chunk slot = 16 rows x RB bytes, row r
+ * at r * RB, so a thread's reads of rows g and g + 8 (8 bytes at 8t for fp4, 16 at 16t for
+ * fp8) meet no bank conflict. */
+template <int WF> struct ring_geom {
+  static constexpr int RB = WF == W_E2M1 ? CHUNK / 2 : CHUNK; /* bytes of a row's chunk */
+  static constexpr int SLOT = 16 * RB;
+};
+
+/* A lane's share of the warp's chunks of B: 16-byte copies (fp4: one a chunk, fp8: two),
+ * their sources at the split's first chunk, zeros past N and past K (K is a multiple of
+ * 32, so a copy is all in or all out). */
+template <int WF> struct b_stream {
+  static constexpr int RB = ring_geom<WF>::RB, PARTS = RB / 16, PER_LANE = 16 * PARTS / 32;
+  const uint8_t *src[PER_LANE];
+  int64_t k_left[PER_LANE]; /* K minus the copy's first k; <= 0 past N too */
+  int dst[PER_LANE];        /* offset in a slot */
+
+  __device__ __forceinline__ b_stream(const gemv_params &p, const uint8_t *b_base, int64_t row0, int64_t k0,
+                                      int lane) {
+#pragma unroll
+    for (int j = 0; j < PER_LANE; ++j) {
+      const int idx = lane + 32 * j, r = idx / PARTS, part = idx % PARTS;
+      const int64_t row = row0 + r, kk = k0 + part * (WF == W_E2M1 ? 32 : 16);
+      k_left[j] = row < p.n ? p.k - kk : 0;
+      src[j] = b_base + (row < p.n ? row : 0) * p.b_rs + (WF == W_E2M1 ? kk / 2 : kk);
+      dst[j] = r * RB + 16 * part;
+    }
+  }
+  /* chunk i of the split into slot */
+  __device__ __forceinline__ void issue(uint8_t *slot, int i) const {
+    const uint32_t s = mxf_smem_addr(slot);
+#pragma unroll
+    for (int j = 0; j < PER_LANE; ++j) {
+      const bool in = (int64_t)i * CHUNK < k_left[j];
+      mxf_cp_async_16_zfill(s + dst[j], in ? src[j] + i * RB : src[j], in ? 16u : 0u);
+    }
+  }
+};
+
+/* Row r's codes of a chunk from its slot (thread t's 16 k). */
+template <int WF> __device__ __forceinline__ uint4 slot_codes(const uint8_t *slot, int r, int t) {
+  constexpr int RB = ring_geom<WF>::RB;
   if (WF == W_E2M1) {
-    const uint2 v = __ldg(reinterpret_cast<const uint2 *>(b_base + row * p.b_rs + kk / 2));
-    r.w = make_uint4(v.x, v.y, 0u, 0u);
-  } else {
-    r.w = __ldg(reinterpret_cast<const uint4 *>(b_base + row * p.b_rs + kk));
+    const uint2 v = *reinterpret_cast<const uint2 *>(slot + r * RB + 8 * t);
+    return make_uint4(v.x, v.y, 0u, 0u);
   }
-  r.s = __ldg(p.sfb + mxf_gemm_sf_offset(p.sfb_swz ? MXF_SF_SWIZZLED : MXF_SF_COMPACT, p.n, p.kb, row, kk / 32, l));
+  return *reinterpret_cast<const uint4 *>(slot + r * RB + 16 * t);
 }
 
-template <int MT, int WF> __global__ void __launch_bounds__(THREADS) gemv_kernel(const __grid_constant__ gemv_params p) {
+/* The scale bytes of the warp's 16 rows for chunks [w0, w0 + nw), nw <= WIN (127, the scale
+ * 1, past N and past K), into sf[16][2 * WIN]. Called by the whole warp, between
+ * __syncwarp()s. */
+__device__ __forceinline__ void load_scales(uint8_t (*sf)[2 * WIN], const gemv_params &p, int64_t row0, int w0,
+                                            int nw, int64_t l, int lane) {
+  /* row0 is a multiple of 16: its 16 rows lie in one 32-row group of the swizzled layout,
+   * 16 bytes apart there, a row of scales apart in the compact one */
+  const mxf_sf_layout lay = p.sfb_swz ? MXF_SF_SWIZZLED : MXF_SF_COMPACT;
+  const int64_t rstride = p.sfb_swz ? 16 : p.kb;
+  const int rows = (int)min((int64_t)16, p.n - row0);
+#pragma unroll
+  for (int j = lane; j < 2 * WIN; j += 32) { /* byte j of each row's window */
+    if (j >= 2 * nw) break;
+    const int64_t kb = 2 * (int64_t)w0 + j;
+    const uint8_t *src = p.sfb + mxf_gemm_sf_offset(lay, p.n, p.kb, row0, kb < p.kb ? kb : 0, l);
+    uint8_t v[16]; /* every load in flight before the first store */
+#pragma unroll
+    for (int r = 0; r < 16; ++r) v[r] = r < rows && kb < p.kb ? __ldg(src + r * rstride) : (uint8_t)127;
+#pragma unroll
+    for (int r = 0; r < 16; ++r) sf[r][j] = v[r];
+  }
+}
+
+template <int MT, int WF>
+__global__ void __launch_bounds__(THREADS, MT == 1 ? 8 : MT == 2 ? 5 : MT == 4 ? 4 : 1) gemv_kernel(const __grid_constant__ gemv_params p) {
   __shared__ uint32_t red[32];
   __shared__ unsigned last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -240,40 +337,71 @@ template <int MT, int WF> __global__ void __launch_bounds__(THREADS) gemv_kernel
 #pragma unroll
   for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
+  /* the warp's chunks stream through its ring DEPTH ahead of the one being multiplied; its
+   * scales come in windows of WIN chunks */
+  constexpr int SLOT = ring_geom<WF>::SLOT;
+  __shared__ __align__(16) uint8_t ring[WARPS][DEPTH * SLOT];
+  __shared__ uint8_t sfs[WARPS][16][2 * WIN];
+  uint8_t *my_ring = ring[warp];
+  const int64_t wrow0 = (int64_t)tile * BN + 16 * warp;
   const int c0 = split * p.chunks_per_split;
-  const int c1 = min(p.nchunks, c0 + p.chunks_per_split);
-  /* two chunks of codes in flight ahead of the one being multiplied */
-  row_codes q0[3], q1[3];
+  const int nc = min(p.nchunks, c0 + p.chunks_per_split) - c0;
+  const b_stream<WF> bs(p, b_base, wrow0, (int64_t)c0 * CHUNK, lane);
 #pragma unroll
-  for (int i = 0; i < 2; ++i)
-    if (c0 + i < c1) {
-      load_row<WF>(q0[i], p, b_base, row0, (int64_t)(c0 + i) * CHUNK, t, l);
-      load_row<WF>(q1[i], p, b_base, row1, (int64_t)(c0 + i) * CHUNK, t, l);
-    }
-  for (int c = c0; c < c1; c += 3) {
-#pragma unroll
-    for (int i = 0; i < 3; ++i) {
-      const int cc = c + i;
-      if (cc >= c1) break;
-      const int nx = (i + 2) % 3;
-      if (cc + 2 < c1) {
-        load_row<WF>(q0[nx], p, b_base, row0, (int64_t)(cc + 2) * CHUNK, t, l);
-        load_row<WF>(q1[nx], p, b_base, row1, (int64_t)(cc + 2) * CHUNK, t, l);
-      }
-      chunk_mma<MT, WF>(acc, q0[i], q1[i], p, a_base, (int64_t)cc * CHUNK, g, t);
-    }
+  for (int i = 0; i < DEPTH; ++i) {
+    if (i < nc) bs.issue(my_ring + i * SLOT, i);
+    mxf_cp_async_commit();
   }
+  /* B and its scales are the caller's, written before the launch before this one: they
+   * may be read before that one completes; the activations, the counters and C not */
+  load_scales(sfs[warp], p, wrow0, c0, min(WIN, nc), l, lane);
+  wait_for_prior_launch();
+  __syncwarp();
+  /* up to 16 tokens, each chunk's activations are loaded one chunk ahead (two register
+   * sets taking turns) */
+  constexpr bool AHEAD = MT <= 2;
+  const a_stream<MT> as(p, a_base, (int64_t)c0 * CHUNK, g, t);
+  uint32_t ua[MT][8], ub[MT][8];
+  if (AHEAD) as.load(ua, 0);
+  auto step = [&](int i, uint32_t(&cur)[MT][8], uint32_t(&nxt)[MT][8]) {
+    if (!AHEAD) as.load(cur, i);
+    else if (i + 1 < nc) as.load(nxt, i + 1);
+    if (i % WIN == 0 && i > 0) {
+      __syncwarp();
+      load_scales(sfs[warp], p, wrow0, c0 + i, min(WIN, nc - i), l, lane);
+      __syncwarp();
+    }
+    mxf_cp_async_wait<DEPTH - 1>(); /* this lane's part of chunk i */
+    __syncwarp();                   /* and every lane's */
+    uint8_t *slot = my_ring + (i % DEPTH) * SLOT;
+    row_codes q0, q1;
+    q0.w = slot_codes<WF>(slot, g, t);
+    q1.w = slot_codes<WF>(slot, g + 8, t);
+    const int sj = 2 * (i % WIN) + (t >> 1);
+    q0.s = sfs[warp][g][sj];
+    q1.s = sfs[warp][g + 8][sj];
+    __syncwarp(); /* the slot is read: refill it */
+    if (i + DEPTH < nc) bs.issue(slot, i + DEPTH);
+    mxf_cp_async_commit();
+    chunk_mma<MT, WF>(acc, q0, q1, cur);
+  };
+  for (int i = 0; i < nc; i += 2) {
+    step(i, ua, ub);
+    if (i + 1 < nc) step(i + 1, ub, ua);
+  }
+  mxf_cp_async_wait<0>();
 
   /* split-K: the partials in split order, by the tile's last CTA */
   const int64_t tid_tile = l * p.tiles + tile;
   if (p.splits > 1) {
-    float *mine = p.part + (tid_tile * p.splits + split) * (int64_t)(BN * 8 * MT);
+    const int64_t psize = (int64_t)BN * p.m; /* a partial: the tile's rows x the M tokens */
+    float *mine = p.part + (tid_tile * p.splits + split) * psize;
 #pragma unroll
     for (int j = 0; j < MT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = 16 * warp + g + (e >> 1) * 8, m = 8 * j + 2 * t + (e & 1);
-        mine[r * 8 * MT + m] = acc[j][e];
+        if (m < p.m) mine[m * BN + r] = acc[j][e];
       }
     __threadfence();
     __syncthreads();
@@ -281,14 +409,15 @@ template <int MT, int WF> __global__ void __launch_bounds__(THREADS) gemv_kernel
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const float *all = p.part + tid_tile * p.splits * (int64_t)(BN * 8 * MT);
+    const float *all = p.part + tid_tile * p.splits * psize;
 #pragma unroll
     for (int j = 0; j < MT; ++j)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = 16 * warp + g + (e >> 1) * 8, m = 8 * j + 2 * t + (e & 1);
+        if (m >= p.m) continue;
         float s = 0.0f;
-        for (int sp = 0; sp < p.splits; ++sp) s += __ldcg(all + sp * (int64_t)(BN * 8 * MT) + r * 8 * MT + m);
+        for (int sp = 0; sp < p.splits; ++sp) s += __ldcg(all + sp * psize + m * BN + r);
         acc[j][e] = s;
       }
   }
@@ -307,8 +436,7 @@ template <int MT, int WF> __global__ void __launch_bounds__(THREADS) gemv_kernel
       amax_bits = mxf_amax_fold(amax_bits, x);
       mxf_c_store_one(p.c, p.c_dtype, cb + (int64_t)m * p.c_ms + n * p.c_ns, x);
     }
-  const unsigned ctas = (unsigned)(p.tiles * p.l); /* the tiles' finishing CTAs */
-  mxf_amax_cta_commit_last(amax_bits, p.counters + ctas, p.counters + ctas + 1, ctas, p.amax, p.accumulate, red);
+  mxf_amax_cta_commit(amax_bits, p.amax, red); /* *amax prepared by the launch before (mxf_amax_prepare) */
 }
 
 /* A MX A dequantized to bf16 (M, K) rows in the workspace, exactly inside the window. */
@@ -318,13 +446,21 @@ struct a_prep {
   int sfa_swz;
   int64_t m, k, kb, a_ms, a_ks, a_ls;
   uint16_t *out;
-  unsigned *ctrl; /* the gemv kernel's counters, amax slot and ticket: zeroed here */
+  unsigned *ctrl; /* the gemv kernel's split counters: zeroed here, with *amax prepared */
   int nctrl;
+  float *amax;
+  int accumulate;
 };
 
+/* What the kernel needs ready before it starts: its split counters zeroed and *amax
+ * prepared for the atomics. One CTA. */
+__device__ __forceinline__ void prepare_run(unsigned *ctrl, int n, float *amax, int accumulate) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) ctrl[i] = 0u;
+  if (threadIdx.x == 0) mxf_amax_prepare(amax, accumulate);
+}
+
 __global__ void a_to_bf16_kernel(const __grid_constant__ a_prep q, int64_t total) {
-  if (blockIdx.x == 0)
-    for (int i = threadIdx.x; i < q.nctrl; i += blockDim.x) q.ctrl[i] = 0u;
+  if (blockIdx.x == 0) prepare_run(q.ctrl, q.nctrl, q.amax, q.accumulate);
   for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t k = i % q.k, m = (i / q.k) % q.m, l = i / (q.k * q.m);
     const int64_t idx = l * q.a_ls + m * q.a_ms + k * q.a_ks;
@@ -335,6 +471,12 @@ __global__ void a_to_bf16_kernel(const __grid_constant__ a_prep q, int64_t total
     const uint8_t s = q.sfa[mxf_gemm_sf_offset(q.sfa_swz ? MXF_SF_SWIZZLED : MXF_SF_COMPACT, q.m, q.kb, m, k / 32, l)];
     q.out[i] = mxf_f32_to_bf16(v * mxf_e8m0_to_f32(s));
   }
+}
+
+/* With a bf16 A, the launch before the kernel. */
+__global__ void prepare_kernel(unsigned *ctrl, int n, float *amax, int accumulate) {
+  allow_dependent_start();
+  prepare_run(ctrl, n, amax, accumulate);
 }
 
 /* The run's geometry; the same function sizes the workspace and launches. */
@@ -353,34 +495,41 @@ bool gemv_geometry_of(const mxf_gemm_problem *p, int sms, gemv_geometry *g) {
   g->mt = p->m <= 8 ? 1 : p->m <= 16 ? 2 : p->m <= 32 ? 4 : p->m <= 64 ? 8 : 16;
   g->tiles = (int)((p->n + BN - 1) / BN);
   g->nchunks = (int)((p->k + CHUNK - 1) / CHUNK);
-  /* enough CTAs to keep the loads of B in flight on every SM (about 4 per SM), each with
-   * at least 4 chunks, and partials that the finishing CTA reads back quickly (<= 16 KiB
-   * per split and tile at most 32 splits) */
-  const int64_t want = 4LL * (sms > 0 ? sms : 132);
+  /* enough CTAs for about 8 per SM (the issue of a warp's chunk is a long dependent chain,
+   * so the SMs need many warps), each with at least 2 chunks, and partials whose traffic
+   * (written and read back, BN x M f32 per split) stays within a quarter of the tile's
+   * weight bytes */
+  const int64_t want = 8LL * (sms > 0 ? sms : 132);
   const int64_t ctas = (int64_t)g->tiles * p->l;
   int splits = ctas >= want ? 1 : (int)((want + ctas - 1) / ctas);
-  const int max_by_k = g->nchunks / 4 > 1 ? g->nchunks / 4 : 1;
-  const int part_kb = BN * 8 * g->mt * 4 / 1024; /* KiB of one partial */
-  const int max_by_part = part_kb > 0 ? (16 * 32) / part_kb : 32;
+  const int max_by_k = g->nchunks / 2 > 1 ? g->nchunks / 2 : 1;
+  const int64_t wbytes = p->b_fmt == MXF_E2M1 ? p->k / 2 : p->k; /* a row's */
+  const int64_t by_part = wbytes / (32 * p->m);
+  const int max_by_part = by_part > 1 ? (int)(by_part < 32 ? by_part : 32) : 1;
   if (splits > max_by_k) splits = max_by_k;
   if (splits > max_by_part) splits = max_by_part;
-  if (splits > 32) splits = 32;
   if (splits < 1) splits = 1;
   g->chunks_per_split = (g->nchunks + splits - 1) / splits;
   g->splits = (g->nchunks + g->chunks_per_split - 1) / g->chunks_per_split;
   g->ws_a = p->a_fmt == MXF_BF16 ? 0 : (size_t)mxf_round_up(p->l * p->m * p->k * 2, 256);
-  g->ws_counters = (size_t)mxf_round_up(((int64_t)g->tiles * p->l + 2) * 4, 256); /* + amax slot, ticket */
-  g->ws_part = g->splits > 1 ? (size_t)((int64_t)g->tiles * p->l * g->splits * BN * 8 * g->mt * 4) : 0;
+  g->ws_counters = g->splits > 1 ? (size_t)mxf_round_up((int64_t)g->tiles * p->l * 4, 256) : 0;
+  g->ws_part = g->splits > 1 ? (size_t)((int64_t)g->tiles * p->l * g->splits * BN * p->m * 4) : 0;
   return true;
 }
 
-template <int MT>
-cudaError_t launch_mt(dim3 grid, const gemv_params &p, int wf, cudaStream_t stream) {
-  if (wf == W_E2M1)
-    gemv_kernel<MT, W_E2M1><<<grid, THREADS, 0, stream>>>(p);
-  else
-    gemv_kernel<MT, W_E4M3><<<grid, THREADS, 0, stream>>>(p);
-  return cudaGetLastError();
+template <int MT, int WF> cudaError_t launch_kernel(dim3 grid, const gemv_params &p, bool pdl, cudaStream_t stream) {
+  cudaLaunchConfig_t lc = {};
+  cudaLaunchAttribute at[1];
+  lc.gridDim = grid, lc.blockDim = dim3(THREADS), lc.dynamicSmemBytes = 0, lc.stream = stream;
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  lc.attrs = at, lc.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&lc, gemv_kernel<MT, WF>, p);
+}
+
+template <int MT> cudaError_t launch_mt(dim3 grid, const gemv_params &p, bool pdl, cudaStream_t stream) {
+  return p.wfmt == W_E2M1 ? launch_kernel<MT, W_E2M1>(grid, p, pdl, stream)
+                          : launch_kernel<MT, W_E4M3>(grid, p, pdl, stream);
 }
 
 } /* namespace */
@@ -394,7 +543,7 @@ extern "C" int mxf_gemv_gemm_amax_plan(const mxf_gemm_problem *p, int sms, size_
 }
 
 extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, const mxf_gemm_amax_args *args, void *ws,
-                                                cudaStream_t stream, int sms) {
+                                                cudaStream_t stream, int sms, int cc) {
   gemv_geometry g;
   if (!gemv_geometry_of(pr, sms, &g))
     return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: gemm_amax: the gemv kernel no longer takes the plan");
@@ -408,7 +557,9 @@ extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, cons
   if (pr->a_fmt == MXF_BF16) {
     p.a = static_cast<const uint16_t *>(args->a);
     p.a_ms = pr->a_ms, p.a_ls = pr->a_ls;
-    MXF_CUDA_TRY(cudaMemsetAsync(p.counters, 0, g.ws_counters, stream), "gemm_amax: gemv counters");
+    prepare_kernel<<<1, 256, 0, stream>>>(p.counters, (int)(g.ws_counters / 4), args->amax,
+                                          (pr->flags & MXF_AMAX_ACCUMULATE) != 0);
+    MXF_CUDA_CHECK_LAUNCH("gemm_amax: gemv preparation launch failed");
   } else {
     a_prep q;
     q.a = static_cast<const uint8_t *>(args->a);
@@ -419,6 +570,8 @@ extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, cons
     q.out = reinterpret_cast<uint16_t *>(w);
     q.ctrl = p.counters;
     q.nctrl = (int)(g.ws_counters / 4);
+    q.amax = args->amax;
+    q.accumulate = (pr->flags & MXF_AMAX_ACCUMULATE) != 0;
     const int64_t total = pr->l * pr->m * pr->k;
     const int blocks = (int)((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
     a_to_bf16_kernel<<<blocks, 256, 0, stream>>>(q, total);
@@ -439,16 +592,19 @@ extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, cons
   p.c_ms = pr->c_ms, p.c_ns = pr->c_ns, p.c_ls = pr->c_ls;
   p.alpha = args->alpha ? *args->alpha : 1.0f;
   p.amax = args->amax;
-  p.accumulate = (pr->flags & MXF_AMAX_ACCUMULATE) != 0;
   p.tiles = g.tiles, p.splits = g.splits, p.chunks_per_split = g.chunks_per_split, p.nchunks = g.nchunks;
   const dim3 grid((unsigned)g.tiles, (unsigned)g.splits, (unsigned)pr->l);
+  /* early start after the one-CTA preparation only: beside the activations' pre-pass the
+   * waiting CTAs held SMs it needed (16 x 7168 x 2048 MXFP8 x MXFP4: 0.0379 against
+   * 0.0253 ms without) */
+  const bool pdl = cc >= 90 && pr->a_fmt == MXF_BF16;
   cudaError_t e;
   switch (g.mt) {
-  case 1: e = launch_mt<1>(grid, p, p.wfmt, stream); break;
-  case 2: e = launch_mt<2>(grid, p, p.wfmt, stream); break;
-  case 4: e = launch_mt<4>(grid, p, p.wfmt, stream); break;
-  case 8: e = launch_mt<8>(grid, p, p.wfmt, stream); break;
-  default: e = launch_mt<16>(grid, p, p.wfmt, stream); break;
+  case 1: e = launch_mt<1>(grid, p, pdl, stream); break;
+  case 2: e = launch_mt<2>(grid, p, pdl, stream); break;
+  case 4: e = launch_mt<4>(grid, p, pdl, stream); break;
+  case 8: e = launch_mt<8>(grid, p, pdl, stream); break;
+  default: e = launch_mt<16>(grid, p, pdl, stream); break;
   }
   MXF_CUDA_TRY(e, "gemm_amax: gemv kernel launch failed");
   return MXF_OK;

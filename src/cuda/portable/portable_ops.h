@@ -21,10 +21,11 @@ mxf_status mxf_portable_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_ge
 
 /* ---- gemm_amax, few rows of A (gemm_amax_gemv.cu): 1 if the weight-streaming kernel
  * takes p on a GPU of `sms` SMs, with *ws the workspace it needs (the launch must get the
- * same sms) ---- */
+ * same sms; cc, the device's compute capability, lets it overlap its start with the
+ * launch before it from 9.0 on) ---- */
 int mxf_gemv_gemm_amax_plan(const mxf_gemm_problem *p, int sms, size_t *ws);
 mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_gemm_amax_args *args, void *ws,
-                                     cudaStream_t stream, int sms);
+                                     cudaStream_t stream, int sms, int cc);
 
 /* ---- proj_rope (proj_rope_portable.cu) ---- */
 size_t mxf_portable_proj_rope_workspace(const mxf_proj_problem *p, int max_smem);
