@@ -77,7 +77,7 @@ struct gemv_params {
   int64_t c_ms, c_ns, c_ls;
   float alpha;
   float *amax;
-  float *part;         /* split partials: [l][tile][split][BN][8 MT] */
+  float *part;         /* split partials: [l][tile][split][M][BN] */
   unsigned *counters;  /* [l][tile] with split-K (zeroed before the kernel) */
   int tiles, splits, chunks_per_split, nchunks;
 };
@@ -330,7 +330,8 @@ __global__ void __launch_bounds__(THREADS, MT == 1 ? 8 : MT == 2 ? 5 : MT == 4 ?
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int tile = blockIdx.x, split = blockIdx.y;
   const int64_t l = blockIdx.z;
-  const int64_t row0 = (int64_t)tile * BN + 16 * warp + g, row1 = row0 + 8;
+  const int64_t wrow0 = (int64_t)tile * BN + 16 * warp; /* the warp's first row of B */
+  const int64_t row0 = wrow0 + g, row1 = row0 + 8;
   const uint16_t *a_base = p.a + l * p.a_ls;
   const uint8_t *b_base = p.b + l * p.b_ls;
   float acc[MT][4];
@@ -343,7 +344,6 @@ __global__ void __launch_bounds__(THREADS, MT == 1 ? 8 : MT == 2 ? 5 : MT == 4 ?
   __shared__ __align__(16) uint8_t ring[WARPS][DEPTH * SLOT];
   __shared__ uint8_t sfs[WARPS][16][2 * WIN];
   uint8_t *my_ring = ring[warp];
-  const int64_t wrow0 = (int64_t)tile * BN + 16 * warp;
   const int c0 = split * p.chunks_per_split;
   const int nc = min(p.nchunks, c0 + p.chunks_per_split) - c0;
   const b_stream<WF> bs(p, b_base, wrow0, (int64_t)c0 * CHUNK, lane);
@@ -548,6 +548,7 @@ extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, cons
   if (!gemv_geometry_of(pr, sms, &g))
     return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: gemm_amax: the gemv kernel no longer takes the plan");
   uint8_t *w = static_cast<uint8_t *>(ws);
+  const int accumulate = (pr->flags & MXF_AMAX_ACCUMULATE) != 0;
   gemv_params p;
   p.m = (int)pr->m, p.n = (int)pr->n, p.l = (int)pr->l, p.k = pr->k;
   p.counters = reinterpret_cast<unsigned *>(w + g.ws_a);
@@ -557,8 +558,7 @@ extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, cons
   if (pr->a_fmt == MXF_BF16) {
     p.a = static_cast<const uint16_t *>(args->a);
     p.a_ms = pr->a_ms, p.a_ls = pr->a_ls;
-    prepare_kernel<<<1, 256, 0, stream>>>(p.counters, (int)(g.ws_counters / 4), args->amax,
-                                          (pr->flags & MXF_AMAX_ACCUMULATE) != 0);
+    prepare_kernel<<<1, 256, 0, stream>>>(p.counters, (int)(g.ws_counters / 4), args->amax, accumulate);
     MXF_CUDA_CHECK_LAUNCH("gemm_amax: gemv preparation launch failed");
   } else {
     a_prep q;
@@ -571,7 +571,7 @@ extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, cons
     q.ctrl = p.counters;
     q.nctrl = (int)(g.ws_counters / 4);
     q.amax = args->amax;
-    q.accumulate = (pr->flags & MXF_AMAX_ACCUMULATE) != 0;
+    q.accumulate = accumulate;
     const int64_t total = pr->l * pr->m * pr->k;
     const int blocks = (int)((total + 255) / 256 < 4096 ? (total + 255) / 256 : 4096);
     a_to_bf16_kernel<<<blocks, 256, 0, stream>>>(q, total);
