@@ -1,7 +1,9 @@
 /*
  * bench_gpu.c — GPU benchmarks of mxfuse against cuBLAS / cuBLASLt, in one process.
  *
- *   mxf_bench_gpu [--only gemm|mixed|proj|plan] [--iters N] [--quick] [out.json]
+ *   mxf_bench_gpu [--only gemm|mixed|proj|plan] [--shape MxNxK] [--iters N] [--quick] [out.json]
+ *
+ * --shape keeps only the gemm and mixed sections' rows of that shape (for profilers).
  *
  * Each section is one function (bench_gemm_section, and the proj_rope and plan sections
  * beside it) that appends rows to one table and one JSON file. Method (docs/performance.md):
@@ -49,6 +51,7 @@ typedef struct bench_ctx {
   FILE *json;
   int json_rows;
   char device[320];
+  const char *shape; /* --shape: only this gemm / mixed shape ("MxNxK"), or NULL */
   cudaStream_t stream;
   cudaEvent_t ev[2 * 64];
 } bench_ctx;
@@ -450,6 +453,7 @@ static void bench_mxf(bench_ctx *ctx, const char *shape, const char *opname, int
 static void bench_gemm_shape(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
   char shape[64], kernel[96];
   snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
+  if (ctx->shape && strcmp(ctx->shape, shape)) return;
   const double flops = 2.0 * (double)m * (double)n * (double)k;
 
   /* cuBLAS BF16 */
@@ -525,6 +529,7 @@ static int launch_copy(void *st, int set) {
 static void bench_mixed_shape(bench_ctx *ctx, int64_t m, int64_t n, int64_t k) {
   char shape[64];
   snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)m, (long long)n, (long long)k);
+  if (ctx->shape && strcmp(ctx->shape, shape)) return;
   const double flops = 2.0 * (double)m * (double)n * (double)k;
   const int64_t kb = (k + 31) / 32, kq = (kb + 3) / 4;
   /* cuBLAS BF16 with bf16 weights */
@@ -1013,6 +1018,8 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i) {
     if (!strcmp(argv[i], "--only") && i + 1 < argc)
       only = argv[++i];
+    else if (!strcmp(argv[i], "--shape") && i + 1 < argc)
+      ctx.shape = argv[++i];
     else if (!strcmp(argv[i], "--iters") && i + 1 < argc)
       ctx.iters = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--quick"))
@@ -1020,7 +1027,8 @@ int main(int argc, char **argv) {
     else if (argv[i][0] != '-')
       json_path = argv[i];
     else {
-      fprintf(stderr, "usage: %s [--only gemm|mixed|proj|plan] [--iters N] [--quick] [out.json]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--only gemm|mixed|proj|plan] [--shape MxNxK] [--iters N] [--quick] [out.json]\n",
+              argv[0]);
       return 2;
     }
   }

@@ -49,6 +49,7 @@
 #include "cuda/c_store.cuh"
 #include "cuda/cp_async.cuh"
 #include "cuda/cuda_util.h"
+#include "cuda/pdl.cuh"
 #include "cuda/portable/portable_ops.h"
 
 namespace {
@@ -81,20 +82,6 @@ struct gemv_params {
   unsigned *counters;  /* [l][tile] with split-K (zeroed before the kernel) */
   int tiles, splits, chunks_per_split, nchunks;
 };
-
-/* Programmatic dependent launch (sm_90; no-ops below, and for a launch without the
- * attribute): the kernel before lets this one start early, and this one waits for the
- * one before (its completion and its memory) before it reads anything that launch writes. */
-__device__ __forceinline__ void allow_dependent_start() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void wait_for_prior_launch() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
@@ -355,7 +342,7 @@ __global__ void __launch_bounds__(THREADS, MT == 1 ? 8 : MT == 2 ? 5 : MT == 4 ?
   /* B and its scales are the caller's, written before the launch before this one: they
    * may be read before that one completes; the activations, the counters and C not */
   load_scales(sfs[warp], p, wrow0, c0, min(WIN, nc), l, lane);
-  wait_for_prior_launch();
+  mxf_pdl_wait();
   __syncwarp();
   /* up to 16 tokens, each chunk's activations are loaded one chunk ahead (two register
    * sets taking turns) */
@@ -475,7 +462,7 @@ __global__ void a_to_bf16_kernel(const __grid_constant__ a_prep q, int64_t total
 
 /* With a bf16 A, the launch before the kernel. */
 __global__ void prepare_kernel(unsigned *ctrl, int n, float *amax, int accumulate) {
-  allow_dependent_start();
+  mxf_pdl_allow_dependents();
   prepare_run(ctrl, n, amax, accumulate);
 }
 
@@ -517,19 +504,9 @@ bool gemv_geometry_of(const mxf_gemm_problem *p, int sms, gemv_geometry *g) {
   return true;
 }
 
-template <int MT, int WF> cudaError_t launch_kernel(dim3 grid, const gemv_params &p, bool pdl, cudaStream_t stream) {
-  cudaLaunchConfig_t lc = {};
-  cudaLaunchAttribute at[1];
-  lc.gridDim = grid, lc.blockDim = dim3(THREADS), lc.dynamicSmemBytes = 0, lc.stream = stream;
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  lc.attrs = at, lc.numAttrs = pdl ? 1 : 0;
-  return cudaLaunchKernelEx(&lc, gemv_kernel<MT, WF>, p);
-}
-
 template <int MT> cudaError_t launch_mt(dim3 grid, const gemv_params &p, bool pdl, cudaStream_t stream) {
-  return p.wfmt == W_E2M1 ? launch_kernel<MT, W_E2M1>(grid, p, pdl, stream)
-                          : launch_kernel<MT, W_E4M3>(grid, p, pdl, stream);
+  return mxf_launch(p.wfmt == W_E2M1 ? gemv_kernel<MT, W_E2M1> : gemv_kernel<MT, W_E4M3>, grid, dim3(THREADS), 0,
+                    stream, pdl, p);
 }
 
 } /* namespace */

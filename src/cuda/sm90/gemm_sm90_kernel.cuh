@@ -38,7 +38,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
   }
   __syncthreads();
   /* the preparation's results (see sf_prepare_kernel): the producer waits below */
-  if (tid >= 128) grid_dependency_wait();
+  if (tid >= 128) mxf_pdl_wait();
 
   if (tid < 128) {
     /* ---------------- producer */
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(128 * (WG + 1), 1)
         early = min(EARLY_STAGES, w.ks1 - w.ks0);
         for (int i = 0; i < early; ++i) load_a_stage(i, w.ks0 + i, l, mt, nullptr);
       }
-      grid_dependency_wait();
+      mxf_pdl_wait();
       int slot = 0;
       uint32_t phase = 0;
       for (int u = blockIdx.x; u < p.units; u += gridDim.x) {
@@ -217,7 +217,8 @@ inline cudaError_t launch_gemm(unsigned grid, const CUtensorMap &ma, const CUten
   if (e != cudaSuccess) return e;
   c_map<BP && NB == BN> cm;
   if constexpr (BP && NB == BN) cm.map = mc;
-  return launch_dependent(gemm_kernel<FMT, BP, NB, WG>, grid, 128 * (WG + 1), smem, stream, ma, mb, ka, cm);
+  return mxf_launch(gemm_kernel<FMT, BP, NB, WG>, dim3(grid), dim3(128 * (WG + 1)), (size_t)smem, stream, true, ma, mb,
+                    ka, cm);
 }
 
 } /* namespace mxf_sm90 */

@@ -159,10 +159,10 @@ __device__ __forceinline__ void sf_prepare_blocks(const prep_args &a, int bx, in
 }
 
 /* The gemm kernel is launched as a programmatic dependent of the preparation kernel: the
- * preparation lets it be scheduled at once, and it waits (grid_dependency_wait) for the
+ * preparation lets it be scheduled at once, and it waits (mxf_pdl_wait) for the
  * preparation's results before reading any. */
 __global__ void __launch_bounds__(256) sf_prepare_kernel(const prep_args a) {
-  allow_dependent_launch();
+  mxf_pdl_allow_dependents();
   sf_prepare_blocks(a, blockIdx.x, gridDim.x);
 }
 
@@ -295,7 +295,7 @@ template <int FMT, int G> __device__ __forceinline__ void b_convert_blocks(const
  * rest, in groups of G stages) in one launch. */
 template <int FMT, int G>
 __global__ void __launch_bounds__(256) prep_bp_kernel(const prep_args pa, const bconv_args ba, int pblocks) {
-  allow_dependent_launch();
+  mxf_pdl_allow_dependents();
   if ((int)blockIdx.x < pblocks) sf_prepare_blocks(pa, blockIdx.x, pblocks);
   else b_convert_blocks<FMT, G>(ba, blockIdx.x - pblocks, gridDim.x - pblocks);
 }
@@ -364,7 +364,7 @@ template <bool E2, int BDT> __device__ __forceinline__ void b_convert_any(const 
 
 template <bool E2, int BDT>
 __global__ void __launch_bounds__(256) prep_bp_any_kernel(const prep_args pa, const bany_args ba, int pblocks) {
-  allow_dependent_launch();
+  mxf_pdl_allow_dependents();
   if ((int)blockIdx.x < pblocks) sf_prepare_blocks(pa, blockIdx.x, pblocks);
   else b_convert_any<E2, BDT>(ba, blockIdx.x - pblocks, gridDim.x - pblocks);
 }

@@ -9,9 +9,6 @@
  *                                         device (later calls return at once).
  *   make_map_codes(...)                   a TMA map of raw 8-bit / packed 4-bit codes.
  *   make_map_bf16(...)                    a TMA map of a bf16 matrix (batches of rows).
- *   launch_dependent(K, grid, ...)        launches K on the stream as a programmatic
- *                                         dependent of the kernel before it (see
- *                                         allow_dependent_launch, sm90_ptx.cuh).
  */
 #ifndef MXF_SM90_HOST_H
 #define MXF_SM90_HOST_H
@@ -54,22 +51,6 @@ template <auto K> static cudaError_t set_smem_attr(int bytes) {
   e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   if (e == cudaSuccess && bit) __atomic_fetch_or(&done, bit, __ATOMIC_RELEASE);
   return e;
-}
-
-template <typename... P, typename... A>
-static cudaError_t launch_dependent(void (*k)(P...), unsigned grid, unsigned block, int smem, cudaStream_t stream,
-                                    A &&...args) {
-  cudaLaunchConfig_t cfg = {};
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(block);
-  cfg.dynamicSmemBytes = (size_t)smem;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, k, static_cast<A &&>(args)...);
 }
 
 /* 3-D map (k bytes, rows, batch) of raw codes read as bytes, boxes of (rb, box_rows, 1)

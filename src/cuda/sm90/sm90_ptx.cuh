@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "cuda/cp_async.cuh" /* mxf_cp_async_4 and its commit / wait */
+#include "cuda/pdl.cuh"      /* mxf_pdl_allow_dependents / mxf_pdl_wait */
 
 namespace mxf_sm90 {
 
@@ -111,15 +112,6 @@ __device__ __forceinline__ bool named_bar_any(uint32_t id, uint32_t count, bool 
 __device__ __forceinline__ void named_bar_arrive(uint32_t id, uint32_t count) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
-
-/* Programmatic dependent launch: a kernel lets the grid launched after it with
- * launch_dependent (sm90_host.h) be scheduled before it ends; that grid waits for this
- * one's completion and memory before reading what it wrote. Without such a launch both
- * are no-ops. */
-__device__ __forceinline__ void allow_dependent_launch() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-__device__ __forceinline__ void grid_dependency_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
 
 /* ------------------------------------------------------------ registers */
 template <int N> __device__ __forceinline__ void setmaxnreg_inc() {
