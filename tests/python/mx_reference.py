@@ -45,7 +45,9 @@ def encode(x, c_dtype):
 
 def check_gemm(c, ref, delta, c_dtype):
     """SPEC §5 for gemm_amax's C: f32 within δ + ulp; narrower C equal to encode(ref) where
-    encode(ref − δ) = encode(ref + δ), else between the two."""
+    encode(ref − δ) = encode(ref + δ), else between the two (either neighbour is right there,
+    so no share of exact matches is asked). The check must not be vacuous: most codes of a
+    random product are determined, so a δ grown by mistake fails here."""
     c = np.asarray(c).astype(np.float64)
     if c_dtype == "float32":
         ulp = np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
@@ -55,7 +57,7 @@ def check_gemm(c, ref, delta, c_dtype):
     det = lo == hi
     assert np.array_equal(c[det], lo[det]), f"{np.count_nonzero(c[det] != lo[det])} determined codes differ"
     assert np.all((c[~det] >= lo[~det]) & (c[~det] <= hi[~det]))
-    assert np.mean(c == encode(ref, c_dtype)) >= 0.999
+    assert np.mean(det) >= 0.9, f"only {np.mean(det):.3f} of the codes are determined"
 
 
 def oracle(av, bv, alpha=1.0):
