@@ -255,6 +255,7 @@ def test_gemm_amax_bf16_c_to_safetensors_and_swizzled_scales(tmp_path, rng):
     t = st_tensors(tmp_path / "o.safetensors")
     assert t["c"][0] == "BF16" and t["c"][1] == [batch, m, n] and t["amax"][0] == "F32"
     c = np.frombuffer(t["c"][2], md.bfloat16).reshape(batch, m, n).astype(np.float64)
+    ref = np.stack([gemm_ref(a[i], b[i], sfa[i], sfb[i]) for i in range(batch)])
     for i in range(batch):
         av = a[i].astype(np.float64) * np.repeat(decode_sf(sfa[i]), 32, axis=1)[:, :k]
         bv = b[i].astype(np.float64) * np.repeat(decode_sf(sfb[i]), 32, axis=1)[:, :k]
