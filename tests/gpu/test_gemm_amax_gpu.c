@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "formats.h"
 #include "gpu_util.h"
@@ -755,6 +756,14 @@ static void run_all(tu_rng *r, int small) {
   }
 }
 
+/* progress of the long run (minutes on the full cases): one line per kernel mode */
+static time_t g_start;
+static void phase_done(void) {
+  printf("  mode %s done: %ld checks passed, %ld failed, %lld s\n", kernel_mode, tu_passed, tu_failed,
+         (long long)(time(NULL) - g_start));
+  fflush(stdout);
+}
+
 int main(void) {
   int rc = gu_skip_if_unavailable("test_gemm_amax_gpu");
   if (rc) return rc;
@@ -764,18 +773,22 @@ int main(void) {
   const int cc = gu_device_cc();
   printf("device cc %d.%d%s\n", cc / 10, cc % 10, small ? " (small cases only)" : "");
   unsetenv("MXF_CONFIG");
+  g_start = time(NULL);
   run_all(&r, small);
+  phase_done();
   if (cc == 90) {
     /* the sm_90a kernel's f16 path runs by default only with at least a wave of tiles:
      * force it so that the small cases take it (tiles whose rows qualify); unswapped */
     kernel_mode = "sm90-f16";
     setenv("MXF_CONFIG", "swap=off,f16=on", 1);
     run_all(&r, small);
+    phase_done();
     /* the B pre-pass runs by default only with many rows of tiles: force it, with the
      * large problems' stage groups (geometry::bc_group) */
     kernel_mode = "sm90-bpre";
     setenv("MXF_CONFIG", "swap=off,bpre=on,bcwide=on", 1);
     run_all(&r, small);
+    phase_done();
     /* A and B swapped (C written transposed) for any M, with 128- or 256-column tiles;
      * the narrow tiles on three consumer warpgroups wherever A's scales allow it (by
      * default only with more than a wave of 128-row tiles). Each run under a config
@@ -784,16 +797,19 @@ int main(void) {
     setenv("MXF_CONFIG", "swap=on,wg3=on", 1);
     run_config = "swap=off,f16=on,gemm=portable";
     run_all(&r, small);
+    phase_done();
     run_config = NULL;
     /* the default choice may have taken the sm_90a kernel: cover the portable one too */
     kernel_mode = "portable";
     setenv("MXF_CONFIG", "gemm=portable", 1);
     run_all(&r, small);
+    phase_done();
     /* the mixed pairs' decode shapes above 8 rows take the sm_90a kernel by default:
      * the weight-streaming kernel on them too */
     kernel_mode = "gemv";
     setenv("MXF_CONFIG", "gemm=gemv", 1);
     run_mixed(&r, small);
+    phase_done();
     unsetenv("MXF_CONFIG");
   }
   for (int ci = 1; ci < 6; ++ci) {

@@ -11,7 +11,7 @@
  * At small M the run is bound by reading B once, and by how many of its bytes are in
  * flight: each warp owns 16 rows of B and streams their codes through its own ring in
  * shared memory, DEPTH chunks of 64 k ahead (cp.async, 16-byte copies; fp4: 512 bytes a
- * chunk, fp8: 1 KiB), with the rows' scale bytes in windows of WIN chunks beside it; each
+ * chunk, fp8: 1 KiB), with the rows' scale multipliers in windows of WIN chunks beside it; each
  * thread reads its fragment's codes from the ring (fp4: 8 bytes per row and chunk, fp8:
  * 16), dequantizes them in registers and feeds mma.sync m16n8k16 with B's rows as the
  * MMA's M side and the tokens as its N side (8 per MMA, MT groups of 8). The activations
@@ -29,11 +29,13 @@
  * (the sum does not care about the order, only that both sides agree).
  *
  * Dequantization, exact (SPEC §1.2's window): a code's bits placed into a bf16 give code *
- * 2^-c (c = 126 e2m1, 120 e4m3; subnormal codes land in bf16 subnormals), times the scale
- * multiplier 2^(b - 127 + c) as a bf16 (one bf16x2 product per pair), or, where that
- * leaves bf16's range, times 2^c and then the scale (two products, one rounding). A warp
- * takes the exact element-wise path (formats.h decoders) for a chunk with a NaN scale or
- * an e4m3 NaN code: they propagate.
+ * 2^-c (c = 126 e2m1, 120 e4m3; subnormal codes land in bf16 subnormals). The scales come
+ * as bf16 multipliers, prepared once per window of WIN chunks in shared memory: when every
+ * scale byte b of the warp's window has b + c <= 254, 2^(b - 127 + c) (one bf16x2 product
+ * per pair); otherwise 2^(b - 127) (b = 0 the subnormal 2^-127, b = 255 NaN) after the
+ * code is restored by 2^c (two products, still one rounding; a NaN scale makes every
+ * product NaN). A warp takes the exact element-wise path (formats.h decoders) for a chunk
+ * with an e4m3 NaN code: it propagates.
  *
  * Split-K: the grid is (tiles of 64 rows of B, K splits, L). With more than one split
  * every CTA stores its partial tile (f32) in the workspace and counts itself in; the last
@@ -62,6 +64,10 @@ constexpr int WIN = 16;        /* chunks per window of scales in shared memory *
 
 enum { W_E2M1 = 0, W_E4M3 = 1 };
 
+/* CTAs per SM the kernel of MT token groups is built for (its register budget), and the
+ * grid the geometry aims at: one wave of them */
+constexpr int ctas_per_sm(int mt) { return mt == 1 ? 8 : mt == 2 ? 5 : mt == 4 ? 4 : 1; }
+
 struct gemv_params {
   int m, n, l;
   int64_t k;
@@ -78,8 +84,8 @@ struct gemv_params {
   int64_t c_ms, c_ns, c_ls;
   float alpha;
   float *amax;
-  float *part;         /* split partials: [l][tile][split][M][BN] */
-  unsigned *counters;  /* [l][tile] with split-K (zeroed before the kernel) */
+  float *part;        /* split partials: [l][tile][split][M][BN] */
+  unsigned *counters; /* [l][tile] with split-K (zeroed before the kernel) */
   int tiles, splits, chunks_per_split, nchunks;
 };
 
@@ -107,12 +113,6 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t *>(&h);
 }
-
-/* The 16 codes of a thread's row chunk: fp4 in w.x, w.y; fp8 in w.x .. w.w. */
-struct row_codes {
-  uint4 w;
-  uint32_t s; /* scale byte */
-};
 
 /* Pair p (0..7) of a row chunk as bf16x2 without the scale: fp4 pairs (k, k+4) of word
  * p / 4, fp8 pairs (k, k+2) of word p / 2. */
@@ -154,47 +154,59 @@ template <int WF> __device__ __forceinline__ uint32_t act_pair(const uint32_t (&
   return prmt(u[2 * i], u[2 * i + 1], (p & 1) ? 0x7632u : 0x5410u);
 }
 
-template <int MT, int WF>
-__device__ __forceinline__ void chunk_mma(float (&acc)[MT][4], const row_codes &r0, const row_codes &r1,
-                                          const uint32_t (&u)[MT][8]) {
-  /* the placed code is code * 2^-c, c = 126 (e2m1) / 120 (e4m3); the scale multiplier
-   * 2^(b - 127 + c) fits bf16 while b + c <= 254: one product; above, the code is first
-   * restored (times 2^c, exact) and then multiplied by the scale 2^(b - 127) (bf16 bits b
-   * << 7; b = 0 is the subnormal 2^-127): two products, still one rounding */
-  constexpr int C = WF == W_E2M1 ? 126 : 120;
-  constexpr uint32_t UNPLACE = WF == W_E2M1 ? 0x7E807E80u : 0x7B807B80u; /* 2^c, 2^c */
-  const uint32_t b0 = r0.s, b1 = r1.s;
-  bool special = b0 == 255u || b1 == 255u; /* a NaN scale */
-  if (WF == W_E4M3) {
-    const uint32_t m0 = __vcmpeq4(r0.w.x & 0x7F7F7F7Fu, 0x7F7F7F7Fu) | __vcmpeq4(r0.w.y & 0x7F7F7F7Fu, 0x7F7F7F7Fu) |
-                        __vcmpeq4(r0.w.z & 0x7F7F7F7Fu, 0x7F7F7F7Fu) | __vcmpeq4(r0.w.w & 0x7F7F7F7Fu, 0x7F7F7F7Fu);
-    const uint32_t m1 = __vcmpeq4(r1.w.x & 0x7F7F7F7Fu, 0x7F7F7F7Fu) | __vcmpeq4(r1.w.y & 0x7F7F7F7Fu, 0x7F7F7F7Fu) |
-                        __vcmpeq4(r1.w.z & 0x7F7F7F7Fu, 0x7F7F7F7Fu) | __vcmpeq4(r1.w.w & 0x7F7F7F7Fu, 0x7F7F7F7Fu);
-    special = special || (m0 | m1) != 0u; /* a NaN code */
+/* The scale multipliers of a window (load_scales): per row and scale block one bf16,
+ * either 2^(b - 127 + c) (a "fast" window: one product restores the placed code and
+ * applies the scale) or 2^(b - 127) (b = 0: the subnormal 2^-127; b = 255: NaN), applied
+ * after the code is restored (two products, still one rounding). c = 126 (e2m1) / 120
+ * (e4m3), the placed code's offset (code_pair). */
+template <int WF> struct wscale {
+  static constexpr uint32_t C = WF == W_E2M1 ? 126u : 120u;
+  static constexpr uint32_t UNPLACE = WF == W_E2M1 ? 0x7E807E80u : 0x7B807B80u; /* 2^c, 2^c */
+  __device__ static bool fast_ok(uint32_t b) { return b + C <= 254u; }
+  __device__ static uint16_t mul(uint32_t b, bool fast) {
+    return (uint16_t)(fast ? (b + C) << 7 : b == 255u ? 0x7FC0u : b ? b << 7 : 0x40u);
   }
+  /* the scale byte back from a multiplier (either half of m) */
+  __device__ static uint32_t byte(uint32_t m, bool fast) { return ((m >> 7) & 0xFFu) - (fast ? C : 0u); }
+};
+
+/* One chunk of the thread's rows g (codes w0, multiplier m0) and g + 8 (w1, m1) times
+ * its activations u, into acc. `fast`: the window's multipliers are of the one-product
+ * kind (warp-uniform). */
+template <int MT, int WF>
+__device__ __forceinline__ void chunk_mma(float (&acc)[MT][4], const uint4 &w0, const uint4 &w1, uint32_t m0,
+                                          uint32_t m1, bool fast, const uint32_t (&u)[MT][8]) {
+  using S = wscale<WF>;
   uint32_t wa[8], wb[8]; /* row g and row g + 8: 8 pairs each */
-  if (__any_sync(0xFFFFFFFFu, special)) {
-    const float sc0 = mxf_e8m0_to_f32((uint8_t)b0), sc1 = mxf_e8m0_to_f32((uint8_t)b1);
+  bool exact = false;
+  if (WF == W_E4M3) { /* a NaN code takes the element-wise path (e2m1 has none) */
+    const uint32_t n0 =
+        __vcmpeq4(w0.x & 0x7F7F7F7Fu, 0x7F7F7F7Fu) | __vcmpeq4(w0.y & 0x7F7F7F7Fu, 0x7F7F7F7Fu) |
+        __vcmpeq4(w0.z & 0x7F7F7F7Fu, 0x7F7F7F7Fu) | __vcmpeq4(w0.w & 0x7F7F7F7Fu, 0x7F7F7F7Fu);
+    const uint32_t n1 =
+        __vcmpeq4(w1.x & 0x7F7F7F7Fu, 0x7F7F7F7Fu) | __vcmpeq4(w1.y & 0x7F7F7F7Fu, 0x7F7F7F7Fu) |
+        __vcmpeq4(w1.z & 0x7F7F7F7Fu, 0x7F7F7F7Fu) | __vcmpeq4(w1.w & 0x7F7F7F7Fu, 0x7F7F7F7Fu);
+    exact = __any_sync(0xFFFFFFFFu, (n0 | n1) != 0u);
+  }
+  if (exact) {
+    const float sc0 = mxf_e8m0_to_f32((uint8_t)S::byte(m0, fast)),
+                sc1 = mxf_e8m0_to_f32((uint8_t)S::byte(m1, fast));
 #pragma unroll
     for (int q = 0; q < 8; ++q) {
-      wa[q] = exact_pair<WF>(r0.w, q, sc0);
-      wb[q] = exact_pair<WF>(r1.w, q, sc1);
+      wa[q] = exact_pair<WF>(w0, q, sc0);
+      wb[q] = exact_pair<WF>(w1, q, sc1);
     }
-  } else if (!__any_sync(0xFFFFFFFFu, b0 + C > 254u || b1 + C > 254u)) {
-    const uint32_t s0 = (b0 + C) << 7, s1 = (b1 + C) << 7;
-    const uint32_t m0 = s0 | (s0 << 16), m1 = s1 | (s1 << 16);
+  } else if (fast) {
 #pragma unroll
     for (int q = 0; q < 8; ++q) {
-      wa[q] = bf16x2_mul(code_pair<WF>(r0.w, q), m0);
-      wb[q] = bf16x2_mul(code_pair<WF>(r1.w, q), m1);
+      wa[q] = bf16x2_mul(code_pair<WF>(w0, q), m0);
+      wb[q] = bf16x2_mul(code_pair<WF>(w1, q), m1);
     }
   } else {
-    const uint32_t s0 = b0 ? b0 << 7 : 0x40u, s1 = b1 ? b1 << 7 : 0x40u;
-    const uint32_t m0 = s0 | (s0 << 16), m1 = s1 | (s1 << 16);
 #pragma unroll
     for (int q = 0; q < 8; ++q) {
-      wa[q] = bf16x2_mul(bf16x2_mul(code_pair<WF>(r0.w, q), UNPLACE), m0);
-      wb[q] = bf16x2_mul(bf16x2_mul(code_pair<WF>(r1.w, q), UNPLACE), m1);
+      wa[q] = bf16x2_mul(bf16x2_mul(code_pair<WF>(w0, q), S::UNPLACE), m0);
+      wb[q] = bf16x2_mul(bf16x2_mul(code_pair<WF>(w1, q), S::UNPLACE), m1);
     }
   }
 #pragma unroll
@@ -208,12 +220,14 @@ __device__ __forceinline__ void chunk_mma(float (&acc)[MT][4], const row_codes &
 /* A thread's activations, tokens 8j + g (thread t's 16 k of a chunk as the natural bf16
  * words; zeros past M and past K), from the split's first chunk. */
 template <int MT> struct a_stream {
-  const uint4 *src[MT];
-  int64_t k_left; /* K minus the thread's first k */
+  const uint4 *src[MT]; /* the token's row at the thread's first k (a valid address past M) */
+  int nin;              /* chunks of the split that hold the thread's k (K is a multiple of 32) */
   bool in_m[MT];
 
-  __device__ __forceinline__ a_stream(const gemv_params &p, const uint16_t *a_base, int64_t k0, int g, int t) {
-    k_left = p.k - (k0 + 16 * t);
+  __device__ __forceinline__ a_stream(const gemv_params &p, const uint16_t *a_base, int64_t k0, int g,
+                                      int t) {
+    const int64_t left = p.k - (k0 + 16 * t);
+    nin = left > 0 ? (int)((left + CHUNK - 1) / CHUNK) : 0;
 #pragma unroll
     for (int j = 0; j < MT; ++j) {
       const int m = 8 * j + g;
@@ -223,16 +237,16 @@ template <int MT> struct a_stream {
   }
   /* chunk i of the split */
   __device__ __forceinline__ void load(uint32_t (&u)[MT][8], int i) const {
-    const bool in_k = (int64_t)i * CHUNK < k_left;
 #pragma unroll
     for (int j = 0; j < MT; ++j) {
-      if (in_m[j] && in_k) {
+      if (in_m[j] && i < nin) {
         const uint4 x0 = __ldg(src[j] + i * (CHUNK / 8)), x1 = __ldg(src[j] + i * (CHUNK / 8) + 1);
         u[j][0] = x0.x, u[j][1] = x0.y, u[j][2] = x0.z, u[j][3] = x0.w;
         u[j][4] = x1.x, u[j][5] = x1.y, u[j][6] = x1.z, u[j][7] = x1.w;
       } else {
 #pragma unroll
-        for (int x = 0; x < 8; ++x) u[j][x] = 0u;
+        for (int x = 0; x < 8; ++x)
+          u[j][x] = 0u;
       }
     }
   }
@@ -251,28 +265,27 @@ template <int WF> struct ring_geom {
  * 32, so a copy is all in or all out). */
 template <int WF> struct b_stream {
   static constexpr int RB = ring_geom<WF>::RB, PARTS = RB / 16, PER_LANE = 16 * PARTS / 32;
-  const uint8_t *src[PER_LANE];
-  int64_t k_left[PER_LANE]; /* K minus the copy's first k; <= 0 past N too */
-  int dst[PER_LANE];        /* offset in a slot */
+  const uint8_t *src[PER_LANE]; /* the copy's source in the split's first chunk */
+  int nin[PER_LANE];            /* chunks of the split the copy reads (0 past N) */
+  uint32_t dst[PER_LANE];       /* offset in a slot */
 
   __device__ __forceinline__ b_stream(const gemv_params &p, const uint8_t *b_base, int64_t row0, int64_t k0,
                                       int lane) {
 #pragma unroll
     for (int j = 0; j < PER_LANE; ++j) {
       const int idx = lane + 32 * j, r = idx / PARTS, part = idx % PARTS;
-      const int64_t row = row0 + r, kk = k0 + part * (WF == W_E2M1 ? 32 : 16);
-      k_left[j] = row < p.n ? p.k - kk : 0;
+      const int64_t row = row0 + r, kk = k0 + part * (WF == W_E2M1 ? 32 : 16), left = p.k - kk;
+      nin[j] = row < p.n && left > 0 ? (int)((left + CHUNK - 1) / CHUNK) : 0;
       src[j] = b_base + (row < p.n ? row : 0) * p.b_rs + (WF == W_E2M1 ? kk / 2 : kk);
-      dst[j] = r * RB + 16 * part;
+      dst[j] = (uint32_t)(r * RB + 16 * part);
     }
   }
-  /* chunk i of the split into slot */
-  __device__ __forceinline__ void issue(uint8_t *slot, int i) const {
-    const uint32_t s = mxf_smem_addr(slot);
+  /* chunk i of the split into the slot at shared address s */
+  __device__ __forceinline__ void issue(uint32_t s, int i) const {
 #pragma unroll
     for (int j = 0; j < PER_LANE; ++j) {
-      const bool in = (int64_t)i * CHUNK < k_left[j];
-      mxf_cp_async_16_zfill(s + dst[j], in ? src[j] + i * RB : src[j], in ? 16u : 0u);
+      const bool in = i < nin[j];
+      mxf_cp_async_16_zfill(s + dst[j], src[j] + (in ? i : 0) * RB, in ? 16u : 0u);
     }
   }
 };
@@ -287,31 +300,63 @@ template <int WF> __device__ __forceinline__ uint4 slot_codes(const uint8_t *slo
   return *reinterpret_cast<const uint4 *>(slot + r * RB + 16 * t);
 }
 
-/* The scale bytes of the warp's 16 rows for chunks [w0, w0 + nw), nw <= WIN (127, the scale
- * 1, past N and past K), into sf[16][2 * WIN]. Called by the whole warp, between
+/* The scale multipliers (wscale) of the warp's 16 rows for chunks [w0, w0 + nw), nw <=
+ * NQ <= WIN (the scale 1 past N and past K), into mul[2 * WIN][16]: block j of row r at
+ * mul[j][2 (r % 8) + r / 8], so a thread's rows g and g + 8 are one 4-byte word. Lane
+ * `lane` loads row lane % 16, blocks j = lane / 16 + 2q (q < NQ; entries past the window
+ * are written too, never read), every load before the first store. Returns whether the
+ * window is fast (the same in every lane). Called by the whole warp, between
  * __syncwarp()s. */
-__device__ __forceinline__ void load_scales(uint8_t (*sf)[2 * WIN], const gemv_params &p, int64_t row0, int w0,
-                                            int nw, int64_t l, int lane) {
-  /* row0 is a multiple of 16: its 16 rows lie in one 32-row group of the swizzled layout,
-   * 16 bytes apart there, a row of scales apart in the compact one */
-  const mxf_sf_layout lay = p.sfb_swz ? MXF_SF_SWIZZLED : MXF_SF_COMPACT;
-  const int64_t rstride = p.sfb_swz ? 16 : p.kb;
-  const int rows = (int)min((int64_t)16, p.n - row0);
+template <int WF, int NQ>
+__device__ __forceinline__ bool load_scales_n(uint16_t (*mul)[16], const gemv_params &p, int64_t row0, int w0,
+                                              int nw, int64_t l, int lane) {
+  using S = wscale<WF>;
+  const int r = lane & 15, j0 = lane >> 4;
+  const int64_t row = row0 + r;
+  const bool in_n = row < p.n;
+  /* block kb = kb0 + 2q sits at the row's offset plus kb (compact) or (kb / 4) 512 + kb % 4
+   * (swizzled): even q at pe + (q / 2) step, odd q at po + (q / 2) step */
+  const uint8_t *src = p.sfb + mxf_gemm_sf_offset(p.sfb_swz ? MXF_SF_SWIZZLED : MXF_SF_COMPACT, p.n, p.kb,
+                                                  in_n ? row : 0, 0, l);
+  const int kb0 = 2 * w0 + j0;
+  const int kb_lim = min((int)p.kb, 2 * (w0 + nw));                 /* blocks of the window inside K */
+  const int qn = in_n && kb_lim > kb0 ? (kb_lim - kb0 + 1) / 2 : 0; /* this lane's loads */
+  const int step = p.sfb_swz ? 512 : 4;
+  const uint8_t *pe = src + (p.sfb_swz ? (kb0 >> 2) * 512 + (kb0 & 3) : kb0);
+  const uint8_t *po = src + (p.sfb_swz ? ((kb0 + 2) >> 2) * 512 + ((kb0 + 2) & 3) : kb0 + 2);
+  uint32_t v[NQ];
 #pragma unroll
-  for (int j = lane; j < 2 * WIN; j += 32) { /* byte j of each row's window */
-    if (j >= 2 * nw) break;
-    const int64_t kb = 2 * (int64_t)w0 + j;
-    const uint8_t *src = p.sfb + mxf_gemm_sf_offset(lay, p.n, p.kb, row0, kb < p.kb ? kb : 0, l);
-    uint8_t v[16]; /* every load in flight before the first store */
+  for (int q = 0; q < NQ; ++q)
+    v[q] = q < qn ? __ldg((q & 1 ? po : pe) + (q >> 1) * step) : 127u;
+  bool fast = true;
 #pragma unroll
-    for (int r = 0; r < 16; ++r) v[r] = r < rows && kb < p.kb ? __ldg(src + r * rstride) : (uint8_t)127;
+  for (int q = 0; q < NQ; ++q)
+    fast = fast && S::fast_ok(v[q]);
+  fast = __all_sync(0xFFFFFFFFu, fast);
+  const int slot = 2 * (r & 7) + (r >> 3);
+  if (fast) {
 #pragma unroll
-    for (int r = 0; r < 16; ++r) sf[r][j] = v[r];
+    for (int q = 0; q < NQ; ++q)
+      mul[j0 + 2 * q][slot] = S::mul(v[q], true);
+  } else {
+#pragma unroll
+    for (int q = 0; q < NQ; ++q)
+      mul[j0 + 2 * q][slot] = S::mul(v[q], false);
   }
+  return fast;
+}
+
+template <int WF>
+__device__ __forceinline__ bool load_scales(uint16_t (*mul)[16], const gemv_params &p, int64_t row0, int w0,
+                                            int nw, int64_t l, int lane) {
+  if (nw <= 4) return load_scales_n<WF, 4>(mul, p, row0, w0, nw, l, lane);
+  if (nw <= 8) return load_scales_n<WF, 8>(mul, p, row0, w0, nw, l, lane);
+  return load_scales_n<WF, WIN>(mul, p, row0, w0, nw, l, lane);
 }
 
 template <int MT, int WF>
-__global__ void __launch_bounds__(THREADS, MT == 1 ? 8 : MT == 2 ? 5 : MT == 4 ? 4 : 1) gemv_kernel(const __grid_constant__ gemv_params p) {
+__global__ void __launch_bounds__(THREADS, ctas_per_sm(MT))
+    gemv_kernel(const __grid_constant__ gemv_params p) {
   __shared__ uint32_t red[32];
   __shared__ unsigned last;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -323,25 +368,27 @@ __global__ void __launch_bounds__(THREADS, MT == 1 ? 8 : MT == 2 ? 5 : MT == 4 ?
   const uint8_t *b_base = p.b + l * p.b_ls;
   float acc[MT][4];
 #pragma unroll
-  for (int j = 0; j < MT; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  for (int j = 0; j < MT; ++j)
+    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
   /* the warp's chunks stream through its ring DEPTH ahead of the one being multiplied; its
    * scales come in windows of WIN chunks */
   constexpr int SLOT = ring_geom<WF>::SLOT;
   __shared__ __align__(16) uint8_t ring[WARPS][DEPTH * SLOT];
-  __shared__ uint8_t sfs[WARPS][16][2 * WIN];
-  uint8_t *my_ring = ring[warp];
+  __shared__ __align__(4) uint16_t sfm[WARPS][2 * WIN][16];
+  const uint32_t ring_s = mxf_smem_addr(ring[warp]);
+  const uint8_t *my_ring = ring[warp];
   const int c0 = split * p.chunks_per_split;
   const int nc = min(p.nchunks, c0 + p.chunks_per_split) - c0;
   const b_stream<WF> bs(p, b_base, wrow0, (int64_t)c0 * CHUNK, lane);
 #pragma unroll
   for (int i = 0; i < DEPTH; ++i) {
-    if (i < nc) bs.issue(my_ring + i * SLOT, i);
+    if (i < nc) bs.issue(ring_s + i * SLOT, i);
     mxf_cp_async_commit();
   }
   /* B and its scales are the caller's, written before the launch before this one: they
    * may be read before that one completes; the activations, the counters and C not */
-  load_scales(sfs[warp], p, wrow0, c0, min(WIN, nc), l, lane);
+  bool fast = load_scales<WF>(sfm[warp], p, wrow0, c0, min(WIN, nc), l, lane);
   mxf_pdl_wait();
   __syncwarp();
   /* up to 16 tokens, each chunk's activations are loaded one chunk ahead (two register
@@ -351,26 +398,25 @@ __global__ void __launch_bounds__(THREADS, MT == 1 ? 8 : MT == 2 ? 5 : MT == 4 ?
   uint32_t ua[MT][8], ub[MT][8];
   if (AHEAD) as.load(ua, 0);
   auto step = [&](int i, uint32_t(&cur)[MT][8], uint32_t(&nxt)[MT][8]) {
-    if (!AHEAD) as.load(cur, i);
-    else if (i + 1 < nc) as.load(nxt, i + 1);
-    if (i % WIN == 0 && i > 0) {
+    if (!AHEAD)
+      as.load(cur, i);
+    else if (i + 1 < nc)
+      as.load(nxt, i + 1);
+    const int wi = i % WIN;
+    if (wi == 0 && i > 0) {
       __syncwarp();
-      load_scales(sfs[warp], p, wrow0, c0 + i, min(WIN, nc - i), l, lane);
+      fast = load_scales<WF>(sfm[warp], p, wrow0, c0 + i, min(WIN, nc - i), l, lane);
       __syncwarp();
     }
     mxf_cp_async_wait<DEPTH - 1>(); /* this lane's part of chunk i */
     __syncwarp();                   /* and every lane's */
-    uint8_t *slot = my_ring + (i % DEPTH) * SLOT;
-    row_codes q0, q1;
-    q0.w = slot_codes<WF>(slot, g, t);
-    q1.w = slot_codes<WF>(slot, g + 8, t);
-    const int sj = 2 * (i % WIN) + (t >> 1);
-    q0.s = sfs[warp][g][sj];
-    q1.s = sfs[warp][g + 8][sj];
+    const int so = (i % DEPTH) * SLOT;
+    const uint4 w0 = slot_codes<WF>(my_ring + so, g, t), w1 = slot_codes<WF>(my_ring + so, g + 8, t);
+    const uint32_t m = *reinterpret_cast<const uint32_t *>(&sfm[warp][2 * wi + (t >> 1)][2 * g]);
     __syncwarp(); /* the slot is read: refill it */
-    if (i + DEPTH < nc) bs.issue(slot, i + DEPTH);
+    if (i + DEPTH < nc) bs.issue(ring_s + so, i + DEPTH);
     mxf_cp_async_commit();
-    chunk_mma<MT, WF>(acc, q0, q1, cur);
+    chunk_mma<MT, WF>(acc, w0, w1, prmt(m, m, 0x1010u), prmt(m, m, 0x3232u), fast, cur);
   };
   for (int i = 0; i < nc; i += 2) {
     step(i, ua, ub);
@@ -404,7 +450,8 @@ __global__ void __launch_bounds__(THREADS, MT == 1 ? 8 : MT == 2 ? 5 : MT == 4 ?
         const int r = 16 * warp + g + (e >> 1) * 8, m = 8 * j + 2 * t + (e & 1);
         if (m >= p.m) continue;
         float s = 0.0f;
-        for (int sp = 0; sp < p.splits; ++sp) s += __ldcg(all + sp * psize + m * BN + r);
+        for (int sp = 0; sp < p.splits; ++sp)
+          s += __ldcg(all + sp * psize + m * BN + r);
         acc[j][e] = s;
       }
   }
@@ -442,20 +489,26 @@ struct a_prep {
 /* What the kernel needs ready before it starts: its split counters zeroed and *amax
  * prepared for the atomics. One CTA. */
 __device__ __forceinline__ void prepare_run(unsigned *ctrl, int n, float *amax, int accumulate) {
-  for (int i = threadIdx.x; i < n; i += blockDim.x) ctrl[i] = 0u;
+  for (int i = threadIdx.x; i < n; i += blockDim.x)
+    ctrl[i] = 0u;
   if (threadIdx.x == 0) mxf_amax_prepare(amax, accumulate);
 }
 
 __global__ void a_to_bf16_kernel(const __grid_constant__ a_prep q, int64_t total) {
   if (blockIdx.x == 0) prepare_run(q.ctrl, q.nctrl, q.amax, q.accumulate);
-  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total; i += (int64_t)gridDim.x * blockDim.x) {
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < total;
+       i += (int64_t)gridDim.x * blockDim.x) {
     const int64_t k = i % q.k, m = (i / q.k) % q.m, l = i / (q.k * q.m);
     const int64_t idx = l * q.a_ls + m * q.a_ms + k * q.a_ks;
     float v;
-    if (q.fmt == MXF_E2M1) v = mxf_e2m1_to_f32(mxf_e2m1_get(q.a, idx));
-    else if (q.fmt == MXF_E4M3) v = mxf_e4m3_to_f32(q.a[idx]);
-    else v = mxf_e5m2_to_f32(q.a[idx]);
-    const uint8_t s = q.sfa[mxf_gemm_sf_offset(q.sfa_swz ? MXF_SF_SWIZZLED : MXF_SF_COMPACT, q.m, q.kb, m, k / 32, l)];
+    if (q.fmt == MXF_E2M1)
+      v = mxf_e2m1_to_f32(mxf_e2m1_get(q.a, idx));
+    else if (q.fmt == MXF_E4M3)
+      v = mxf_e4m3_to_f32(q.a[idx]);
+    else
+      v = mxf_e5m2_to_f32(q.a[idx]);
+    const uint8_t s =
+        q.sfa[mxf_gemm_sf_offset(q.sfa_swz ? MXF_SF_SWIZZLED : MXF_SF_COMPACT, q.m, q.kb, m, k / 32, l)];
     q.out[i] = mxf_f32_to_bf16(v * mxf_e8m0_to_f32(s));
   }
 }
@@ -482,13 +535,15 @@ bool gemv_geometry_of(const mxf_gemm_problem *p, int sms, gemv_geometry *g) {
   g->mt = p->m <= 8 ? 1 : p->m <= 16 ? 2 : p->m <= 32 ? 4 : p->m <= 64 ? 8 : 16;
   g->tiles = (int)((p->n + BN - 1) / BN);
   g->nchunks = (int)((p->k + CHUNK - 1) / CHUNK);
-  /* enough CTAs for about 8 per SM (the issue of a warp's chunk is a long dependent chain,
-   * so the SMs need many warps), each with at least 2 chunks, and partials whose traffic
-   * (written and read back, BN x M f32 per split) stays within a quarter of the tile's
-   * weight bytes */
-  const int64_t want = 8LL * (sms > 0 ? sms : 132);
+  /* one wave of CTAs (the issue of a warp's chunk is a long dependent chain, so the SMs
+   * need many warps; a second, partial wave would double the run), each with at least 2
+   * chunks, and partials whose traffic (written and read back, BN x M f32 per split) stays
+   * within a quarter of the tile's weight bytes */
+  const int by_smem = p->b_fmt == MXF_E2M1 ? 10 : 5; /* ~21 / ~38 KB a CTA of 227 */
+  const int per_sm = ctas_per_sm(g->mt) < by_smem ? ctas_per_sm(g->mt) : by_smem;
+  const int64_t want = (int64_t)per_sm * (sms > 0 ? sms : 132);
   const int64_t ctas = (int64_t)g->tiles * p->l;
-  int splits = ctas >= want ? 1 : (int)((want + ctas - 1) / ctas);
+  int splits = ctas >= want ? 1 : (int)(want / ctas); /* within one wave */
   const int max_by_k = g->nchunks / 2 > 1 ? g->nchunks / 2 : 1;
   const int64_t wbytes = p->b_fmt == MXF_E2M1 ? p->k / 2 : p->k; /* a row's */
   const int64_t by_part = wbytes / (32 * p->m);
@@ -505,8 +560,8 @@ bool gemv_geometry_of(const mxf_gemm_problem *p, int sms, gemv_geometry *g) {
 }
 
 template <int MT> cudaError_t launch_mt(dim3 grid, const gemv_params &p, bool pdl, cudaStream_t stream) {
-  return mxf_launch(p.wfmt == W_E2M1 ? gemv_kernel<MT, W_E2M1> : gemv_kernel<MT, W_E4M3>, grid, dim3(THREADS), 0,
-                    stream, pdl, p);
+  return mxf_launch(p.wfmt == W_E2M1 ? gemv_kernel<MT, W_E2M1> : gemv_kernel<MT, W_E4M3>, grid, dim3(THREADS),
+                    0, stream, pdl, p);
 }
 
 } /* namespace */
@@ -519,11 +574,12 @@ extern "C" int mxf_gemv_gemm_amax_plan(const mxf_gemm_problem *p, int sms, size_
   return 1;
 }
 
-extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, const mxf_gemm_amax_args *args, void *ws,
-                                                cudaStream_t stream, int sms, int cc) {
+extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, const mxf_gemm_amax_args *args,
+                                                void *ws, cudaStream_t stream, int sms, int cc) {
   gemv_geometry g;
   if (!gemv_geometry_of(pr, sms, &g))
-    return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: gemm_amax: the gemv kernel no longer takes the plan");
+    return mxf_set_error(MXF_ERR_INTERNAL,
+                         "cuda backend: gemm_amax: the gemv kernel no longer takes the plan");
   uint8_t *w = static_cast<uint8_t *>(ws);
   const int accumulate = (pr->flags & MXF_AMAX_ACCUMULATE) != 0;
   gemv_params p;
