@@ -14,7 +14,7 @@ import pytest
 from safetensors import deserialize
 from safetensors.numpy import load_file, save_file
 
-from mx_reference import check_gemm, oracle
+from mx_reference import check_gemm, dequant_rows, oracle
 
 CLI = os.environ.get("MXFUSE_CLI", "")
 pytestmark = pytest.mark.skipif(not CLI or not os.path.exists(CLI), reason="MXFUSE_CLI not set")
@@ -255,11 +255,10 @@ def test_gemm_amax_bf16_c_to_safetensors_and_swizzled_scales(tmp_path, rng):
     t = st_tensors(tmp_path / "o.safetensors")
     assert t["c"][0] == "BF16" and t["c"][1] == [batch, m, n] and t["amax"][0] == "F32"
     c = np.frombuffer(t["c"][2], md.bfloat16).reshape(batch, m, n).astype(np.float64)
-    ref = np.stack([gemm_ref(a[i], b[i], sfa[i], sfb[i]) for i in range(batch)])
-    for i in range(batch):
-        av = a[i].astype(np.float64) * np.repeat(decode_sf(sfa[i]), 32, axis=1)[:, :k]
-        bv = b[i].astype(np.float64) * np.repeat(decode_sf(sfb[i]), 32, axis=1)[:, :k]
-        check_gemm(c[i], *oracle(av, bv), "bfloat16")
+    refs = [oracle(dequant_rows(a[i], sfa[i]), dequant_rows(b[i], sfb[i])) for i in range(batch)]
+    for i, (ref_i, delta_i) in enumerate(refs):
+        check_gemm(c[i], ref_i, delta_i, "bfloat16")
+    ref = np.stack([r for r, _ in refs])
     again = run_json("gemm-amax", "--in", tmp_path / "in.safetensors", "--c-dtype", "bf16",
                      "--check-output", tmp_path / "o.safetensors", "--device", "cpu")["check"]
     assert again["passed"] and again["c_wrong"] == 0
