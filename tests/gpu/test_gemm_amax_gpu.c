@@ -594,11 +594,15 @@ static void run_mixed(tu_rng *r, int small) {
                              tu_range(r, 1, 3));
       run_case(r, &gc);
     }
-    /* the last: enough rows of B for the weight-streaming kernel to run without split-K, so
-     * one CTA streams 33 chunks of 64 k: its ring wraps and its scales take two windows */
+    /* {2, 34000, 2112}: enough rows of B for the weight-streaming kernel to run one warp a
+     * CTA without split-K, so a warp streams 33 chunks of 64 k and its ring wraps; the next
+     * two: two 16-row tiles a warp, K split among 4 / 2 warps of a CTA (a partial last
+     * warp; L = 2); the last: K past what one CTA's scales in shared memory hold, split
+     * over two CTAs for that alone */
     static const int64_t dec[][4] = {{1, 2100, 1024, 1}, {16, 1000, 2048, 1}, {64, 700, 544, 2},
-                                     {128, 515, 1056, 1}, {7, 4096, 96, 1},    {2, 34000, 2112, 1}};
-    for (int si = 0; si < (small ? 5 : 6); si += small ? 2 : 1) {
+                                     {128, 515, 1056, 1}, {7, 4096, 96, 1},    {2, 34000, 2112, 1},
+                                     {3, 8000, 1568, 1},  {1, 4500, 256, 2},   {1, 4300, 8256, 1}};
+    for (int si = 0; si < 9; si += small ? 2 : 1) {
       gcase gc =
           random_case(r, f, si & 1 ? MXF_BF16 : MXF_F32, dec[si][0], dec[si][1], dec[si][2], dec[si][3]);
       if (si == 4) gc.special = SP_NANINF;

@@ -9,13 +9,16 @@
  * dtype but e2m1, any strides; L >= 1; alpha; amax overwrite / accumulate.
  *
  * At small M the run is bound by reading B once, and by how many of its bytes are in
- * flight: each warp owns 16 rows of B and streams their codes through its own ring in
- * shared memory, DEPTH chunks of 64 k ahead (cp.async, 16-byte copies; fp4: 512 bytes a
- * chunk, fp8: 1 KiB), with the rows' scale multipliers in windows of WIN chunks beside it; each
- * thread reads its fragment's codes from the ring (fp4: 8 bytes per row and chunk, fp8:
- * 16), dequantizes them in registers and feeds mma.sync m16n8k16 with B's rows as the
- * MMA's M side and the tokens as its N side (8 per MMA, MT groups of 8). The activations
- * come from L1 / L2 (every CTA reads them; they are small at these M).
+ * flight. A CTA owns a tile of 16 TR rows of B (TR = 2 where the accumulators leave room
+ * and the tiles still give every SM a CTA) and a split of K, which its warps (up to
+ * MAX_WARPS) share in runs of consecutive chunks of 64 k; each warp streams its run's
+ * codes through its own ring in shared memory, DEPTH chunks ahead (cp.async, 16-byte
+ * copies), and reads the raw scale bytes of the tile's whole split, loaded once by the
+ * CTA, beside the rings. Each thread reads its fragment's codes from the ring (fp4: 8
+ * bytes per row and chunk, fp8: 16), dequantizes them in registers and feeds mma.sync
+ * m16n8k16 with B's rows as the MMA's M side and the tokens as its N side (8 per MMA, MT
+ * groups of 8). The warps' partial sums are added in shared memory. The activations come
+ * from L1 / L2 (every CTA reads them; they are small at these M).
  *
  * Two launches: before the kernel one CTA zeroes the split counters and prepares *amax
  * (mxf_amax_prepare) — the activations' pre-pass with an MX A, a small kernel with a bf16
@@ -29,15 +32,15 @@
  * (the sum does not care about the order, only that both sides agree).
  *
  * Dequantization, exact (SPEC §1.2's window): a code's bits placed into a bf16 give code *
- * 2^-c (c = 126 e2m1, 120 e4m3; subnormal codes land in bf16 subnormals). The scales come
- * as bf16 multipliers, prepared once per window of WIN chunks in shared memory: when every
- * scale byte b of the warp's window has b + c <= 254, 2^(b - 127 + c) (one bf16x2 product
- * per pair); otherwise 2^(b - 127) (b = 0 the subnormal 2^-127, b = 255 NaN) after the
- * code is restored by 2^c (two products, still one rounding; a NaN scale makes every
- * product NaN). A warp takes the exact element-wise path (formats.h decoders) for a chunk
+ * 2^-c (c = 126 e2m1, 120 e4m3; subnormal codes land in bf16 subnormals). A scale byte b
+ * becomes a bf16 multiplier as it is used: when every byte of the CTA's split has
+ * b + c <= 254, 2^(b - 127 + c) (one multiply-add forms two rows', one bf16x2 product per
+ * pair); otherwise 2^(b - 127) (b = 0 the subnormal 2^-127, b = 255 NaN) after the code is
+ * restored by 2^c (two products, still one rounding; a NaN scale makes every product
+ * NaN). A warp takes the exact element-wise path (formats.h decoders) for a chunk
  * with an e4m3 NaN code: it propagates.
  *
- * Split-K: the grid is (tiles of 64 rows of B, K splits, L). With more than one split
+ * Split-K: the grid is (tiles of 16 TR rows of B, K splits, L). With more than one split
  * every CTA stores its partial tile (f32) in the workspace and counts itself in; the last
  * one of a tile adds the partials in split order (the result does not depend on which
  * CTA finishes last) and runs the epilogue: alpha, amax (one atomicMax per CTA), C.
@@ -56,17 +59,18 @@
 
 namespace {
 
-constexpr int WARPS = 4, THREADS = 32 * WARPS;
-constexpr int BN = 16 * WARPS; /* rows of B per CTA */
-constexpr int CHUNK = 64;      /* k per chunk */
-constexpr int DEPTH = 8;       /* chunks of a warp in flight (its shared-memory ring) */
-constexpr int WIN = 16;        /* chunks per window of scales in shared memory */
+constexpr int MAX_WARPS = 8;    /* warps of a CTA, splitting its tile's K among them */
+constexpr int CHUNK = 64;       /* k per chunk */
+constexpr int RING = 8192;      /* bytes of a warp's ring of chunks in shared memory */
+constexpr int MAX_SF = 16384;   /* bytes of the CTA's scales in shared memory (caps a split's K) */
+constexpr int WARPS_PER_SM = 16; /* the geometry's aim: warps in flight per SM ... */
+constexpr int SPLIT_BELOW = 8;   /* ... and the count below which a tile's K is split over CTAs */
 
 enum { W_E2M1 = 0, W_E4M3 = 1 };
 
-/* CTAs per SM the kernel of MT token groups is built for (its register budget), and the
- * grid the geometry aims at: one wave of them */
-constexpr int ctas_per_sm(int mt) { return mt == 1 ? 8 : mt == 2 ? 5 : mt == 4 ? 4 : 1; }
+/* 16-row MMA tiles of B per warp: two where the accumulators leave room (MT <= 2), so one
+ * chunk's activations serve 32 rows */
+constexpr int rows_of(int mt) { return mt <= 2 ? 2 : 1; }
 
 struct gemv_params {
   int m, n, l;
@@ -84,9 +88,9 @@ struct gemv_params {
   int64_t c_ms, c_ns, c_ls;
   float alpha;
   float *amax;
-  float *part;        /* split partials: [l][tile][split][M][BN] */
+  float *part;        /* split partials: [l][tile][split][M][16 TR] */
   unsigned *counters; /* [l][tile] with split-K (zeroed before the kernel) */
-  int tiles, splits, chunks_per_split, nchunks;
+  int tiles, splits, chunks_per_split, chunks_per_warp, nchunks;
 };
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
@@ -117,9 +121,11 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 /* Pair p (0..7) of a row chunk as bf16x2 without the scale: fp4 pairs (k, k+4) of word
  * p / 4, fp8 pairs (k, k+2) of word p / 2. */
 template <int WF> __device__ __forceinline__ uint32_t code_pair(const uint4 &w, int p) {
-  if (WF == W_E2M1) {
-    const uint32_t x = (p < 4 ? w.x : w.y) >> (4 * (p & 3));
-    return ((x & 0x00070007u) << 6) | ((x & 0x00080008u) << 12);
+  if (WF == W_E2M1) { /* the pair's nibbles n (at 4j and 4j + 16 of x) times 2^6 + 2^12 (no
+                        * carries): n's code bits land at 6..8, its sign at 15 */
+    const int j = p & 3;
+    const uint32_t x = (p < 4 ? w.x : w.y) >> (j >= 2 ? 8 : 0);
+    return ((x & ((j & 1) ? 0x00F000F0u : 0x000F000Fu)) * ((j & 1) ? 0x104u : 0x1040u)) & 0x81C081C0u;
   }
   const uint32_t word = p < 2 ? w.x : p < 4 ? w.y : p < 6 ? w.z : w.w;
   const uint32_t x = word >> (8 * (p & 1));
@@ -154,9 +160,9 @@ template <int WF> __device__ __forceinline__ uint32_t act_pair(const uint32_t (&
   return prmt(u[2 * i], u[2 * i + 1], (p & 1) ? 0x7632u : 0x5410u);
 }
 
-/* The scale multipliers of a window (load_scales): per row and scale block one bf16,
- * either 2^(b - 127 + c) (a "fast" window: one product restores the placed code and
- * applies the scale) or 2^(b - 127) (b = 0: the subnormal 2^-127; b = 255: NaN), applied
+/* A scale byte b's multiplier, one bf16: either 2^(b - 127 + c) ("fast", where every byte
+ * of the CTA's split allows it: one product restores the placed code and applies the
+ * scale) or 2^(b - 127) (b = 0: the subnormal 2^-127; b = 255: NaN), applied
  * after the code is restored (two products, still one rounding). c = 126 (e2m1) / 120
  * (e4m3), the placed code's offset (code_pair). */
 template <int WF> struct wscale {
@@ -166,17 +172,22 @@ template <int WF> struct wscale {
   __device__ static uint16_t mul(uint32_t b, bool fast) {
     return (uint16_t)(fast ? (b + C) << 7 : b == 255u ? 0x7FC0u : b ? b << 7 : 0x40u);
   }
-  /* the scale byte back from a multiplier (either half of m) */
-  __device__ static uint32_t byte(uint32_t m, bool fast) { return ((m >> 7) & 0xFFu) - (fast ? C : 0u); }
+  /* the multipliers of rows g (low half) and g + 8 (high half) from their raw scale bytes
+   * (one per 16-bit half): fast, one multiply-add for both */
+  __device__ static uint32_t mul2(uint32_t raw, bool fast) {
+    if (fast) return raw * 128u + ((C << 7) | (C << 23));
+    return mul(raw & 0xFFFFu, false) | (uint32_t)mul(raw >> 16, false) << 16;
+  }
 };
 
-/* One chunk of the thread's rows g (codes w0, multiplier m0) and g + 8 (w1, m1) times
- * its activations u, into acc. `fast`: the window's multipliers are of the one-product
- * kind (warp-uniform). */
+/* One chunk of the thread's rows g (codes w0) and g + 8 (w1), their raw scale bytes in
+ * the halves of `raw`, times its activations u, into acc. `fast`: the CTA's scales take
+ * the one-product multipliers (CTA-uniform). */
 template <int MT, int WF>
-__device__ __forceinline__ void chunk_mma(float (&acc)[MT][4], const uint4 &w0, const uint4 &w1, uint32_t m0,
-                                          uint32_t m1, bool fast, const uint32_t (&u)[MT][8]) {
+__device__ __forceinline__ void chunk_mma(float (&acc)[MT][4], const uint4 &w0, const uint4 &w1, uint32_t raw,
+                                          bool fast, const uint32_t (&u)[MT][8]) {
   using S = wscale<WF>;
+  const uint32_t mm = S::mul2(raw, fast), m0 = prmt(mm, mm, 0x1010u), m1 = prmt(mm, mm, 0x3232u);
   uint32_t wa[8], wb[8]; /* row g and row g + 8: 8 pairs each */
   bool exact = false;
   if (WF == W_E4M3) { /* a NaN code takes the element-wise path (e2m1 has none) */
@@ -189,8 +200,7 @@ __device__ __forceinline__ void chunk_mma(float (&acc)[MT][4], const uint4 &w0, 
     exact = __any_sync(0xFFFFFFFFu, (n0 | n1) != 0u);
   }
   if (exact) {
-    const float sc0 = mxf_e8m0_to_f32((uint8_t)S::byte(m0, fast)),
-                sc1 = mxf_e8m0_to_f32((uint8_t)S::byte(m1, fast));
+    const float sc0 = mxf_e8m0_to_f32((uint8_t)raw), sc1 = mxf_e8m0_to_f32((uint8_t)(raw >> 16));
 #pragma unroll
     for (int q = 0; q < 8; ++q) {
       wa[q] = exact_pair<WF>(w0, q, sc0);
@@ -252,21 +262,22 @@ template <int MT> struct a_stream {
   }
 };
 
-/* The ring (per warp, DEPTH chunks of its 16 rows): chunk slot = 16 rows x RB bytes, row r
- * at r * RB, so a thread's reads of rows g and g + 8 (8 bytes at 8t for fp4, 16 at 16t for
- * fp8) meet no bank conflict. */
-template <int WF> struct ring_geom {
+/* The ring (per warp, DEPTH chunks of its 16 TR rows, RING bytes): chunk slot = 16 TR rows
+ * x RB bytes, row r at r * RB, so a thread's reads of rows g and g + 8 of a tile (8 bytes
+ * at 8t for fp4, 16 at 16t for fp8) meet no bank conflict. */
+template <int WF, int TR> struct ring_geom {
   static constexpr int RB = WF == W_E2M1 ? CHUNK / 2 : CHUNK; /* bytes of a row's chunk */
-  static constexpr int SLOT = 16 * RB;
+  static constexpr int SLOT = 16 * TR * RB;
+  static constexpr int DEPTH = RING / SLOT; /* chunks in flight */
 };
 
-/* A lane's share of the warp's chunks of B: 16-byte copies (fp4: one a chunk, fp8: two),
- * their sources at the split's first chunk, zeros past N and past K (K is a multiple of
- * 32, so a copy is all in or all out). */
-template <int WF> struct b_stream {
-  static constexpr int RB = ring_geom<WF>::RB, PARTS = RB / 16, PER_LANE = 16 * PARTS / 32;
-  const uint8_t *src[PER_LANE]; /* the copy's source in the split's first chunk */
-  int nin[PER_LANE];            /* chunks of the split the copy reads (0 past N) */
+/* A lane's share of the warp's chunks of B: 16-byte copies (fp4: one a chunk and tile,
+ * fp8: two), their sources at the warp's first chunk, zeros past N and past K (K is a
+ * multiple of 32, so a copy is all in or all out). */
+template <int WF, int TR> struct b_stream {
+  static constexpr int RB = ring_geom<WF, TR>::RB, PARTS = RB / 16, PER_LANE = 16 * TR * PARTS / 32;
+  const uint8_t *src[PER_LANE]; /* the copy's source in the warp's first chunk */
+  int nin[PER_LANE];            /* chunks of the warp the copy reads (0 past N) */
   uint32_t dst[PER_LANE];       /* offset in a slot */
 
   __device__ __forceinline__ b_stream(const gemv_params &p, const uint8_t *b_base, int64_t row0, int64_t k0,
@@ -280,7 +291,7 @@ template <int WF> struct b_stream {
       dst[j] = (uint32_t)(r * RB + 16 * part);
     }
   }
-  /* chunk i of the split into the slot at shared address s */
+  /* chunk i of the warp into the slot at shared address s */
   __device__ __forceinline__ void issue(uint32_t s, int i) const {
 #pragma unroll
     for (int j = 0; j < PER_LANE; ++j) {
@@ -292,7 +303,7 @@ template <int WF> struct b_stream {
 
 /* Row r's codes of a chunk from its slot (thread t's 16 k). */
 template <int WF> __device__ __forceinline__ uint4 slot_codes(const uint8_t *slot, int r, int t) {
-  constexpr int RB = ring_geom<WF>::RB;
+  constexpr int RB = ring_geom<WF, 1>::RB;
   if (WF == W_E2M1) {
     const uint2 v = *reinterpret_cast<const uint2 *>(slot + r * RB + 8 * t);
     return make_uint4(v.x, v.y, 0u, 0u);
@@ -300,87 +311,88 @@ template <int WF> __device__ __forceinline__ uint4 slot_codes(const uint8_t *slo
   return *reinterpret_cast<const uint4 *>(slot + r * RB + 16 * t);
 }
 
-/* The scale multipliers (wscale) of the warp's 16 rows for chunks [w0, w0 + nw), nw <=
- * NQ <= WIN (the scale 1 past N and past K), into mul[2 * WIN][16]: block j of row r at
- * mul[j][2 (r % 8) + r / 8], so a thread's rows g and g + 8 are one 4-byte word. Lane
- * `lane` loads row lane % 16, blocks j = lane / 16 + 2q (q < NQ; entries past the window
- * are written too, never read), every load before the first store. Returns whether the
- * window is fast (the same in every lane). Called by the whole warp, between
- * __syncwarp()s. */
-template <int WF, int NQ>
-__device__ __forceinline__ bool load_scales_n(uint16_t (*mul)[16], const gemv_params &p, int64_t row0, int w0,
-                                              int nw, int64_t l, int lane) {
-  using S = wscale<WF>;
-  const int r = lane & 15, j0 = lane >> 4;
-  const int64_t row = row0 + r;
-  const bool in_n = row < p.n;
-  /* block kb = kb0 + 2q sits at the row's offset plus kb (compact) or (kb / 4) 512 + kb % 4
-   * (swizzled): even q at pe + (q / 2) step, odd q at po + (q / 2) step */
-  const uint8_t *src = p.sfb + mxf_gemm_sf_offset(p.sfb_swz ? MXF_SF_SWIZZLED : MXF_SF_COMPACT, p.n, p.kb,
-                                                  in_n ? row : 0, 0, l);
-  const int kb0 = 2 * w0 + j0;
-  const int kb_lim = min((int)p.kb, 2 * (w0 + nw));                 /* blocks of the window inside K */
-  const int qn = in_n && kb_lim > kb0 ? (kb_lim - kb0 + 1) / 2 : 0; /* this lane's loads */
-  const int step = p.sfb_swz ? 512 : 4;
-  const uint8_t *pe = src + (p.sfb_swz ? (kb0 >> 2) * 512 + (kb0 & 3) : kb0);
-  const uint8_t *po = src + (p.sfb_swz ? ((kb0 + 2) >> 2) * 512 + ((kb0 + 2) & 3) : kb0 + 2);
-  uint32_t v[NQ];
+/* The raw scale bytes of the CTA's 16 TR rows for the split's blocks [kb0, kb0 + nb) into
+ * sf[nb][TR][16] (16 bits each; row r of tile r / 16 at slot 2 (r % 8) + (r % 16) / 8, so a
+ * thread's rows g and g + 8 are one 32-bit word), 127 (the scale 1) past N and past K.
+ * Every thread of the CTA takes groups of 4 blocks of one row, G groups with all their
+ * loads before the first store. Returns whether every byte b has b + c <= 254 (wscale's
+ * fast multipliers), the same in every thread; ends with a barrier of the CTA. */
+template <int WF, int TR>
+__device__ __forceinline__ bool load_scales(uint16_t *sf, const gemv_params &p, int64_t trow0, int kb0, int nb,
+                                            int64_t l) {
+  constexpr int BN = 16 * TR, G = 4;
+  const int groups = BN * ((nb + 3) / 4);
+  const mxf_sf_layout lay = p.sfb_swz ? MXF_SF_SWIZZLED : MXF_SF_COMPACT;
+  uint32_t hi = 0; /* the largest byte */
+#pragma unroll 1
+  for (int e0 = threadIdx.x; e0 < groups; e0 += G * blockDim.x) {
+    uint32_t v[G][4];
 #pragma unroll
-  for (int q = 0; q < NQ; ++q)
-    v[q] = q < qn ? __ldg((q & 1 ? po : pe) + (q >> 1) * step) : 127u;
-  bool fast = true;
+    for (int q = 0; q < G; ++q) {
+      const int e = e0 + q * blockDim.x, r = e % BN, b0 = 4 * (e / BN);
+      const int64_t row = trow0 + r;
+      const bool in = e < groups && row < p.n;
+      const uint8_t *src = p.sfb + mxf_gemm_sf_offset(lay, p.n, p.kb, in ? row : 0, 0, l);
 #pragma unroll
-  for (int q = 0; q < NQ; ++q)
-    fast = fast && S::fast_ok(v[q]);
-  fast = __all_sync(0xFFFFFFFFu, fast);
-  const int slot = 2 * (r & 7) + (r >> 3);
-  if (fast) {
+      for (int x = 0; x < 4; ++x) {
+        const int kb = kb0 + b0 + x;
+        v[q][x] = in && b0 + x < nb && kb < p.kb ? __ldg(src + (p.sfb_swz ? (kb >> 2) * 512 + (kb & 3) : kb)) : 127u;
+      }
+    }
 #pragma unroll
-    for (int q = 0; q < NQ; ++q)
-      mul[j0 + 2 * q][slot] = S::mul(v[q], true);
-  } else {
+    for (int q = 0; q < G; ++q) {
+      const int e = e0 + q * blockDim.x, r = e % BN, b0 = 4 * (e / BN);
+      if (e >= groups) break;
+      const int slot = (r >> 4) * 16 + 2 * (r & 7) + ((r >> 3) & 1);
 #pragma unroll
-    for (int q = 0; q < NQ; ++q)
-      mul[j0 + 2 * q][slot] = S::mul(v[q], false);
+      for (int x = 0; x < 4; ++x) {
+        hi = max(hi, v[q][x]);
+        if (b0 + x < nb) sf[(b0 + x) * BN + slot] = (uint16_t)v[q][x];
+      }
+    }
   }
-  return fast;
+  return __syncthreads_and(wscale<WF>::fast_ok(hi)) != 0;
 }
 
-template <int WF>
-__device__ __forceinline__ bool load_scales(uint16_t (*mul)[16], const gemv_params &p, int64_t row0, int w0,
-                                            int nw, int64_t l, int lane) {
-  if (nw <= 4) return load_scales_n<WF, 4>(mul, p, row0, w0, nw, l, lane);
-  if (nw <= 8) return load_scales_n<WF, 8>(mul, p, row0, w0, nw, l, lane);
-  return load_scales_n<WF, WIN>(mul, p, row0, w0, nw, l, lane);
+/* Shared memory of a CTA of `warps` warps whose splits have `cps` chunks: each warp's ring
+ * (reused for the warps' partial sums at the end), then the tile's scales of the split. */
+template <int TR> constexpr size_t smem_of(int warps, int cps) {
+  return (size_t)warps * RING + (size_t)cps * 2 * 16 * TR * sizeof(uint16_t);
 }
 
-template <int MT, int WF>
-__global__ void __launch_bounds__(THREADS, ctas_per_sm(MT))
+template <int MT, int WF, int TR>
+__global__ void __launch_bounds__(32 * MAX_WARPS, MT <= 2 ? 2 : 1)
     gemv_kernel(const __grid_constant__ gemv_params p) {
+  extern __shared__ __align__(16) uint8_t smem[];
   __shared__ uint32_t red[32];
   __shared__ unsigned last;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  constexpr int BN = 16 * TR, Q = TR * MT * 4; /* rows of the CTA's tile; a thread's sums */
+  using RG = ring_geom<WF, TR>;
+  constexpr int SLOT = RG::SLOT, DEPTH = RG::DEPTH;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5, g = lane >> 2,
+            t = lane & 3;
   const int tile = blockIdx.x, split = blockIdx.y;
   const int64_t l = blockIdx.z;
-  const int64_t wrow0 = (int64_t)tile * BN + 16 * warp; /* the warp's first row of B */
-  const int64_t row0 = wrow0 + g, row1 = row0 + 8;
+  const int64_t trow0 = (int64_t)tile * BN; /* the tile's first row of B */
   const uint16_t *a_base = p.a + l * p.a_ls;
   const uint8_t *b_base = p.b + l * p.b_ls;
-  float acc[MT][4];
+  float acc[TR][MT][4];
 #pragma unroll
-  for (int j = 0; j < MT; ++j)
-    acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+  for (int r = 0; r < TR; ++r)
+#pragma unroll
+    for (int j = 0; j < MT; ++j)
+      acc[r][j][0] = acc[r][j][1] = acc[r][j][2] = acc[r][j][3] = 0.0f;
 
-  /* the warp's chunks stream through its ring DEPTH ahead of the one being multiplied; its
-   * scales come in windows of WIN chunks */
-  constexpr int SLOT = ring_geom<WF>::SLOT;
-  __shared__ __align__(16) uint8_t ring[WARPS][DEPTH * SLOT];
-  __shared__ __align__(4) uint16_t sfm[WARPS][2 * WIN][16];
-  const uint32_t ring_s = mxf_smem_addr(ring[warp]);
-  const uint8_t *my_ring = ring[warp];
-  const int c0 = split * p.chunks_per_split;
-  const int nc = min(p.nchunks, c0 + p.chunks_per_split) - c0;
-  const b_stream<WF> bs(p, b_base, wrow0, (int64_t)c0 * CHUNK, lane);
+  /* the warp's chunks: its share of the split's, streamed through its ring DEPTH ahead of
+   * the one being multiplied; the tile's scales of the whole split beside the rings */
+  uint8_t *my_ring = smem + warp * RING;
+  uint16_t *sf = reinterpret_cast<uint16_t *>(smem + nwarps * RING); /* [2 cps][TR][16] */
+  const uint32_t ring_s = mxf_smem_addr(my_ring);
+  const int cs0 = split * p.chunks_per_split;
+  const int csn = min(p.nchunks, cs0 + p.chunks_per_split) - cs0;
+  const int c0 = cs0 + warp * p.chunks_per_warp;
+  const int nc = max(0, min(csn - warp * p.chunks_per_warp, p.chunks_per_warp));
+  const b_stream<WF, TR> bs(p, b_base, trow0, (int64_t)c0 * CHUNK, lane);
 #pragma unroll
   for (int i = 0; i < DEPTH; ++i) {
     if (i < nc) bs.issue(ring_s + i * SLOT, i);
@@ -388,35 +400,37 @@ __global__ void __launch_bounds__(THREADS, ctas_per_sm(MT))
   }
   /* B and its scales are the caller's, written before the launch before this one: they
    * may be read before that one completes; the activations, the counters and C not */
-  bool fast = load_scales<WF>(sfm[warp], p, wrow0, c0, min(WIN, nc), l, lane);
+  const bool fast = load_scales<WF, TR>(sf, p, trow0, 2 * cs0, 2 * csn, l);
   mxf_pdl_wait();
-  __syncwarp();
   /* up to 16 tokens, each chunk's activations are loaded one chunk ahead (two register
    * sets taking turns) */
   constexpr bool AHEAD = MT <= 2;
   const a_stream<MT> as(p, a_base, (int64_t)c0 * CHUNK, g, t);
   uint32_t ua[MT][8], ub[MT][8];
-  if (AHEAD) as.load(ua, 0);
+  if (AHEAD && nc > 0) as.load(ua, 0);
   auto step = [&](int i, uint32_t(&cur)[MT][8], uint32_t(&nxt)[MT][8]) {
     if (!AHEAD)
       as.load(cur, i);
     else if (i + 1 < nc)
       as.load(nxt, i + 1);
-    const int wi = i % WIN;
-    if (wi == 0 && i > 0) {
-      __syncwarp();
-      fast = load_scales<WF>(sfm[warp], p, wrow0, c0 + i, min(WIN, nc - i), l, lane);
-      __syncwarp();
-    }
     mxf_cp_async_wait<DEPTH - 1>(); /* this lane's part of chunk i */
     __syncwarp();                   /* and every lane's */
     const int so = (i % DEPTH) * SLOT;
-    const uint4 w0 = slot_codes<WF>(my_ring + so, g, t), w1 = slot_codes<WF>(my_ring + so, g + 8, t);
-    const uint32_t m = *reinterpret_cast<const uint32_t *>(&sfm[warp][2 * wi + (t >> 1)][2 * g]);
+    uint4 w0[TR], w1[TR];
+    uint32_t raw[TR];
+    const uint16_t *sfc = sf + (2 * (c0 - cs0 + i) + (t >> 1)) * (16 * TR) + 2 * g;
+#pragma unroll
+    for (int r = 0; r < TR; ++r) {
+      w0[r] = slot_codes<WF>(my_ring + so, 16 * r + g, t);
+      w1[r] = slot_codes<WF>(my_ring + so, 16 * r + g + 8, t);
+      raw[r] = *reinterpret_cast<const uint32_t *>(sfc + 16 * r);
+    }
     __syncwarp(); /* the slot is read: refill it */
     if (i + DEPTH < nc) bs.issue(ring_s + so, i + DEPTH);
     mxf_cp_async_commit();
-    chunk_mma<MT, WF>(acc, w0, w1, prmt(m, m, 0x1010u), prmt(m, m, 0x3232u), fast, cur);
+#pragma unroll
+    for (int r = 0; r < TR; ++r)
+      chunk_mma<MT, WF>(acc[r], w0[r], w1[r], raw[r], fast, cur);
   };
   for (int i = 0; i < nc; i += 2) {
     step(i, ua, ub);
@@ -424,18 +438,39 @@ __global__ void __launch_bounds__(THREADS, ctas_per_sm(MT))
   }
   mxf_cp_async_wait<0>();
 
+  /* the warps' partial sums through shared memory (inside the rings), added in warp
+   * order by the warp that owns each of the thread's Q sums (q % nwarps), which leaves
+   * the total in warp 0's entry; sum q is acc[q / (4 MT)][(q / 4) % MT][q % 4]. The loops
+   * over the sums stay rolled (one copy of the C conversion). */
+  float *rb = reinterpret_cast<float *>(smem); /* [warp][Q][32] */
+  if (nwarps > 1) __syncthreads();             /* every warp is done with its ring */
+#pragma unroll
+  for (int q = 0; q < Q; ++q)
+    rb[(warp * Q + q) * 32 + lane] = acc[q / (4 * MT)][(q / 4) % MT][q % 4];
+  if (nwarps > 1) {
+    __syncthreads();
+#pragma unroll 1
+    for (int q = warp; q < Q; q += nwarps) {
+      float s = 0.0f;
+      for (int w = 0; w < nwarps; ++w)
+        s += rb[(w * Q + q) * 32 + lane];
+      rb[q * 32 + lane] = s;
+    }
+  } else {
+    __syncwarp();
+  }
+  /* sum q's row of the tile and token */
+  auto row_of = [&](int q) { return 16 * (q / (4 * MT)) + g + ((q >> 1) & 1) * 8; };
+  auto tok_of = [&](int q) { return 8 * ((q / 4) % MT) + 2 * t + (q & 1); };
+
   /* split-K: the partials in split order, by the tile's last CTA */
   const int64_t tid_tile = l * p.tiles + tile;
   if (p.splits > 1) {
     const int64_t psize = (int64_t)BN * p.m; /* a partial: the tile's rows x the M tokens */
     float *mine = p.part + (tid_tile * p.splits + split) * psize;
-#pragma unroll
-    for (int j = 0; j < MT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = 16 * warp + g + (e >> 1) * 8, m = 8 * j + 2 * t + (e & 1);
-        if (m < p.m) mine[m * BN + r] = acc[j][e];
-      }
+#pragma unroll 1
+    for (int q = warp; q < Q; q += nwarps)
+      if (tok_of(q) < p.m) mine[tok_of(q) * BN + row_of(q)] = rb[q * 32 + lane];
     __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(&p.counters[tid_tile], 1u) == (unsigned)(p.splits - 1);
@@ -443,33 +478,28 @@ __global__ void __launch_bounds__(THREADS, ctas_per_sm(MT))
     if (!last) return;
     __threadfence();
     const float *all = p.part + tid_tile * p.splits * psize;
-#pragma unroll
-    for (int j = 0; j < MT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = 16 * warp + g + (e >> 1) * 8, m = 8 * j + 2 * t + (e & 1);
-        if (m >= p.m) continue;
-        float s = 0.0f;
-        for (int sp = 0; sp < p.splits; ++sp)
-          s += __ldcg(all + sp * psize + m * BN + r);
-        acc[j][e] = s;
-      }
+#pragma unroll 1
+    for (int q = warp; q < Q; q += nwarps) {
+      if (tok_of(q) >= p.m) continue;
+      float s = 0.0f;
+      for (int sp = 0; sp < p.splits; ++sp)
+        s += __ldcg(all + sp * psize + tok_of(q) * BN + row_of(q));
+      rb[q * 32 + lane] = s;
+    }
   }
 
   /* epilogue: alpha once, amax before the conversion, C in its dtype */
   uint32_t amax_bits = 0;
   const int64_t cb = l * p.c_ls;
-#pragma unroll
-  for (int j = 0; j < MT; ++j)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int64_t n = (e >> 1) ? row1 : row0;
-      const int m = 8 * j + 2 * t + (e & 1);
-      if (n >= p.n || m >= p.m) continue;
-      const float x = acc[j][e] * p.alpha;
-      amax_bits = mxf_amax_fold(amax_bits, x);
-      mxf_c_store_one(p.c, p.c_dtype, cb + (int64_t)m * p.c_ms + n * p.c_ns, x);
-    }
+#pragma unroll 1
+  for (int q = warp; q < Q; q += nwarps) {
+    const int64_t n = trow0 + row_of(q);
+    const int m = tok_of(q);
+    if (n >= p.n || m >= p.m) continue;
+    const float x = rb[q * 32 + lane] * p.alpha;
+    amax_bits = mxf_amax_fold(amax_bits, x);
+    mxf_c_store_one(p.c, p.c_dtype, cb + (int64_t)m * p.c_ms + n * p.c_ns, x);
+  }
   mxf_amax_cta_commit(amax_bits, p.amax, red); /* *amax prepared by the launch before (mxf_amax_prepare) */
 }
 
@@ -521,7 +551,7 @@ __global__ void prepare_kernel(unsigned *ctrl, int n, float *amax, int accumulat
 
 /* The run's geometry; the same function sizes the workspace and launches. */
 struct gemv_geometry {
-  int mt, tiles, splits, chunks_per_split, nchunks;
+  int mt, tr, warps, tiles, splits, chunks_per_split, chunks_per_warp, nchunks;
   size_t ws_a, ws_counters, ws_part;
   size_t total() const { return ws_a + ws_counters + ws_part; }
 };
@@ -532,36 +562,68 @@ bool gemv_geometry_of(const mxf_gemm_problem *p, int sms, gemv_geometry *g) {
   if (p->sfb_fmt != MXF_E8M0 || p->a_ks != 1 || p->b_ks != 1 || p->c == MXF_E2M1) return false;
   if (p->a_fmt != MXF_BF16 && (p->sfa_fmt != MXF_E8M0)) return false;
   if (p->n >= (1 << 30) || p->l >= 65536) return false;
+  const int64_t nsm = sms > 0 ? sms : 132, want = WARPS_PER_SM * nsm, split_below = SPLIT_BELOW * nsm;
   g->mt = p->m <= 8 ? 1 : p->m <= 16 ? 2 : p->m <= 32 ? 4 : p->m <= 64 ? 8 : 16;
-  g->tiles = (int)((p->n + BN - 1) / BN);
+  /* two 16-row tiles a warp where that still gives every SM a CTA */
+  g->tr = rows_of(g->mt) == 2 && (p->n + 31) / 32 * p->l >= nsm ? 2 : 1;
+  g->tiles = (int)((p->n + 16 * g->tr - 1) / (16 * g->tr));
   g->nchunks = (int)((p->k + CHUNK - 1) / CHUNK);
-  /* one wave of CTAs (the issue of a warp's chunk is a long dependent chain, so the SMs
-   * need many warps; a second, partial wave would double the run), each with at least 2
-   * chunks, and partials whose traffic (written and read back, BN x M f32 per split) stays
-   * within a quarter of the tile's weight bytes */
-  const int by_smem = p->b_fmt == MXF_E2M1 ? 10 : 5; /* ~21 / ~38 KB a CTA of 227 */
-  const int per_sm = ctas_per_sm(g->mt) < by_smem ? ctas_per_sm(g->mt) : by_smem;
-  const int64_t want = (int64_t)per_sm * (sms > 0 ? sms : 132);
+  /* about WARPS_PER_SM warps an SM in one wave: a tile's K split first among the warps of
+   * its CTA (partials added in shared memory; at least 2 chunks a warp), then, where
+   * MAX_WARPS warps a tile leave fewer than SPLIT_BELOW an SM, among CTAs (partials through
+   * the workspace, whose traffic, BN x M f32 per split written and read back, stays within
+   * a quarter of the tile's weight bytes; 16 an SM through split-K measured slower than 8
+   * without: 1 x 2048 x 7168 0.0130 against 0.0122 ms) */
   const int64_t ctas = (int64_t)g->tiles * p->l;
-  int splits = ctas >= want ? 1 : (int)(want / ctas); /* within one wave */
-  const int max_by_k = g->nchunks / 2 > 1 ? g->nchunks / 2 : 1;
+  const int max_w = g->nchunks / 2 > 1 ? g->nchunks / 2 : 1;
+  int64_t w = want / ctas;
+  if (w > MAX_WARPS) w = MAX_WARPS;
+  if (w > max_w) w = max_w;
+  if (w < 1) w = 1;
+  int splits = ctas * w >= split_below ? 1 : (int)(split_below / (ctas * w));
+  const int max_by_k = g->nchunks / (2 * (int)w) > 1 ? g->nchunks / (2 * (int)w) : 1;
   const int64_t wbytes = p->b_fmt == MXF_E2M1 ? p->k / 2 : p->k; /* a row's */
   const int64_t by_part = wbytes / (32 * p->m);
   const int max_by_part = by_part > 1 ? (int)(by_part < 32 ? by_part : 32) : 1;
   if (splits > max_by_k) splits = max_by_k;
   if (splits > max_by_part) splits = max_by_part;
+  /* the split's scales in shared memory: 2 blocks x 16 TR rows x 2 bytes a chunk */
+  const int max_cps = MAX_SF / (64 * g->tr), min_splits = (g->nchunks + max_cps - 1) / max_cps;
+  if (splits < min_splits) splits = min_splits;
   if (splits < 1) splits = 1;
   g->chunks_per_split = (g->nchunks + splits - 1) / splits;
   g->splits = (g->nchunks + g->chunks_per_split - 1) / g->chunks_per_split;
+  g->chunks_per_warp = (int)((g->chunks_per_split + w - 1) / w);
+  g->warps = (g->chunks_per_split + g->chunks_per_warp - 1) / g->chunks_per_warp;
+  const int64_t bn = 16 * g->tr;
   g->ws_a = p->a_fmt == MXF_BF16 ? 0 : (size_t)mxf_round_up(p->l * p->m * p->k * 2, 256);
   g->ws_counters = g->splits > 1 ? (size_t)mxf_round_up((int64_t)g->tiles * p->l * 4, 256) : 0;
-  g->ws_part = g->splits > 1 ? (size_t)((int64_t)g->tiles * p->l * g->splits * BN * p->m * 4) : 0;
+  g->ws_part = g->splits > 1 ? (size_t)((int64_t)g->tiles * p->l * g->splits * bn * p->m * 4) : 0;
   return true;
 }
 
-template <int MT> cudaError_t launch_mt(dim3 grid, const gemv_params &p, bool pdl, cudaStream_t stream) {
-  return mxf_launch(p.wfmt == W_E2M1 ? gemv_kernel<MT, W_E2M1> : gemv_kernel<MT, W_E4M3>, grid, dim3(THREADS),
-                    0, stream, pdl, p);
+template <int MT, int WF, int TR>
+cudaError_t launch_one(dim3 grid, int warps, const gemv_params &p, bool pdl, cudaStream_t stream) {
+  const size_t smem = smem_of<TR>(warps, p.chunks_per_split);
+  if (smem > 48 * 1024) { /* once per kernel: the opt-in above the default 48 KB */
+    static bool opted = false;
+    if (!opted) {
+      const cudaError_t e = cudaFuncSetAttribute(gemv_kernel<MT, WF, TR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 (int)(MAX_WARPS * RING + MAX_SF));
+      if (e != cudaSuccess) return e;
+      opted = true;
+    }
+  }
+  return mxf_launch(gemv_kernel<MT, WF, TR>, grid, dim3(32 * warps), smem, stream, pdl, p);
+}
+
+template <int MT>
+cudaError_t launch_mt(dim3 grid, int warps, int tr, const gemv_params &p, bool pdl, cudaStream_t stream) {
+  if (rows_of(MT) == 2 && tr == 2)
+    return p.wfmt == W_E2M1 ? launch_one<MT, W_E2M1, rows_of(MT)>(grid, warps, p, pdl, stream)
+                            : launch_one<MT, W_E4M3, rows_of(MT)>(grid, warps, p, pdl, stream);
+  return p.wfmt == W_E2M1 ? launch_one<MT, W_E2M1, 1>(grid, warps, p, pdl, stream)
+                          : launch_one<MT, W_E4M3, 1>(grid, warps, p, pdl, stream);
 }
 
 } /* namespace */
@@ -626,6 +688,7 @@ extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, cons
   p.alpha = args->alpha ? *args->alpha : 1.0f;
   p.amax = args->amax;
   p.tiles = g.tiles, p.splits = g.splits, p.chunks_per_split = g.chunks_per_split, p.nchunks = g.nchunks;
+  p.chunks_per_warp = g.chunks_per_warp;
   const dim3 grid((unsigned)g.tiles, (unsigned)g.splits, (unsigned)pr->l);
   /* early start after the one-CTA preparation only: beside the activations' pre-pass the
    * waiting CTAs held SMs it needed (16 x 7168 x 2048 MXFP8 x MXFP4: 0.0379 against
@@ -633,11 +696,11 @@ extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, cons
   const bool pdl = cc >= 90 && pr->a_fmt == MXF_BF16;
   cudaError_t e;
   switch (g.mt) {
-  case 1: e = launch_mt<1>(grid, p, pdl, stream); break;
-  case 2: e = launch_mt<2>(grid, p, pdl, stream); break;
-  case 4: e = launch_mt<4>(grid, p, pdl, stream); break;
-  case 8: e = launch_mt<8>(grid, p, pdl, stream); break;
-  default: e = launch_mt<16>(grid, p, pdl, stream); break;
+  case 1: e = launch_mt<1>(grid, g.warps, g.tr, p, pdl, stream); break;
+  case 2: e = launch_mt<2>(grid, g.warps, g.tr, p, pdl, stream); break;
+  case 4: e = launch_mt<4>(grid, g.warps, g.tr, p, pdl, stream); break;
+  case 8: e = launch_mt<8>(grid, g.warps, g.tr, p, pdl, stream); break;
+  default: e = launch_mt<16>(grid, g.warps, g.tr, p, pdl, stream); break;
   }
   MXF_CUDA_TRY(e, "gemm_amax: gemv kernel launch failed");
   return MXF_OK;
