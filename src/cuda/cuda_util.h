@@ -9,6 +9,9 @@
  *                             out of run paths)
  *   mxf_cuda_plan_device()    the plan preamble of every op: that info for the plan's
  *                             device, refusing compute capability below 8.0
+ *   mxf_set_smem_attr<K>(bytes) allows kernel K `bytes` of dynamic shared memory on the
+ *                             current device, once per kernel and device (later calls
+ *                             return at once)
  */
 #ifndef MXF_CUDA_UTIL_H
 #define MXF_CUDA_UTIL_H
@@ -26,6 +29,21 @@
   } while (0)
 
 #define MXF_CUDA_CHECK_LAUNCH(what) MXF_CUDA_TRY(cudaGetLastError(), (what))
+
+/* The attribute belongs to the kernel in the current device's context, so it is set once
+ * per (kernel, device): devices 0..63 are remembered in a bit mask (each K always asks for
+ * the same bytes, so racing first calls set the same value); others are set every time. */
+template <auto K> static cudaError_t mxf_set_smem_attr(int bytes) {
+  static unsigned long long done = 0; /* read and written atomically */
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return e;
+  const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0ull;
+  if (bit && (__atomic_load_n(&done, __ATOMIC_ACQUIRE) & bit)) return cudaSuccess;
+  e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess && bit) __atomic_fetch_or(&done, bit, __ATOMIC_RELEASE);
+  return e;
+}
 
 typedef struct mxf_cuda_device_info_t {
   int cc_major, cc_minor; /* compute capability */

@@ -354,10 +354,15 @@ __device__ __forceinline__ bool load_scales(uint16_t *sf, const gemv_params &p, 
   return __syncthreads_and(wscale<WF>::fast_ok(hi)) != 0;
 }
 
+/* Bytes of the scales (load_scales) a chunk takes in shared memory: 2 blocks x 16 TR rows
+ * x 16 bits; and the most chunks a split may have for them to fit in MAX_SF. */
+constexpr int sf_chunk_bytes(int tr) { return 2 * 16 * tr * (int)sizeof(uint16_t); }
+constexpr int max_split_chunks(int tr) { return MAX_SF / sf_chunk_bytes(tr); }
+
 /* Shared memory of a CTA of `warps` warps whose splits have `cps` chunks: each warp's ring
  * (reused for the warps' partial sums at the end), then the tile's scales of the split. */
-template <int TR> constexpr size_t smem_of(int warps, int cps) {
-  return (size_t)warps * RING + (size_t)cps * 2 * 16 * TR * sizeof(uint16_t);
+constexpr size_t smem_of(int tr, int warps, int cps) {
+  return (size_t)warps * RING + (size_t)cps * sf_chunk_bytes(tr);
 }
 
 template <int MT, int WF, int TR>
@@ -587,8 +592,8 @@ bool gemv_geometry_of(const mxf_gemm_problem *p, int sms, gemv_geometry *g) {
   const int max_by_part = by_part > 1 ? (int)(by_part < 32 ? by_part : 32) : 1;
   if (splits > max_by_k) splits = max_by_k;
   if (splits > max_by_part) splits = max_by_part;
-  /* the split's scales in shared memory: 2 blocks x 16 TR rows x 2 bytes a chunk */
-  const int max_cps = MAX_SF / (64 * g->tr), min_splits = (g->nchunks + max_cps - 1) / max_cps;
+  /* the split's scales in shared memory */
+  const int max_cps = max_split_chunks(g->tr), min_splits = (g->nchunks + max_cps - 1) / max_cps;
   if (splits < min_splits) splits = min_splits;
   if (splits < 1) splits = 1;
   g->chunks_per_split = (g->nchunks + splits - 1) / splits;
@@ -604,15 +609,11 @@ bool gemv_geometry_of(const mxf_gemm_problem *p, int sms, gemv_geometry *g) {
 
 template <int MT, int WF, int TR>
 cudaError_t launch_one(dim3 grid, int warps, const gemv_params &p, bool pdl, cudaStream_t stream) {
-  const size_t smem = smem_of<TR>(warps, p.chunks_per_split);
-  if (smem > 48 * 1024) { /* once per kernel: the opt-in above the default 48 KB */
-    static bool opted = false;
-    if (!opted) {
-      const cudaError_t e = cudaFuncSetAttribute(gemv_kernel<MT, WF, TR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                 (int)(MAX_WARPS * RING + MAX_SF));
-      if (e != cudaSuccess) return e;
-      opted = true;
-    }
+  const size_t smem = smem_of(TR, warps, p.chunks_per_split);
+  if (smem > 48 * 1024) { /* the opt-in above the default 48 KB, for the largest CTA */
+    const cudaError_t e =
+        mxf_set_smem_attr<gemv_kernel<MT, WF, TR>>((int)smem_of(TR, MAX_WARPS, max_split_chunks(TR)));
+    if (e != cudaSuccess) return e;
   }
   return mxf_launch(gemv_kernel<MT, WF, TR>, grid, dim3(32 * warps), smem, stream, pdl, p);
 }

@@ -213,7 +213,7 @@ template <int FMT, int BP, int NB = BN, int WG = 2>
 inline cudaError_t launch_gemm(unsigned grid, const CUtensorMap &ma, const CUtensorMap &mb, const CUtensorMap &mc,
                                const kernel_args &ka, cudaStream_t stream) {
   const int smem = BP ? bp_smem_bytes(NB, WG) : SMEM_BYTES;
-  const cudaError_t e = set_smem_attr<gemm_kernel<FMT, BP, NB, WG>>(smem);
+  const cudaError_t e = mxf_set_smem_attr<gemm_kernel<FMT, BP, NB, WG>>(smem);
   if (e != cudaSuccess) return e;
   c_map<BP && NB == BN> cm;
   if constexpr (BP && NB == BN) cm.map = mc;

@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/cuda_util.h"
 #include "cuda/portable/portable_ops.h"
 #include "cuda/sm90/sm90_dequant.cuh"
 #include "cuda/sm90/sm90_host.h"
@@ -657,7 +658,7 @@ template <int W_OUT_IN, int MX, int L>
 static cudaError_t launch(unsigned grid, const CUtensorMap &map_x, const CUtensorMap &map_w, const kargs &a,
                           cudaStream_t stream) {
   constexpr int smem = MX ? SMEM_BYTES_MX : ylayout<L>::SMEM_BYTES;
-  cudaError_t e = set_smem_attr<proj_kernel<W_OUT_IN, MX, L>>(smem);
+  cudaError_t e = mxf_set_smem_attr<proj_kernel<W_OUT_IN, MX, L>>(smem);
   if (e == cudaSuccess) proj_kernel<W_OUT_IN, MX, L><<<grid, THREADS, smem, stream>>>(map_x, map_w, a);
   return e;
 }

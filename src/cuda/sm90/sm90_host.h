@@ -4,9 +4,6 @@
  *                                         once per translation unit through the runtime's
  *                                         entry-point query (no -lcuda needed); nullptr
  *                                         when the driver does not offer it.
- *   set_smem_attr<K>(bytes)               allows kernel K `bytes` of dynamic shared memory
- *                                         on the current device, once per kernel and
- *                                         device (later calls return at once).
  *   make_map_codes(...)                   a TMA map of raw 8-bit / packed 4-bit codes.
  *   make_map_bf16(...)                    a TMA map of a bf16 matrix (batches of rows).
  */
@@ -36,21 +33,6 @@ static inline encode_tiled_fn get_encode_tiled(void) {
     return static_cast<encode_tiled_fn>(nullptr);
   }();
   return fn;
-}
-
-/* The attribute belongs to the kernel in the current device's context, so it is set once
- * per (kernel, device): devices 0..63 are remembered in a bit mask (each K always asks for
- * the same bytes, so racing first calls set the same value); others are set every time. */
-template <auto K> static cudaError_t set_smem_attr(int bytes) {
-  static unsigned long long done = 0; /* read and written atomically */
-  int dev = 0;
-  cudaError_t e = cudaGetDevice(&dev);
-  if (e != cudaSuccess) return e;
-  const unsigned long long bit = dev >= 0 && dev < 64 ? 1ull << dev : 0ull;
-  if (bit && (__atomic_load_n(&done, __ATOMIC_ACQUIRE) & bit)) return cudaSuccess;
-  e = cudaFuncSetAttribute(K, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  if (e == cudaSuccess && bit) __atomic_fetch_or(&done, bit, __ATOMIC_RELEASE);
-  return e;
 }
 
 /* 3-D map (k bytes, rows, batch) of raw codes read as bytes, boxes of (rb, box_rows, 1)
