@@ -28,6 +28,9 @@
 #   GPU_CHECK_PYBENCH=1|0          bench/bench_python.py (default 1)
 #   GPU_CHECK_PIP=0|1              also `pip install .` the package and import it (default 0)
 #   GPU_CHECK_TESTS=regex          only the GPU ctests matching regex (default: all)
+#   MXF_GPU_TEST_MODES=a,b         (read by the tests) only these kernel modes of
+#                                  test_gemm_amax_gpu: default, sm90-f16, sm90-bpre,
+#                                  sm90-swap, portable, gemv (default: all)
 #   GPU_CHECK_TARGETS="a b"        build only these targets (default: all)
 #   JOBS=N                         parallel build / CPU test jobs (default: nproc)
 #   GPU_CHECK_CMAKE_ARGS="..."     extra configure arguments, e.g. -DMXF_WITH_BLAS=OFF

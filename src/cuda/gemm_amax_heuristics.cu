@@ -218,8 +218,9 @@ static void describe(const gemm_config *c, char *out, size_t n) {
 } /* namespace mxf_sm90 */
 
 /* Rows of A up to which a mixed pair streams its weights through cuda/gemv rather than
- * the sm_90a kernel (docs/kernels/gemm_amax_gemv.md). */
-#define GEMV_M_MAX 8
+ * the sm_90a kernel (docs/kernels/gemm_amax_gemv.md): at 16 rows the gemv is faster on
+ * the three decode shapes, at 64 the sm_90a kernel (docs/decisions.md). */
+#define GEMV_M_MAX 16
 
 static bool gemv_takes(const mxf_gemm_problem *p, int sms, size_t *ws) {
   return p->a_fmt != p->b_fmt && mxf_gemv_gemm_amax_plan(p, sms, ws);

@@ -33,7 +33,7 @@
  * runs under another MXF_CONFIG than it was made with, which a run must not read) and with
  * the portable kernel forced (gemm=portable); the mixed pairs once more with the
  * weight-streaming kernel put first (gemm=gemv). MXF_GPU_TEST_SMALL=1 keeps only small
- * cases.
+ * cases; MXF_GPU_TEST_MODES=default,gemv,... only the named modes.
  */
 #include <math.h>
 #include <stdio.h>
@@ -768,6 +768,19 @@ static void phase_done(void) {
   fflush(stdout);
 }
 
+/* one kernel mode: its cases under MXF_CONFIG=config (plans made so; run under
+ * run_with when given), unless MXF_GPU_TEST_MODES leaves it out */
+static void run_mode(tu_rng *r, int small, const char *mode, const char *config, const char *run_with,
+                     void (*cases)(tu_rng *, int)) {
+  if (!gu_mode_on(mode)) return;
+  kernel_mode = mode;
+  setenv("MXF_CONFIG", config, 1);
+  run_config = run_with;
+  cases(r, small);
+  phase_done();
+  run_config = NULL;
+}
+
 int main(void) {
   int rc = gu_skip_if_unavailable("test_gemm_amax_gpu");
   if (rc) return rc;
@@ -778,42 +791,27 @@ int main(void) {
   printf("device cc %d.%d%s\n", cc / 10, cc % 10, small ? " (small cases only)" : "");
   unsetenv("MXF_CONFIG");
   g_start = time(NULL);
-  run_all(&r, small);
-  phase_done();
+  if (gu_mode_on(kernel_mode)) {
+    run_all(&r, small);
+    phase_done();
+  }
   if (cc == 90) {
     /* the sm_90a kernel's f16 path runs by default only with at least a wave of tiles:
      * force it so that the small cases take it (tiles whose rows qualify); unswapped */
-    kernel_mode = "sm90-f16";
-    setenv("MXF_CONFIG", "swap=off,f16=on", 1);
-    run_all(&r, small);
-    phase_done();
+    run_mode(&r, small, "sm90-f16", "swap=off,f16=on", NULL, run_all);
     /* the B pre-pass runs by default only with many rows of tiles: force it, with the
      * large problems' stage groups (geometry::bc_group) */
-    kernel_mode = "sm90-bpre";
-    setenv("MXF_CONFIG", "swap=off,bpre=on,bcwide=on", 1);
-    run_all(&r, small);
-    phase_done();
+    run_mode(&r, small, "sm90-bpre", "swap=off,bpre=on,bcwide=on", NULL, run_all);
     /* A and B swapped (C written transposed) for any M, with 128- or 256-column tiles;
      * the narrow tiles on three consumer warpgroups wherever A's scales allow it (by
      * default only with more than a wave of 128-row tiles). Each run under a config
      * of another geometry (and workspace): the plan's choice must hold. */
-    kernel_mode = "sm90-swap";
-    setenv("MXF_CONFIG", "swap=on,wg3=on", 1);
-    run_config = "swap=off,f16=on,gemm=portable";
-    run_all(&r, small);
-    phase_done();
-    run_config = NULL;
+    run_mode(&r, small, "sm90-swap", "swap=on,wg3=on", "swap=off,f16=on,gemm=portable", run_all);
     /* the default choice may have taken the sm_90a kernel: cover the portable one too */
-    kernel_mode = "portable";
-    setenv("MXF_CONFIG", "gemm=portable", 1);
-    run_all(&r, small);
-    phase_done();
-    /* the mixed pairs' decode shapes above 8 rows take the sm_90a kernel by default:
-     * the weight-streaming kernel on them too */
-    kernel_mode = "gemv";
-    setenv("MXF_CONFIG", "gemm=gemv", 1);
-    run_mixed(&r, small);
-    phase_done();
+    run_mode(&r, small, "portable", "gemm=portable", NULL, run_all);
+    /* the mixed pairs' decode shapes above GEMV_M_MAX (16) rows take the sm_90a kernel by
+     * default: the weight-streaming kernel on them too */
+    run_mode(&r, small, "gemv", "gemm=gemv", NULL, run_mixed);
     unsetenv("MXF_CONFIG");
   }
   for (int ci = 1; ci < 6; ++ci) {
