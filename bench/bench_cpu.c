@@ -35,6 +35,7 @@
 
 #include "formats.h"
 #include "mxfuse.h"
+#include "testutil.h"
 
 #if defined(MXF_HAVE_CBLAS)
 #include <cblas.h>
@@ -336,19 +337,7 @@ static double one_call_rss_growth(int64_t max_m, int64_t n, int64_t k) {
 }
 
 /* Whether case `name` runs: MXF_BENCH_ONLY unset, or it lists the name. */
-static int wanted(const char *name) {
-  const char *only = getenv("MXF_BENCH_ONLY");
-  if (!only || !*only) return 1;
-  const size_t n = strlen(name);
-  for (const char *s = only; *s;) {
-    const char *e = strchr(s, ',');
-    const size_t len = e ? (size_t)(e - s) : strlen(s);
-    if (len == n && strncmp(s, name, n) == 0) return 1;
-    if (!e) break;
-    s = e + 1;
-  }
-  return 0;
-}
+static int wanted(const char *name) { return tu_env_lists("MXF_BENCH_ONLY", name); }
 
 int main(int argc, char **argv) {
   const char *out = argc > 1 ? argv[1] : "bench_cpu.json";

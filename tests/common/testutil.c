@@ -109,6 +109,19 @@ int tu_kernel_is(const char *name, const char *kernel) {
   return strncmp(name, kernel, n) == 0 && (name[n] == '\0' || name[n] == ' ');
 }
 
+int tu_env_lists(const char *var, const char *name) {
+  const char *list = getenv(var);
+  if (!list || !*list) return 1;
+  const size_t n = strlen(name);
+  for (const char *s = list;;) {
+    const char *end = strchr(s, ',');
+    const size_t len = end ? (size_t)(end - s) : strlen(s);
+    if (len == n && strncmp(s, name, n) == 0) return 1;
+    if (!end) return 0;
+    s = end + 1;
+  }
+}
+
 /* ------------------------------------------------------------ the CPU backend's GEMM core */
 const char *tu_cpu_core_asked(void) {
   static const char *const cores[] = {"onednn", "blas", "c"};

@@ -53,6 +53,9 @@ int tu_all_bytes(const void *p, size_t n, uint8_t byte);
 /* Whether backend name `name` (mxf_plan_backend: "cuda/sm90 128x256 prepass") is of
  * kernel `kernel` ("cuda/sm90"). */
 int tu_kernel_is(const char *name, const char *kernel);
+/* Whether environment variable `var` is unset or empty, or its comma-separated list holds
+ * `name` (a selection of cases or modes: MXF_BENCH_ONLY, MXF_GPU_TEST_MODES). */
+int tu_env_lists(const char *var, const char *name);
 /* ------------------------------------------------------------ the CPU backend's GEMM core */
 /* The core MXF_CONFIG's cpu key asks for ("onednn", "blas" or "c"), or NULL. */
 const char *tu_cpu_core_asked(void);

@@ -49,19 +49,7 @@ static inline int gu_small(void) {
 
 /* MXF_GPU_TEST_MODES=a,b: run only the named kernel modes of a test that has several
  * (each prints its name as it ends), so that a long run can be split; unset: every mode. */
-static inline int gu_mode_on(const char *mode) {
-  const char *e = getenv("MXF_GPU_TEST_MODES");
-  if (!e || !*e) return 1;
-  const size_t n = strlen(mode);
-  for (const char *s = e; *s;) {
-    const char *end = strchr(s, ',');
-    const size_t len = end ? (size_t)(end - s) : strlen(s);
-    if (len == n && strncmp(s, mode, n) == 0) return 1;
-    if (!end) break;
-    s = end + 1;
-  }
-  return 0;
-}
+static inline int gu_mode_on(const char *mode) { return tu_env_lists("MXF_GPU_TEST_MODES", mode); }
 
 #if defined(MXF_WITH_CUDA)
 /* A failing CUDA call in a test is a broken environment, not a finding: stop at once. */
