@@ -34,6 +34,15 @@
 #   GPU_CHECK_TARGETS="a b"        build only these targets (default: all)
 #   JOBS=N                         parallel build / CPU test jobs (default: nproc)
 #   GPU_CHECK_CMAKE_ARGS="..."     extra configure arguments, e.g. -DMXF_WITH_BLAS=OFF
+#
+# The whole check takes longer than one 10-minute call on a lent machine. Calls made while
+# the machine is still warm share the build directory (the build step is then incremental),
+# so it runs in three, e.g.:
+#   1. GPU_CHECK_BENCH=0 GPU_CHECK_SANITIZER=0 GPU_CHECK_CPU_TESTS=0 GPU_CHECK_CPU_BENCH=0 \
+#      GPU_CHECK_PYTHON=0 MXF_GPU_TEST_MODES=default,sm90-f16,sm90-bpre bash scripts/gpu-check.sh
+#   2. the same with MXF_GPU_TEST_MODES=sm90-swap,portable,gemv and GPU_CHECK_PYTHON=1
+#   3. GPU_CHECK_TESTS='^$' GPU_CHECK_PYTHON=0 bash scripts/gpu-check.sh
+#      (no GPU ctest: the benchmark, the sanitizers, the CPU side)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/gpu-check-out}
