@@ -768,13 +768,14 @@ static void phase_done(void) {
   fflush(stdout);
 }
 
-/* one kernel mode: its cases under MXF_CONFIG=config (plans made so; run under
- * run_with when given), unless MXF_GPU_TEST_MODES leaves it out */
+/* one kernel mode: its cases under MXF_CONFIG=config (none: the default choice; plans
+ * made so, run under run_with when given), unless MXF_GPU_TEST_MODES leaves it out */
 static void run_mode(tu_rng *r, int small, const char *mode, const char *config, const char *run_with,
                      void (*cases)(tu_rng *, int)) {
   if (!gu_mode_on(mode)) return;
   kernel_mode = mode;
-  setenv("MXF_CONFIG", config, 1);
+  if (config) setenv("MXF_CONFIG", config, 1);
+  else unsetenv("MXF_CONFIG");
   run_config = run_with;
   cases(r, small);
   phase_done();
@@ -789,12 +790,8 @@ int main(void) {
   const int small = gu_small();
   const int cc = gu_device_cc();
   printf("device cc %d.%d%s\n", cc / 10, cc % 10, small ? " (small cases only)" : "");
-  unsetenv("MXF_CONFIG");
   g_start = time(NULL);
-  if (gu_mode_on(kernel_mode)) {
-    run_all(&r, small);
-    phase_done();
-  }
+  run_mode(&r, small, "default", NULL, NULL, run_all);
   if (cc == 90) {
     /* the sm_90a kernel's f16 path runs by default only with at least a wave of tiles:
      * force it so that the small cases take it (tiles whose rows qualify); unswapped */
