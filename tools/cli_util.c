@@ -189,7 +189,7 @@ char *mxf_cli_device_str(char *buf, size_t size, int32_t device) {
   if (device == MXF_DEVICE_CPU)
     snprintf(buf, size, "cpu");
   else
-    snprintf(buf, size, "cuda:%d", (int)(device - 1));
+    snprintf(buf, size, "cuda:%d", (int)MXF_DEVICE_ORDINAL(device));
   return buf;
 }
 
@@ -278,7 +278,7 @@ void *mxf_cli_dev_alloc(const char *cmd, int32_t device, size_t bytes) {
   }
 #if defined(MXF_WITH_CUDA)
   void *p = NULL;
-  if (!cuda_ok(cmd, cudaSetDevice(device - 1), "cudaSetDevice")) return NULL;
+  if (!cuda_ok(cmd, cudaSetDevice(MXF_DEVICE_ORDINAL(device)), "cudaSetDevice")) return NULL;
   if (!cuda_ok(cmd, cudaMalloc(&p, bytes), "cudaMalloc")) return NULL;
   return p;
 #else
@@ -294,7 +294,7 @@ void mxf_cli_dev_free(int32_t device, void *p) {
     return;
   }
 #if defined(MXF_WITH_CUDA)
-  cudaSetDevice(device - 1);
+  cudaSetDevice(MXF_DEVICE_ORDINAL(device));
   cudaFree(p);
 #endif
 }
@@ -307,7 +307,7 @@ static int dev_copy(const char *cmd, int32_t device, void *dst, const void *src,
     return 0;
   }
 #if defined(MXF_WITH_CUDA)
-  if (!cuda_ok(cmd, cudaSetDevice(device - 1), "cudaSetDevice")) return -1;
+  if (!cuda_ok(cmd, cudaSetDevice(MXF_DEVICE_ORDINAL(device)), "cudaSetDevice")) return -1;
   return cuda_ok(cmd,
                  cudaMemcpy(dst, src, bytes, to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost),
                  to_device ? "cudaMemcpy to device" : "cudaMemcpy to host")
@@ -333,7 +333,7 @@ int mxf_cli_dev_memset(const char *cmd, int32_t device, void *p, int byte, size_
     return 0;
   }
 #if defined(MXF_WITH_CUDA)
-  if (!cuda_ok(cmd, cudaSetDevice(device - 1), "cudaSetDevice")) return -1;
+  if (!cuda_ok(cmd, cudaSetDevice(MXF_DEVICE_ORDINAL(device)), "cudaSetDevice")) return -1;
   return cuda_ok(cmd, cudaMemset(p, byte, bytes), "cudaMemset") ? 0 : -1;
 #else
   return no_cuda(cmd);
@@ -343,7 +343,7 @@ int mxf_cli_dev_memset(const char *cmd, int32_t device, void *p, int byte, size_
 int mxf_cli_dev_sync(const char *cmd, int32_t device) {
   if (device == MXF_DEVICE_CPU) return 0;
 #if defined(MXF_WITH_CUDA)
-  if (!cuda_ok(cmd, cudaSetDevice(device - 1), "cudaSetDevice")) return -1;
+  if (!cuda_ok(cmd, cudaSetDevice(MXF_DEVICE_ORDINAL(device)), "cudaSetDevice")) return -1;
   return cuda_ok(cmd, cudaDeviceSynchronize(), "cudaDeviceSynchronize") ? 0 : -1;
 #else
   return no_cuda(cmd);

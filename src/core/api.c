@@ -47,14 +47,14 @@ mxf_status mxf_backend_lookup(int32_t device, const mxf_backend **backend) {
   }
 #if defined(MXF_WITH_CUDA)
   int n = mxf_cuda_device_count();
-  if (device - 1 >= n)
-    return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "CUDA device %d not present (%d device%s)", (int)(device - 1),
-                         n, n == 1 ? "" : "s");
+  if (MXF_DEVICE_ORDINAL(device) >= n)
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "CUDA device %d not present (%d device%s)",
+                         (int)MXF_DEVICE_ORDINAL(device), n, n == 1 ? "" : "s");
   *backend = &mxf_cuda_backend;
   return MXF_OK;
 #else
   return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "CUDA device %d requested, but mxfuse was built without CUDA",
-                       (int)(device - 1));
+                       (int)MXF_DEVICE_ORDINAL(device));
 #endif
 }
 

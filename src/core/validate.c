@@ -33,7 +33,7 @@ static const char *fmt_device(strbuf *b, int32_t device) {
   if (device == MXF_DEVICE_CPU)
     snprintf(b->s, sizeof b->s, "cpu");
   else
-    snprintf(b->s, sizeof b->s, "cuda:%d", (int)(device - 1));
+    snprintf(b->s, sizeof b->s, "cuda:%d", (int)MXF_DEVICE_ORDINAL(device));
   return b->s;
 }
 
