@@ -1,7 +1,7 @@
 /*
- * api.c — the public entry points: version, devices and backends, the plan form
- * (validate -> backend -> plan; checked runs), the one-call form (through the plan
- * cache), and the scale-factor layout helpers.
+ * api.c — the public entry points below the one-call form: version, devices and
+ * backends, the plan form (validate -> backend -> plan; checked runs) and the
+ * scale-factor layout helpers. The one-call form is oneshot.c, above this file.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -104,9 +104,9 @@ void mxf_plan_destroy(mxf_plan *plan) {
   free(plan);
 }
 
-/* One op's public forms: plan, run, one call (on the cache's workspace arena, or with the
- * caller's workspace after a size query). */
-#define MXF_DEFINE_OP(name, OP, desc_t, args_t, problem_t, validate, make_args)                              \
+/* One op's plan form: plan (validate, then a backend plans the normalized problem) and
+ * run. The one-call forms sit above these, in oneshot.c. */
+#define MXF_DEFINE_OP(name, OP, desc_t, args_t, problem_t, validate)                                         \
   mxf_status mxf_##name##_plan(mxf_plan **plan, const desc_t *desc) {                                        \
     if (!plan)                                                                                               \
       return mxf_set_error(MXF_ERR_INVALID_VALUE, #name "_plan: plan (the output pointer) is NULL");         \
@@ -121,86 +121,16 @@ void mxf_plan_destroy(mxf_plan *plan) {
   mxf_status mxf_##name##_run(const mxf_plan *plan, const args_t *args, void *workspace,                     \
                               size_t workspace_size, void *stream) {                                         \
     return mxf_plan_run(plan, OP, args, workspace, workspace_size, stream);                                  \
-  }                                                                                                          \
-  static mxf_status name##_one_call(const desc_t *desc, void *stream, int own_workspace, void *workspace,    \
-                                    size_t workspace_size) {                                                 \
-    problem_t p;                                                                                             \
-    int32_t device;                                                                                          \
-    memset(&p, 0, sizeof p);                                                                                 \
-    mxf_status st = validate(desc, 1, &p, &device);                                                          \
-    if (st != MXF_OK) return st;                                                                             \
-    args_t args;                                                                                             \
-    memset(&args, 0, sizeof args);                                                                           \
-    make_args(&args, desc);                                                                                  \
-    return mxf_cache_run(OP, &p, sizeof p, device, stream, &args, own_workspace, workspace, workspace_size); \
-  }                                                                                                          \
-  mxf_status mxf_##name(const desc_t *desc, void *stream) {                                                  \
-    return name##_one_call(desc, stream, 0, NULL, 0);                                                        \
-  }                                                                                                          \
-  mxf_status mxf_##name##_workspace_size(const desc_t *desc, size_t *workspace_size) {                       \
-    if (!workspace_size)                                                                                     \
-      return mxf_set_error(MXF_ERR_INVALID_VALUE, #name "_workspace_size: workspace_size is NULL");          \
-    problem_t p;                                                                                             \
-    int32_t device;                                                                                          \
-    memset(&p, 0, sizeof p);                                                                                 \
-    mxf_status st = validate(desc, 0, &p, &device);                                                          \
-    if (st != MXF_OK) return st;                                                                             \
-    return mxf_cache_workspace_size(OP, &p, sizeof p, device, workspace_size);                               \
-  }                                                                                                          \
-  mxf_status mxf_##name##_with_workspace(const desc_t *desc, void *workspace, size_t workspace_size,         \
-                                         void *stream) {                                                     \
-    return name##_one_call(desc, stream, 1, workspace, workspace_size);                                      \
   }
-
-static void gemm_args(mxf_gemm_amax_args *a, const mxf_gemm_amax_desc *d) {
-  a->a = d->a.data;
-  a->b = d->b.data;
-  a->sfa = d->sfa.data;
-  a->sfb = d->sfb.data;
-  a->c = d->c.data;
-  a->amax = d->amax.data;
-  a->alpha = d->alpha;
-}
-
-static void proj_args(mxf_proj_rope_args *a, const mxf_proj_rope_desc *d) {
-  a->x = d->x.data;
-  a->w = d->w.data;
-  a->x_scale = d->x_scale.data;
-  a->w_scale = d->w_scale.data;
-  a->cos = d->cos.data;
-  a->sin = d->sin.data;
-  a->out_row = d->out_row.data;
-  a->out_scales_row = d->out_scales_row.data;
-  a->out_col = d->out_col.data;
-  a->out_scales_col = d->out_scales_col.data;
-}
-
-static void quant_args(mxf_quantize_args *a, const mxf_quantize_desc *d) {
-  a->x = d->x.data;
-  if (d->directions & MXF_QUANT_ROWS) {
-    a->q_row = d->q_row.data;
-    a->s_row = d->s_row.data;
-  }
-  if (d->directions & MXF_QUANT_COLS) {
-    a->q_col = d->q_col.data;
-    a->s_col = d->s_col.data;
-  }
-}
-
-static void dequant_args(mxf_dequantize_args *a, const mxf_dequantize_desc *d) {
-  a->q = d->q.data;
-  a->s = d->s.data;
-  a->y = d->y.data;
-}
 
 MXF_DEFINE_OP(gemm_amax, MXF_OP_GEMM_AMAX, mxf_gemm_amax_desc, mxf_gemm_amax_args, mxf_gemm_problem,
-              mxf_validate_gemm_amax, gemm_args)
+              mxf_validate_gemm_amax)
 MXF_DEFINE_OP(proj_rope, MXF_OP_PROJ_ROPE, mxf_proj_rope_desc, mxf_proj_rope_args, mxf_proj_problem,
-              mxf_validate_proj_rope, proj_args)
+              mxf_validate_proj_rope)
 MXF_DEFINE_OP(quantize, MXF_OP_QUANTIZE, mxf_quantize_desc, mxf_quantize_args, mxf_quant_problem,
-              mxf_validate_quantize, quant_args)
+              mxf_validate_quantize)
 MXF_DEFINE_OP(dequantize, MXF_OP_DEQUANTIZE, mxf_dequantize_desc, mxf_dequantize_args, mxf_quant_problem,
-              mxf_validate_dequantize, dequant_args)
+              mxf_validate_dequantize)
 
 /* ------------------------------------------------------------ scale-factor layouts */
 /* Blocks per row and swizzled tile counts of an (mn, k, l) operand; 0 when out of range. */

@@ -1,7 +1,7 @@
 /*
  * validate.h — core-internal: the dtype traits table, the validators that turn public
  * descriptors into the normalized problems of internal.h, the run-time argument checks,
- * and the plan helpers shared by api.c and plan_cache.c.
+ * and the plan API of api.c that the one-call form (oneshot.c) builds on.
  *
  * validate.c is the only file that knows the rules of SPEC §1–§4; everything after it
  * (plans, backends) trusts the normalized problem.
@@ -67,15 +67,5 @@ MXF_INTERNAL mxf_status mxf_plan_create(mxf_op op, const void *problem, size_t p
 /* Checks a run (mxf_validate_run), then runs it on the plan's backend. */
 MXF_INTERNAL mxf_status mxf_plan_run(const mxf_plan *plan, mxf_op op, const void *args, void *workspace,
                                      size_t workspace_size, void *stream);
-
-/* ------------------------------------------------------------ plan cache (plan_cache.c) */
-/* One-call form: runs `args` with a cached plan for the problem, on the caller's
- * workspace (own_workspace: ws, ws_size) or on the workspace arena of (device, stream). */
-MXF_INTERNAL mxf_status mxf_cache_run(mxf_op op, const void *problem, size_t problem_size, int32_t device,
-                                      void *stream, const void *args, int own_workspace, void *ws,
-                                      size_t ws_size);
-/* The workspace bytes of the cached plan of a problem (planned into the cache). */
-MXF_INTERNAL mxf_status mxf_cache_workspace_size(mxf_op op, const void *problem, size_t problem_size,
-                                                 int32_t device, size_t *size);
 
 #endif

@@ -1,6 +1,8 @@
 /*
- * plan_cache.c — the one-call form's small LRU cache of plans, and the workspace arenas
- * that its runs share.
+ * oneshot.c — the one-call form (mxf_<op>, mxf_<op>_workspace_size,
+ * mxf_<op>_with_workspace) above the plan form: a small LRU cache of plans, and the
+ * workspace arenas that its runs share. It calls the validators and the plan API of
+ * api.c; nothing below calls back into it.
  *
  * Plans. Key: op + the normalized problem's bytes (zeroed before filling, so padding
  * compares equal) + device + the text of MXF_CONFIG (core/override.c). A plan holds no
@@ -143,19 +145,19 @@ static void plan_release(mxf_plan *plan, cache_entry *e) {
 }
 
 /* ------------------------------------------------------------ arenas */
-typedef struct workspace {
+typedef struct run_workspace {
   arena *a;  /* the arena lent, or NULL */
   void *own; /* or a workspace of this run's own (freed after it) */
   void *ptr;
   size_t size;
-} workspace;
+} run_workspace;
 
 static void arena_free_memory(const mxf_backend *backend, int32_t device, void *ptr) {
   if (ptr) backend->free(device, ptr);
 }
 
 /* A workspace of at least `need` bytes for a run of `plan` on `stream`. */
-static mxf_status workspace_acquire(const mxf_plan *plan, void *stream, size_t need, workspace *w) {
+static mxf_status workspace_acquire(const mxf_plan *plan, void *stream, size_t need, run_workspace *w) {
   memset(w, 0, sizeof *w);
   if (need == 0) return MXF_OK;
   const mxf_backend *be = plan->backend;
@@ -233,7 +235,7 @@ static mxf_status workspace_acquire(const mxf_plan *plan, void *stream, size_t n
   return MXF_OK;
 }
 
-static void workspace_release(const mxf_plan *plan, workspace *w) {
+static void workspace_release(const mxf_plan *plan, run_workspace *w) {
   if (w->own) plan->backend->free(plan->device, w->own);
   if (!w->a) return;
   arena *a = w->a;
@@ -269,8 +271,8 @@ static mxf_status plan_lookup(mxf_op op, const void *problem, size_t problem_siz
   return plan_acquire(&key, problem_size, plan, entry);
 }
 
-mxf_status mxf_cache_run(mxf_op op, const void *problem, size_t problem_size, int32_t device, void *stream,
-                         const void *args, int own_workspace, void *ws, size_t ws_size) {
+static mxf_status cache_run(mxf_op op, const void *problem, size_t problem_size, int32_t device, void *stream,
+                            const void *args, int own_workspace, void *ws, size_t ws_size) {
   mxf_plan *plan;
   cache_entry *e;
   mxf_status st = plan_lookup(op, problem, problem_size, device, &plan, &e);
@@ -278,7 +280,7 @@ mxf_status mxf_cache_run(mxf_op op, const void *problem, size_t problem_size, in
   if (own_workspace) {
     st = mxf_plan_run(plan, op, args, ws, ws_size, stream);
   } else {
-    workspace w;
+    run_workspace w;
     st = workspace_acquire(plan, stream, plan->workspace_size, &w);
     if (st == MXF_OK) {
       st = mxf_plan_run(plan, op, args, w.ptr, w.size, stream);
@@ -289,8 +291,8 @@ mxf_status mxf_cache_run(mxf_op op, const void *problem, size_t problem_size, in
   return st;
 }
 
-mxf_status mxf_cache_workspace_size(mxf_op op, const void *problem, size_t problem_size, int32_t device,
-                                    size_t *size) {
+static mxf_status cache_workspace_size(mxf_op op, const void *problem, size_t problem_size, int32_t device,
+                                       size_t *size) {
   mxf_plan *plan;
   cache_entry *e;
   mxf_status st = plan_lookup(op, problem, problem_size, device, &plan, &e);
@@ -340,3 +342,87 @@ void mxf_plan_cache_clear(void) {
   for (int i = 0; i < na; ++i)
     arena_free_memory(freed[i].backend, freed[i].device, freed[i].ptr);
 }
+
+/* ------------------------------------------------------------ the public one-call forms */
+static void gemm_args(mxf_gemm_amax_args *a, const mxf_gemm_amax_desc *d) {
+  a->a = d->a.data;
+  a->b = d->b.data;
+  a->sfa = d->sfa.data;
+  a->sfb = d->sfb.data;
+  a->c = d->c.data;
+  a->amax = d->amax.data;
+  a->alpha = d->alpha;
+}
+
+static void proj_args(mxf_proj_rope_args *a, const mxf_proj_rope_desc *d) {
+  a->x = d->x.data;
+  a->w = d->w.data;
+  a->x_scale = d->x_scale.data;
+  a->w_scale = d->w_scale.data;
+  a->cos = d->cos.data;
+  a->sin = d->sin.data;
+  a->out_row = d->out_row.data;
+  a->out_scales_row = d->out_scales_row.data;
+  a->out_col = d->out_col.data;
+  a->out_scales_col = d->out_scales_col.data;
+}
+
+static void quant_args(mxf_quantize_args *a, const mxf_quantize_desc *d) {
+  a->x = d->x.data;
+  if (d->directions & MXF_QUANT_ROWS) {
+    a->q_row = d->q_row.data;
+    a->s_row = d->s_row.data;
+  }
+  if (d->directions & MXF_QUANT_COLS) {
+    a->q_col = d->q_col.data;
+    a->s_col = d->s_col.data;
+  }
+}
+
+static void dequant_args(mxf_dequantize_args *a, const mxf_dequantize_desc *d) {
+  a->q = d->q.data;
+  a->s = d->s.data;
+  a->y = d->y.data;
+}
+
+/* One op's one-call forms: validate with data pointers, then a cached plan run on an
+ * arena (mxf_<op>) or on the caller's workspace (mxf_<op>_with_workspace). */
+#define MXF_DEFINE_ONESHOT(name, OP, desc_t, args_t, problem_t, validate, make_args)                         \
+  static mxf_status name##_one_call(const desc_t *desc, void *stream, int own_workspace, void *workspace,    \
+                                    size_t workspace_size) {                                                 \
+    problem_t p;                                                                                             \
+    int32_t device;                                                                                          \
+    memset(&p, 0, sizeof p);                                                                                 \
+    mxf_status st = validate(desc, 1, &p, &device);                                                          \
+    if (st != MXF_OK) return st;                                                                             \
+    args_t args;                                                                                             \
+    memset(&args, 0, sizeof args);                                                                           \
+    make_args(&args, desc);                                                                                  \
+    return cache_run(OP, &p, sizeof p, device, stream, &args, own_workspace, workspace, workspace_size);     \
+  }                                                                                                          \
+  mxf_status mxf_##name(const desc_t *desc, void *stream) {                                                  \
+    return name##_one_call(desc, stream, 0, NULL, 0);                                                        \
+  }                                                                                                          \
+  mxf_status mxf_##name##_workspace_size(const desc_t *desc, size_t *workspace_size) {                       \
+    if (!workspace_size)                                                                                     \
+      return mxf_set_error(MXF_ERR_INVALID_VALUE, #name "_workspace_size: workspace_size is NULL");          \
+    problem_t p;                                                                                             \
+    int32_t device;                                                                                          \
+    memset(&p, 0, sizeof p);                                                                                 \
+    mxf_status st = validate(desc, 0, &p, &device);                                                          \
+    if (st != MXF_OK) return st;                                                                             \
+    return cache_workspace_size(OP, &p, sizeof p, device, workspace_size);                                   \
+  }                                                                                                          \
+  mxf_status mxf_##name##_with_workspace(const desc_t *desc, void *workspace, size_t workspace_size,         \
+                                         void *stream) {                                                     \
+    return name##_one_call(desc, stream, 1, workspace, workspace_size);                                      \
+  }
+
+MXF_DEFINE_ONESHOT(gemm_amax, MXF_OP_GEMM_AMAX, mxf_gemm_amax_desc, mxf_gemm_amax_args, mxf_gemm_problem,
+                   mxf_validate_gemm_amax, gemm_args)
+MXF_DEFINE_ONESHOT(proj_rope, MXF_OP_PROJ_ROPE, mxf_proj_rope_desc, mxf_proj_rope_args, mxf_proj_problem,
+                   mxf_validate_proj_rope, proj_args)
+MXF_DEFINE_ONESHOT(quantize, MXF_OP_QUANTIZE, mxf_quantize_desc, mxf_quantize_args, mxf_quant_problem,
+                   mxf_validate_quantize, quant_args)
+MXF_DEFINE_ONESHOT(dequantize, MXF_OP_DEQUANTIZE, mxf_dequantize_desc, mxf_dequantize_args, mxf_quant_problem,
+                   mxf_validate_dequantize, dequant_args)
