@@ -19,7 +19,7 @@
 #endif
 
 /* ------------------------------------------------------------ the GEMM core */
-/* The core a plan's GEMM runs on, chosen when the plan is made (backend_cpu.c) and kept
+/* The core a plan's GEMM runs on, chosen when the plan is made (core_choice.c) and kept
  * in plan->impl:
  *   onednn  oneDNN's bf16 matmul (AMX or AVX512-BF16) on operands dequantized exactly to
  *           bf16, f32 accumulation; a K panel whose values would reach the bf16 units'
@@ -37,11 +37,12 @@ typedef struct mxf_cpu_core {
 
 /* ------------------------------------------------------------ per-op entry points */
 /* Called by the backend table in backend_cpu.c. *_plan: chooses the GEMM core (gemm and
- * proj_rope), sets plan->impl, kernel and workspace_size; *_run: the op. */
-mxf_status mxf_cpu_gemm_amax_plan(mxf_plan *plan);
+ * proj_rope: mxf_cpu_core_plan with asked_core), sets plan->impl, kernel and
+ * workspace_size; *_run: the op. */
+mxf_status mxf_cpu_gemm_amax_plan(mxf_plan *plan, int asked_core);
 mxf_status mxf_cpu_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args *args, void *ws,
                                  size_t ws_size);
-mxf_status mxf_cpu_proj_rope_plan(mxf_plan *plan);
+mxf_status mxf_cpu_proj_rope_plan(mxf_plan *plan, int asked_core);
 mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args *args, void *ws,
                                  size_t ws_size);
 size_t mxf_cpu_quantize_workspace(const mxf_plan *plan);
@@ -106,12 +107,13 @@ typedef struct mxf_cpu_panel_ops {
 mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops *ops, void *ctx, void *ws);
 
 /* ------------------------------------------------------------ choosing the core */
-/* Chooses the core of a plan whose GEMM has the geometry pp (core not set yet): MXF_CONFIG's
- * cpu=onednn|blas|c when given (refused with MXF_ERR_NOT_SUPPORTED and the reason when
- * this build or processor lacks it), else oneDNN where its bf16 matmul runs on bf16
- * units and the GEMM is large enough to pay for it, else OpenBLAS, else C. Sets
- * plan->impl (freed by mxf_cpu_core_free) and plan->kernel; pp->core = the choice. */
-mxf_status mxf_cpu_core_plan(mxf_plan *plan, mxf_cpu_panels *pp);
+/* core_choice.c. Chooses the core of a plan whose GEMM has the geometry pp (core not set
+ * yet): `asked` (an mxf_cpu_core_kind, from MXF_CONFIG's cpu=onednn|blas|c) when >= 0
+ * (refused with MXF_ERR_NOT_SUPPORTED and the reason when this build or processor lacks
+ * it); when < 0, oneDNN where its bf16 matmul runs on bf16 units and the GEMM is large
+ * enough to pay for it, else OpenBLAS, else C. Sets plan->impl (freed by
+ * mxf_cpu_core_free) and plan->kernel; pp->core = the choice. */
+mxf_status mxf_cpu_core_plan(mxf_plan *plan, mxf_cpu_panels *pp, int asked);
 void mxf_cpu_core_free(mxf_plan *plan);
 
 /* oneDNN's side (onednn_cpu.c). mxf_cpu_bf16_create: the matmul primitives of every

@@ -89,10 +89,10 @@ static void gemm_view_init(gemm_view *v, const mxf_gemm_problem *p, const mxf_cp
   mxf_cpu_panels_init(&v->pp, v->rows, v->cols, v->k, 16, 16, 32, core);
 }
 
-mxf_status mxf_cpu_gemm_amax_plan(mxf_plan *plan) {
+mxf_status mxf_cpu_gemm_amax_plan(mxf_plan *plan, int asked_core) {
   gemm_view v;
   gemm_view_init(&v, &plan->p.gemm, NULL);
-  mxf_status st = mxf_cpu_core_plan(plan, &v.pp);
+  mxf_status st = mxf_cpu_core_plan(plan, &v.pp, asked_core);
   if (st != MXF_OK) return st;
   /* + 64: the run aligns the start of the caller's buffer itself */
   plan->workspace_size = mxf_cpu_panels_workspace(&v.pp) + 64;
