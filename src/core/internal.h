@@ -1,10 +1,10 @@
 /*
- * internal.h — what core hands to the backends.
+ * internal.h — what core hands to the backends: the normalized problems, the plan, and
+ * the table a backend fills (layers: docs/design.md).
  *
- * A request is validated once, in src/core/validate.c, and becomes a plan holding a
- * normalized problem (below): plain numbers, strides in logical values, every dtype
- * resolved (u8 scales -> e8m0, e2m1x2/u8 operands -> e2m1, ...). Backends read only
- * these structs; they never see the user's descriptors and never re-validate.
+ * A request is validated once (validate.c) and becomes a plan holding a normalized
+ * problem: plain numbers, strides in logical values, every dtype resolved. Backends read
+ * only these structs; they never see the user's descriptors and never re-validate.
  */
 #ifndef MXF_INTERNAL_H
 #define MXF_INTERNAL_H
@@ -124,18 +124,19 @@ struct mxf_plan {
   } p;
   const struct mxf_backend *backend;
   mxf_override ov;       /* MXF_CONFIG at plan time (core parses it before the backend plans) */
-  char kernel[96];       /* "cpu/blas", "cuda/sm90 128x256 prepass", ...: mxf_plan_backend() */
+  char kernel[96];       /* "<backend>/<what runs>", set by the backend's plan(): mxf_plan_backend() */
   size_t workspace_size; /* set by the backend's plan() */
   void *impl;            /* backend-private, freed by its plan_free() */
 };
 
-/* Arguments of a run, by op: the public args structs. */
+/* A backend: the functions core calls, for every op (plan->op says which). */
 typedef struct mxf_backend {
   const char *name;
-  /* Chooses a kernel for a validated plan: sets kernel, workspace_size, impl.
+  /* Plans a validated problem: chooses what runs and sets kernel, workspace_size, impl.
    * Refuses with MXF_ERR_NOT_SUPPORTED (and a reason) what it cannot run. */
   mxf_status (*plan)(mxf_plan *plan);
-  /* Runs; args points to the op's public args struct. Pointers were checked by core. */
+  /* Runs; args points to the op's public args struct (mxf_<op>_args). Pointers were
+   * checked by core. */
   mxf_status (*run)(const mxf_plan *plan, const void *args, void *workspace, size_t workspace_size,
                     void *stream);
   void (*plan_free)(mxf_plan *plan);
