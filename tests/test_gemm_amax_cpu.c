@@ -17,7 +17,7 @@
  * operand bytes between rows and batches) is 0xFF and the workspace is 0xFF (NaN) before
  * each run; C and amax are poisoned and C's padding must come back untouched.
  *
- * Contract checked (SPEC §5), every element judged by tools/judge.h: where no f32
+ * Contract checked (SPEC §5), every element judged by judge/judge.h: where no f32
  * summation order can change the rounding (determined) C equals that code bit for bit,
  * elsewhere it lies between the codes of ref ± δ (f32 C: within δ + ulp(ref)), NaN
  * exactly where ref is NaN; >= 99.9 % of narrow codes equal encode(ref) per C dtype over

@@ -1,5 +1,5 @@
 /*
- * test_judge.c — the acceptance rule of SPEC §5 (tools/judge.h) on hand-made cases:
+ * test_judge.c — the acceptance rule of SPEC §5 (judge/judge.h) on hand-made cases:
  * δ of a small dot product against its value worked out by hand, outputs whose rounding
  * no summation order can change (determined: only their code passes), outputs on a
  * rounding tie or under heavy cancellation (undetermined: every code between the ends

@@ -5,7 +5,7 @@
  * in f32 exactly as SPEC §2.3 words them, on the tests' formats and MXFP8 rule
  * (tests/common/oracle.c, independent of src/formats.h).
  *
- * Every case is judged by SPEC §5 through tools/judge.h, whose reference (the same chain
+ * Every case is judged by SPEC §5 through judge/judge.h, whose reference (the same chain
  * on formats.h) must first equal this oracle byte for byte: every determined block (all
  * its staged values beyond the reach of any f32 summation order) equals the reference
  * bit for bit; undetermined blocks are counted, and those that differ printed.

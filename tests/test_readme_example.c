@@ -5,7 +5,7 @@
  * character; the test also reads README.md next to this file's directory and fails if
  * the two drifted apart. It then runs the example on random data: MXFP8-quantize two
  * matrices with the one-call form, multiply them with the plan form, and judge C and
- * amax by SPEC §5 (tools/judge.h).
+ * amax by SPEC §5 (judge/judge.h).
  */
 #include <math.h>
 #include <stdlib.h>

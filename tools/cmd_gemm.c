@@ -7,7 +7,7 @@
  * (L, MN, Kb), or swizzled (R, K', 32, 4, 4) / (L, R, K', 32, 4, 4) / flat bytes.
  * C is written (M, N) or (L, M, N), amax as a (1,) f32 array.
  *
- * --check judges C and amax by SPEC §5 through tools/judge.h (each element of C against
+ * --check judges C and amax by SPEC §5 through judge/judge.h (each element of C against
  * its f64 reference and f32-accumulation bound); --check-output SRC judges outputs saved
  * earlier (by --out) instead of computing them.
  */

@@ -2,7 +2,7 @@
  * cmd_proj.c — `mxfuse proj-rope`: projection GEMM + RoPE + dual MXFP8 (SPEC §2) on
  * tensors read from files.
  *
- * --check judges the outputs by SPEC §5 through tools/judge.h: the whole chain recomputed
+ * --check judges the outputs by SPEC §5 through judge/judge.h: the whole chain recomputed
  * on the host (y in f64 from the decoded inputs, staged, RoPE in f32, the MXFP8 rule in
  * both directions), every determined block bit for bit, undetermined blocks counted,
  * plus the cuDNN acceptance criterion on dequantized values. On a CUDA device it also

@@ -12,7 +12,7 @@
  *                    once with bf16 inputs, once with MXFP8 inputs
  *   quantize         the (T, 128*192) output shape, bf16 in, both directions
  * The checks are samples (a full f64 GEMM would dwarf the run), judged by SPEC §5 through
- * tools/judge.h: 320 C elements and the amax for the GEMMs; for proj_rope every row and
+ * judge/judge.h: 320 C elements and the amax for the GEMMs; for proj_rope every row and
  * column block of the last 32-token block and a random one, on three random heads;
  * random blocks for quantize (bit-exact). Exit status 0 only if every check passes; an op
  * that the backend reports as not supported is shown as such and does not fail the run.
@@ -470,7 +470,7 @@ typedef struct proj_out {
 } proj_out;
 
 /* Judges every row and column block of the last 32-token block and a random one, on
- * PROJ_CHECK_HEADS random heads, against the reference of SPEC §2.3 (tools/judge.h). */
+ * PROJ_CHECK_HEADS random heads, against the reference of SPEC §2.3 (judge/judge.h). */
 static void proj_check(demo *dm, demo_row *row, const inputs *in, int mx, const proj_out *o) {
   const int64_t T = in->t, TB = mxf_cdiv(T, 32);
   uint8_t *tb_sel = xalloc((size_t)TB), h_sel[DS_H];
