@@ -24,6 +24,7 @@
  * Prints tables with the ratio to the group's sgemm and writes JSON to argv[1] (default
  * bench_cpu.json). Build: part of the CMake build (target mxf_bench_cpu); run:
  *   ./build/mxf_bench_cpu [out.json] [M N K]
+ * Figures and what they mean: docs/kernels/cpu.md (Measured).
  */
 #include <math.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-/* judge.c — SPEC §5's acceptance rule (see judge.h). */
+/* judge.c — SPEC §5's acceptance rule (judge.h; the rule: docs/spec.md §5). */
 #include "judge.h"
 
 #include <float.h>

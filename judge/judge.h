@@ -1,24 +1,16 @@
 /*
- * judge.h — the acceptance rule of SPEC §5, written once: the f64 reference of a GEMM
- * output with its f32-accumulation bound δ, the verdict on one gemm_amax output, the
- * amax rule, and proj_rope's reference pushed through SPEC §2.3 steps 2-4 with the
- * verdict on its blocks. `mxfuse gemm-amax / proj-rope --check`, the demo and the C tests
- * (tests/, tests/gpu/) all judge through this file; none of them carries a rule of its own.
- * Built as the static library mxf_judge (formats from src/formats.h, compiled without
- * floating-point contraction like every reference of SPEC §2.3).
+ * judge.h — the acceptance rule of SPEC §5 (docs/spec.md), written once: the f64
+ * reference of a GEMM output with its f32-accumulation bound δ, the verdict on one
+ * gemm_amax output, the amax rule, and proj_rope's reference pushed through SPEC §2.3
+ * steps 2-4 with the verdict on its blocks. The CLI's --check, the demo and the C tests
+ * judge through it. Built as the static library mxf_judge (formats from src/formats.h,
+ * no floating-point contraction, like every reference of SPEC §2.3).
  *
- * The rule, for an output with f64 reference ref (alpha included) and bound δ:
- *   - determined: no f32 summation order can change its rounding (the encodings of
- *     ref - δ and ref + δ agree): the output must be that code bit for bit;
- *   - undetermined: gemm_amax's output must lie between the two codes (inclusive);
- *     proj_rope's block is not judged (counted and reported);
- *   - f32 C: |C - ref| <= δ + ulp(ref); NaN exactly where ref is NaN.
- * δ = 2^-24·(8·√K·√(Σ_k t_k²) + (K/8 + 2)·|Σ_k t_k|)·|alpha| with t_k = Â[k]·B̂[k], plus
- * Σ|t_k| over the products below 2^-126 (an f32 product there rounds to the subnormal
- * grid, or a backend flushes it: an absolute error no relative bound covers).
- * Where f32 intermediates may overflow (a dequantized value beyond the f32 range, or
- * Σ|t_k| >= 2^127) the order decides between inf, -inf and NaN: any output is accepted
- * and counted as undetermined.
+ * Beyond SPEC §5's text: δ also adds Σ|t_k| over the products t_k = Â[k]·B̂[k] below
+ * 2^-126 (an f32 product there rounds to the subnormal grid, or a backend flushes it:
+ * an absolute error no relative bound covers); where f32 intermediates may overflow (a
+ * dequantized value beyond the f32 range, or Σ|t_k| >= 2^127) the order decides between
+ * inf, -inf and NaN: any output is accepted and counted as undetermined.
  */
 #ifndef MXF_JUDGE_H
 #define MXF_JUDGE_H

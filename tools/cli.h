@@ -16,6 +16,7 @@
  *
  * Adding a subcommand: write `int mxf_cmd_<name>(int argc, char **argv)` in a source file
  * under tools/, declare it here, add one row to the table in tools/main.c.
+ * The tool's manual: docs/cli.md.
  */
 #ifndef MXF_CLI_H
 #define MXF_CLI_H

@@ -3,6 +3,7 @@
  *
  * Every subcommand is one row of mxf_cli_commands below (declared in cli.h); its function
  * receives argv starting at the command name and handles its own --help.
+ * The tool's manual: docs/cli.md.
  */
 #include <stdio.h>
 #include <string.h>

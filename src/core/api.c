@@ -2,6 +2,7 @@
  * api.c — the public entry points below the one-call form: version, devices and
  * backends, the plan form (validate -> backend -> plan; checked runs) and the
  * scale-factor layout helpers. The one-call form is oneshot.c, above this file.
+ * Layers and how a call flows: docs/design.md.
  */
 #include <stdlib.h>
 #include <string.h>

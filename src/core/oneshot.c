@@ -1,25 +1,9 @@
 /*
  * oneshot.c — the one-call form (mxf_<op>, mxf_<op>_workspace_size,
- * mxf_<op>_with_workspace) above the plan form: a small LRU cache of plans, and the
- * workspace arenas that its runs share. It calls the validators and the plan API of
- * api.c; nothing below calls back into it.
- *
- * Plans. Key: op + the normalized problem's bytes (zeroed before filling, so padding
- * compares equal) + device + the text of MXF_CONFIG (core/override.c). A plan holds no
- * memory of the device, so one plan serves every stream and thread; entries in use are
- * never evicted, and a clear frees them when their last user is done.
- *
- * Workspaces. A cached plan keeps no workspace of its own: a run takes one of a few
- * arenas, one per (device, stream, thread where runs may overlap), grown to the largest
- * workspace it was asked for. Runs on one non-NULL CUDA stream are ordered by the
- * stream, so all threads share that stream's arena; on the CPU (runs execute on the
- * caller's thread) and on the NULL stream (which may be per-thread) each thread has its
- * own. Growing an arena is the only allocation: a run whose workspace fits allocates
- * nothing, and one that needs a larger arena during CUDA-graph capture is refused by the
- * backend's allocator with a message saying so. An arena busy in another thread's run
- * (same stream, being enqueued) is never freed under it: such a run, if it needs more,
- * takes a workspace of its own for that call. The one-call form with the caller's
- * workspace (mxf_<op>_with_workspace) uses no arena at all.
+ * mxf_<op>_with_workspace), above the plan API of api.c: a small LRU cache of plans keyed
+ * by op, normalized problem, device and MXF_CONFIG's text, and the workspace arenas its
+ * runs share, one per (device, stream, thread where runs may overlap). How entries and
+ * arenas are kept, grown and freed: docs/design.md, "How a call flows", step 5.
  */
 #include <pthread.h>
 #include <stdlib.h>

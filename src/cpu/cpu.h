@@ -2,6 +2,7 @@
  * cpu.h — the CPU backend: the readable reference of every op, threaded, with the GEMM
  * core from oneDNN's bf16 matmul (AMX, AVX512-BF16) or OpenBLAS's sgemm when built with
  * them, on operands dequantized exactly panel by panel.
+ * Story: docs/kernels/cpu.md.
  */
 #ifndef MXF_CPU_H
 #define MXF_CPU_H

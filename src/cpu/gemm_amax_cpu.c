@@ -34,6 +34,7 @@
  *
  * Never read: scale bytes of rows >= MN or k-blocks >= Kb (offsets are only formed for
  * valid (row, block) pairs) and operand bytes outside the logical (MN, K) extent.
+ * The backend's story and measurements: docs/kernels/cpu.md.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -352,7 +353,7 @@ mxf_status mxf_cpu_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args 
   const mxf_gemm_problem *p = &plan->p.gemm;
   gemm_view v;
   gemm_view_init(&v, p, (const mxf_cpu_core *)plan->impl);
-  (void)ws_size; /* core checked it against mxf_cpu_gemm_amax_workspace */
+  (void)ws_size; /* core checked it against plan->workspace_size */
 
   const uint8_t *a = (const uint8_t *)args->a, *b = (const uint8_t *)args->b;
   const uint8_t *sfa = (const uint8_t *)args->sfa, *sfb = (const uint8_t *)args->sfb;

@@ -1,30 +1,11 @@
 /*
- * onednn_cpu.c — the onednn GEMM core of the CPU backend (cpu.h): oneDNN's bf16 matmul
- * (bf16 X and Y, f32 accumulation and f32 acc) on the panel driver's blocks.
- *
- * A plan creates the matmul primitives of every tile shape its panel driver runs (rows
- * of a full row chunk and of the last one, columns of a full N panel and of the last,
- * the first K panel's acc = X Y^T and the later ones' acc += X Y^T through a sum
- * post-op): at most twelve, usually two or three, so that a run only wraps its
- * pointers. X blocks are dense rows; Y blocks are in the weights layout oneDNN picks
- * for the shape (for AMX, pairs of K values, 64 columns, 16 pairs to a block), which the
- * driver's fill writes directly through offset tables made here (mxf_cpu_bf16_layout):
- * given Y as plain rows, the matmul repacked them in every call and took 1.3-2.8x the
- * time, erratically (docs/decisions.md). Every primitive of one Y shape takes the same
- * layout (the first one's), so that a Y block serves all row chunks. Their scratchpads
- * are the run's (in the plan's workspace). Only implementations on bf16 units are taken
- * (AMX's TDPBF16PS or AVX512-BF16's VDPBF16PS; oneDNN names them "…amx…" and
- * "…avx512_core_bf16…"): elsewhere oneDNN emulates bf16 more slowly than the f32 core,
- * and its reference implementation is slower still.
- *
- * What those units do below 2^-126 (bf16 subnormal inputs and f32 subnormal results are
- * zero) is the panel driver's concern: it hands this core only blocks whose sums stay
- * exact (sgemm_cpu.c, ranges_exact; docs/decisions.md, CPU core on oneDNN).
- *
- * Threads: oneDNN's runtime here is OpenMP; a call asks for mxf_cpu_threads() threads
- * (MXF_NUM_THREADS) and puts the caller's OpenMP thread count back afterwards.
- *
- * Built without oneDNN (MXF_HAVE_ONEDNN unset), creation refuses and says so.
+ * onednn_cpu.c — the onednn GEMM core of the CPU backend (cpu.h: mxf_cpu_bf16_*):
+ * oneDNN's bf16 matmul primitives of every tile shape a plan's panel driver runs, made
+ * with the plan, Y blocks in the weights layout oneDNN picks (offset tables for the
+ * fill; every primitive of one Y shape takes the first one's layout, so that a Y block
+ * serves all row chunks; later K panels add through a sum post-op), on bf16 units only.
+ * Built without oneDNN, creation refuses and says so.
+ * Story (layouts, the flushing below 2^-126, threads): docs/kernels/cpu.md.
  */
 #include <stdint.h>
 #include <stdio.h>

@@ -19,6 +19,7 @@
  *
  * A forked child has no workers: a fork handler forgets them. A destructor stops and
  * joins them when the library is unloaded.
+ * The backend's story: docs/kernels/cpu.md.
  */
 #include "cpu/parallel.h"
 

@@ -26,6 +26,7 @@
  *   blocks  swapped only: (tasks of a tile, 32 x D) f32, at most 2 MiB (T <= 256)
  * e.g. 8.3 MB at T = 128, 10.6 MB at T = 256 and 32 MB at T >= 2048 for DeepSeek-V3's
  * K = 1536, H*D = 24576 (the onednn core).
+ * The backend's story and measurements: docs/kernels/cpu.md.
  */
 #include <stdint.h>
 #include <string.h>
@@ -261,7 +262,7 @@ static void proj_epilogue(void *vctx, int64_t r0, int64_t rn, int64_t c0, int64_
 mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args *args, void *ws,
                                  size_t ws_size) {
   const mxf_proj_problem *p = &plan->p.proj;
-  (void)ws_size; /* core checked it against mxf_cpu_proj_rope_workspace */
+  (void)ws_size; /* core checked it against plan->workspace_size */
   if (p->t <= 0) return MXF_OK;
   mxf_cpu_panels pp;
   proj_panels(p, &pp, (const mxf_cpu_core *)plan->impl);

@@ -46,6 +46,7 @@
  * (at most 4 + 4 MiB) come on top. What the tiles cost beyond one large GEMM: Y is
  * dequantized once per row chunk and the core repacks X once per N panel; the targets
  * (MXF_PANEL_*) make both happen once up to 2048 x 2048 outputs.
+ * The backend's story and measurements: docs/kernels/cpu.md.
  */
 #include <string.h>
 
@@ -455,7 +456,7 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
     r.rn = pp->rows - r.r0 < pp->rc ? pp->rows - r.r0 : pp->rc;
     for (r.c0 = 0; r.c0 < pp->cols; r.c0 += pp->nc) {
       r.cn = pp->cols - r.c0 < pp->nc ? pp->cols - r.c0 : pp->nc;
-      int tile_f32 = !bf16; /* bf16 sums so far (acc holds no f32 subnormal) */
+      int tile_f32 = !bf16;          /* bf16 sums so far (acc holds no f32 subnormal) */
       r.ldc = bf16 ? r.cn : pp->ldn; /* oneDNN's matmul writes dense rows (onednn_cpu.c) */
       for (int64_t kp = 0; kp < k_panels; ++kp) {
         const int64_t k0 = kp * pp->kc, kn = pp->k - k0 < pp->kc ? pp->k - k0 : pp->kc;
