@@ -15,7 +15,8 @@
  * MXF_BENCH_ONLY=name,name,... runs only those cases (the sgemm baselines always run),
  * e.g. MXF_BENCH_ONLY=pbf16 to profile one.
  * The op timings cover the whole run (dequantization, GEMM, epilogue), through the plan
- * API with a preallocated workspace.
+ * API with a preallocated workspace; 256 sampled elements of each gemm_amax case's C are
+ * then judged by SPEC §5 (judge/judge.h), and a wrong one fails the benchmark.
  *
  * Then the workspace that plans ask for (plan only, nothing run): the cases above and a
  * serving loop's weight, gemm_amax MXFP8 with B = 7168 x 2048 and M = 64 (and the sum
@@ -35,6 +36,7 @@
 #include <time.h>
 
 #include "formats.h"
+#include "judge.h"
 #include "mxfuse.h"
 #include "testutil.h"
 
@@ -98,7 +100,8 @@ typedef struct bench_case {
   void *ws;
   size_t wsn;
   /* sgemm */
-  int64_t m, n, k;
+  int64_t m, n, k; /* and gemm_amax's M N K */
+  int e2;          /* gemm_amax: e2m1 operands (else e4m3) */
   float *fa, *fb, *fc;
   void *bufs[10];
   float amax;
@@ -156,7 +159,39 @@ static int setup_gemm_amax(bench_case *bc, int64_t M, int64_t N, int64_t K, mxf_
   if (bc->ws) memset(bc->ws, 0, bc->wsn);
   bc->args = (mxf_gemm_amax_args){a, b, sfa, sfb, c, &bc->amax, NULL};
   bc->run = run_gemm_amax;
+  bc->m = M, bc->n = N, bc->k = K, bc->e2 = e2;
   return 0;
+}
+
+/* Value k of operand row r (rows of K codes, swizzled e8m0 scales of sf_vec 32). */
+static double gemm_operand(const bench_case *bc, const uint8_t *x, const uint8_t *sf, int64_t rows, int64_t r,
+                           int64_t k) {
+  const float code = bc->e2 ? mxf_e2m1_to_f32((uint8_t)(x[(r * bc->k + k) / 2] >> ((k & 1) * 4)) & 0xF)
+                            : mxf_e4m3_to_f32(x[r * bc->k + k]);
+  return (double)code * mxf_e8m0_to_f32(sf[mxf_sf_swizzled_offset(r, k / 32, 0, rows, bc->k, 32)]);
+}
+
+/* The last run's C judged by SPEC §5 (judge.h) on `samples` elements spread over it;
+ * returns the wrong ones. */
+static int64_t judge_gemm_amax(const bench_case *bc, int samples) {
+  double *a = xalloc((size_t)bc->k * sizeof(double)), *b = xalloc((size_t)bc->k * sizeof(double));
+  mxj_counts n;
+  mxj_counts_init(&n);
+  for (int s = 0; s < samples; ++s) {
+    const int64_t i = (int64_t)(urand() * (double)bc->m) % bc->m,
+                  j = (int64_t)(urand() * (double)bc->n) % bc->n;
+    for (int64_t k = 0; k < bc->k; ++k) {
+      a[k] = gemm_operand(bc, bc->args.a, bc->args.sfa, bc->m, i, k);
+      b[k] = gemm_operand(bc, bc->args.b, bc->args.sfb, bc->n, j, k);
+    }
+    const mxj_ref r = mxj_gemm_ref(a, b, bc->k, 1.0);
+    mxj_gemm_judge(MXF_BF16, &r, mxj_code_at(MXF_BF16, bc->args.c, i * bc->n + j), &n, i * bc->n + j);
+  }
+  free(a), free(b);
+  if (n.wrong)
+    fprintf(stderr, "bench: %s (%s): %lld of %d sampled C elements wrong by SPEC 5 (first at %lld)\n",
+            bc->name, bc->core, (long long)n.wrong, samples, (long long)n.first_wrong);
+  return n.wrong;
 }
 
 #if defined(MXF_HAVE_CBLAS)
@@ -428,6 +463,9 @@ int main(int argc, char **argv) {
       }
       if (round >= 0) cases[i].t[round] = now_ms() - t0;
     }
+  /* the timed results are worth something only when right */
+  for (int i = 0; i < nc; ++i)
+    if (cases[i].run == run_gemm_amax && judge_gemm_amax(&cases[i], 256)) return 1;
   result res[16];
   int nres = 0;
   double base[2] = {-1.0, -1.0};
