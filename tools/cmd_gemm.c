@@ -66,7 +66,9 @@ static int64_t sf_off(int swz, int64_t mn, int64_t kbn, int64_t r, int64_t kb, i
   return mxf_sf_swz_offset(r, kb, l, mxf_cdiv(mn, 128), mxf_cdiv(kbn, 4));
 }
 
-static int is_mx_dtype(mxf_dtype d) { return d == MXF_E4M3 || d == MXF_E5M2 || d == MXF_E2M1 || d == MXF_E2M1X2; }
+static int is_mx_dtype(mxf_dtype d) {
+  return d == MXF_E4M3 || d == MXF_E5M2 || d == MXF_E2M1 || d == MXF_E2M1X2;
+}
 
 /* Decoded, scaled operand (rows x K) of batch l in f64 (sf NULL: a bf16 operand, unscaled). */
 static void decode_operand(double *out, const tio_tensor *t, const tio_tensor *sf, int sf_swz, int64_t rows,
@@ -211,11 +213,13 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
     mxf_cli_err(cmd, "--sfa %s: a is bf16, which has no scales; drop --sfa (or give --a-dtype)", ssfa);
     goto done;
   }
-  if ((!a_bf16 && fc_operand_get(&c, ssfa, "sfa", 1, &SFA) < 0) || fc_operand_get(&c, ssfb, "sfb", 1, &SFB) < 0)
+  if ((!a_bf16 && fc_operand_get(&c, ssfa, "sfa", 1, &SFA) < 0) ||
+      fc_operand_get(&c, ssfb, "sfb", 1, &SFB) < 0)
     goto done;
   if (fc_as(&c, &A, a_want) || fc_as(&c, &B, b_want)) goto done;
   if ((!a_bf16 && fc_as(&c, &SFA, sf_want)) || fc_as(&c, &SFB, sf_want)) goto done;
-  const mxf_dtype a_code = a_want == MXF_E2M1X2 ? MXF_E2M1 : a_want, b_code = b_want == MXF_E2M1X2 ? MXF_E2M1 : b_want;
+  const mxf_dtype a_code = a_want == MXF_E2M1X2 ? MXF_E2M1 : a_want,
+                  b_code = b_want == MXF_E2M1X2 ? MXF_E2M1 : b_want;
   /* logical values per described element */
   const int a_kscale = a_want == MXF_E2M1X2 ? 2 : 1, b_kscale = b_want == MXF_E2M1X2 ? 2 : 1;
 
@@ -433,11 +437,11 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
   if (c.json) {
     printf("{\"command\": \"gemm-amax\", \"device\": \"%s\", \"backend\": ", devs);
     mxf_cli_json_str(stdout, mxf_plan_backend(plan));
-    printf(
-        ", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"l\": %lld, \"a_dtype\": \"%s\", \"b_dtype\": \"%s\", "
-        "\"sf_dtype\": \"%s\", \"sf_vec\": %d, \"c_dtype\": \"%s\", \"time_ms\": %.3f, \"amax\": ",
-        (long long)M, (long long)N, (long long)K, (long long)L, tio_dtype_name(a_code), tio_dtype_name(b_code),
-        sf_want == MXF_E4M3 ? "ue4m3" : "e8m0", (int)sf_vec, tio_dtype_name(c_dt), ms);
+    printf(", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"l\": %lld, \"a_dtype\": \"%s\", \"b_dtype\": \"%s\", "
+           "\"sf_dtype\": \"%s\", \"sf_vec\": %d, \"c_dtype\": \"%s\", \"time_ms\": %.3f, \"amax\": ",
+           (long long)M, (long long)N, (long long)K, (long long)L, tio_dtype_name(a_code),
+           tio_dtype_name(b_code), sf_want == MXF_E4M3 ? "ue4m3" : "e8m0", (int)sf_vec, tio_dtype_name(c_dt),
+           ms);
     if (isfinite(amax))
       printf("%.9g, ", (double)amax);
     else
@@ -467,9 +471,9 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
     }
     printf("}\n");
   } else {
-    printf("gemm-amax: M=%lld N=%lld K=%lld L=%lld, A %s x B %s, %s scales (sf_vec %d) -> C %s\n", (long long)M,
-           (long long)N, (long long)K, (long long)L, tio_dtype_name(a_code), tio_dtype_name(b_code),
-           sf_want == MXF_E4M3 ? "ue4m3" : "e8m0", (int)sf_vec, tio_dtype_name(c_dt));
+    printf("gemm-amax: M=%lld N=%lld K=%lld L=%lld, A %s x B %s, %s scales (sf_vec %d) -> C %s\n",
+           (long long)M, (long long)N, (long long)K, (long long)L, tio_dtype_name(a_code),
+           tio_dtype_name(b_code), sf_want == MXF_E4M3 ? "ue4m3" : "e8m0", (int)sf_vec, tio_dtype_name(c_dt));
     if (given)
       printf("  c and amax read from %s (the operation did not run; plan: device %s, backend %s)\n", given,
              devs, mxf_plan_backend(plan));

@@ -344,8 +344,8 @@ static void free_inputs(inputs *in) {
 typedef struct gemm_case {
   mxf_dtype fa, fb; /* bf16 (A only: no scales), e4m3 or e2m1 */
   int64_t m, n, k;
-  const void *a, *b;              /* host values: bf16, e4m3 bytes or packed e2m1 */
-  const uint8_t *as, *bs;         /* compact scales (as NULL for bf16 A) */
+  const void *a, *b;      /* host values: bf16, e4m3 bytes or packed e2m1 */
+  const uint8_t *as, *bs; /* compact scales (as NULL for bf16 A) */
 } gemm_case;
 
 static double gemm_decode(const gemm_case *g, mxf_dtype f, const void *vals, const uint8_t *sc, int64_t row,
