@@ -39,7 +39,7 @@ extern "C" mxf_status mxf_cuda_gemm_amax_run(const mxf_plan *plan, const mxf_gem
   if (!cfg) return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: gemm_amax plan without its config");
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (cfg->kernel) {
-  case MXF_KERNEL_GEMV: return mxf_gemv_gemm_amax_launch(&plan->p.gemm, args, ws, s, cfg->sms, cfg->cc);
+  case MXF_KERNEL_GEMV: return mxf_gemv_gemm_amax_launch(&plan->p.gemm, &cfg->gemv, args, ws, s);
   case MXF_KERNEL_SM90:
 #if defined(MXF_HAVE_SM90)
     return mxf_sm90_gemm_amax_launch(&cfg->sm90, args, ws, ws_size, s, cfg->sms);
