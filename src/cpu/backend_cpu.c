@@ -18,7 +18,10 @@
 #endif
 
 mxf_status mxf_cpu_core_plan(mxf_plan *plan, mxf_cpu_panels *pp) {
-  const int want = plan->ov.cpu;
+  mxf_cpu_override ov;
+  mxf_status ost = mxf_override_parse(plan->ov.text, &mxf_cpu_config_keys, &ov, sizeof ov);
+  if (ost != MXF_OK) return ost;
+  const int want = ov.cpu;
   if (want == MXF_CPU_CORE_BLAS && MXF_CPU_F32_DEFAULT != MXF_CPU_CORE_BLAS)
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, MXF_CONFIG_ENV " cpu=blas: this build has no OpenBLAS");
   mxf_cpu_core *c = (mxf_cpu_core *)calloc(1, sizeof *c);

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "core/internal.h"
+#include "cuda/cuda_config.h"
 #include "cuda/cuda_util.h"
 #include "cuda/portable/gemv_shape.h"
 #include "cuda/sm90/sm90_fmt.h"
@@ -73,7 +74,7 @@ struct gemm_config {
 
 /* The config of p on num_sms SMs (0: a default count, for the workspace bound) under
  * the override ov; false when the kernel does not run p. */
-bool plan_gemm(const mxf_gemm_problem *p, int num_sms, const mxf_override *ov, gemm_config *cfg);
+bool plan_gemm(const mxf_gemm_problem *p, int num_sms, const mxf_cuda_override *ov, gemm_config *cfg);
 
 } /* namespace mxf_sm90 */
 
@@ -90,7 +91,7 @@ struct mxf_cuda_gemm_config {
 /* Chooses the kernel of p on the device (info) under ov, fills *cfg and writes the
  * kernel's name with its config into name[name_len] ("cuda/sm90 128x256 prepass"). */
 mxf_status mxf_cuda_gemm_amax_choose(const mxf_gemm_problem *p, const mxf_cuda_device_info_t *info,
-                                     const mxf_override *ov, mxf_cuda_gemm_config *cfg, char *name,
+                                     const mxf_cuda_override *ov, mxf_cuda_gemm_config *cfg, char *name,
                                      size_t name_len);
 
 #endif

@@ -21,9 +21,11 @@ extern "C" mxf_status mxf_cuda_gemm_amax_plan(mxf_plan *plan) {
   mxf_cuda_device_info_t info;
   mxf_status st = mxf_cuda_plan_device(plan, "gemm_amax", &info);
   if (st != MXF_OK) return st;
+  mxf_cuda_override ov;
+  if ((st = mxf_cuda_override_of(plan, &ov)) != MXF_OK) return st;
   mxf_cuda_gemm_config *cfg = static_cast<mxf_cuda_gemm_config *>(malloc(sizeof *cfg));
   if (!cfg) return mxf_set_error(MXF_ERR_NO_MEMORY, "cuda backend: out of host memory for a gemm_amax plan");
-  st = mxf_cuda_gemm_amax_choose(&plan->p.gemm, &info, &plan->ov, cfg, plan->kernel, sizeof plan->kernel);
+  st = mxf_cuda_gemm_amax_choose(&plan->p.gemm, &info, &ov, cfg, plan->kernel, sizeof plan->kernel);
   if (st != MXF_OK) {
     free(cfg);
     return st;

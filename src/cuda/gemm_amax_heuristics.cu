@@ -2,7 +2,7 @@
  * gemm_amax_heuristics.cu — gemm_amax's kernel choice on the CUDA backend, made once when
  * a plan is made (docs/kernels/): which kernel, and for the sm_90a kernel its config
  * (swap, tile, warpgroups, B pre-pass, f16 path, split-K, C stores). Every rule is a named
- * predicate fitted to measurements (docs/decisions.md); MXF_CONFIG (core/override.c) may
+ * predicate fitted to measurements (docs/decisions.md); MXF_CONFIG (cuda_config.c) may
  * force each. The launches only read the config. Host code.
  *
  *   mixed pair (A bf16 or another MX format than B), M <= GEMV_M_MAX, MX weights that
@@ -87,7 +87,7 @@ static void lay_out(const mxf_gemm_problem *p, geometry *g) {
  * swapped: p is the caller's problem with A and B swapped, C written transposed; it then runs
  * with the B pre-pass of the (small) caller's A. wg3: the narrow tile may take three
  * consumer warpgroups when A's scales are read as they are. */
-static bool make_geometry(const mxf_gemm_problem *p, int num_sms, const mxf_override *ov, geometry *g,
+static bool make_geometry(const mxf_gemm_problem *p, int num_sms, const mxf_cuda_override *ov, geometry *g,
                           int swapped, bool wg3) {
   memset(g, 0, sizeof *g);
   if (p->m < 1 || p->n < 1 || p->k < 1 || p->l < 1) return false;
@@ -214,7 +214,7 @@ static bool swap_pays(const mxf_gemm_problem *p) {
 
 /* A bf16 A (no scales) runs swapped only: the register operand is the MX one, A the
  * pre-pass's bf16 copy. */
-bool plan_gemm(const mxf_gemm_problem *p, int num_sms, const mxf_override *ov, gemm_config *cfg) {
+bool plan_gemm(const mxf_gemm_problem *p, int num_sms, const mxf_cuda_override *ov, gemm_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   const bool a_bf16 = p->a_fmt == MXF_BF16;
   bool ok = false;
@@ -319,8 +319,8 @@ static bool gemv_takes(const mxf_gemm_problem *p, const mxf_cuda_device_info_t *
   return true;
 }
 
-static bool sm90_takes(const mxf_gemm_problem *p, const mxf_cuda_device_info_t *info, const mxf_override *ov,
-                       mxf_cuda_gemm_config *cfg) {
+static bool sm90_takes(const mxf_gemm_problem *p, const mxf_cuda_device_info_t *info,
+                       const mxf_cuda_override *ov, mxf_cuda_gemm_config *cfg) {
 #if defined(MXF_HAVE_SM90)
   if (info->cc != 90 || !mxf_sm90::plan_gemm(p, info->sm_count, ov, &cfg->sm90)) return false;
   cfg->workspace = cfg->sm90.workspace;
@@ -332,7 +332,7 @@ static bool sm90_takes(const mxf_gemm_problem *p, const mxf_cuda_device_info_t *
 }
 
 mxf_status mxf_cuda_gemm_amax_choose(const mxf_gemm_problem *p, const mxf_cuda_device_info_t *info,
-                                     const mxf_override *ov, mxf_cuda_gemm_config *cfg, char *name,
+                                     const mxf_cuda_override *ov, mxf_cuda_gemm_config *cfg, char *name,
                                      size_t name_len) {
   memset(cfg, 0, sizeof *cfg);
   cfg->sms = info->sm_count;

@@ -1,17 +1,10 @@
 /*
- * proj_rope_cuda.cu — proj_rope on the CUDA backend: kernel choice (plan, made once and
- * kept in the plan) and launch (run).
+ * proj_rope_cuda.cu — proj_rope on the CUDA backend: plan (the chooser's config, kept in
+ * the plan: proj_rope_heuristics.cu) and run (the config's kernel, docs/kernels/).
  *
- *   cc 9.0 and the sm_90a kernel takes the problem  -> "cuda/sm90"     (sm90/proj_rope_sm90.cu)
- *   any other problem on cc >= 8.0                  -> "cuda/portable" (portable/proj_rope_portable.cu)
- *   cc < 8.0                                        -> not supported (no bf16 mma.sync)
- * MXFP8 inputs on the sm_90a kernel take the dequantize pre-pass
- * (docs/kernels/proj_rope_sm90.md). MXF_CONFIG (core/override.c) may ask for
- * proj=portable|sm90 and for mxfp8=mainloop|prepass.
- *
- * The sm90 kernel also needs 16-byte aligned tensors (TMA); a plan form's pointers are
- * only known at run time, so a run whose pointers it cannot take falls back to the
- * portable kernel. The plan's workspace covers both kernels.
+ * A plan names the kernel that runs. The sm90 kernel needs aligned tensors (16 bytes for
+ * TMA), and a plan's pointers are only known at run time: a run whose pointers the plan's
+ * kernel cannot take is refused, with the tensor and the alignment named.
  *
  * run launches on the caller's stream, allocates nothing, never synchronizes (so it can
  * be captured in a CUDA graph) and returns CUDA errors as MXF_ERR_CUDA.
@@ -31,9 +24,11 @@ extern "C" mxf_status mxf_cuda_proj_rope_plan(mxf_plan *plan) {
   mxf_cuda_device_info_t info;
   mxf_status st = mxf_cuda_plan_device(plan, "proj_rope", &info);
   if (st != MXF_OK) return st;
+  mxf_cuda_override ov;
+  if ((st = mxf_cuda_override_of(plan, &ov)) != MXF_OK) return st;
   mxf_cuda_proj_config *cfg = static_cast<mxf_cuda_proj_config *>(malloc(sizeof *cfg));
   if (!cfg) return mxf_set_error(MXF_ERR_NO_MEMORY, "cuda backend: out of host memory for a proj_rope plan");
-  st = mxf_cuda_proj_rope_choose(&plan->p.proj, &info, &plan->ov, cfg, plan->kernel, sizeof plan->kernel);
+  st = mxf_cuda_proj_rope_choose(&plan->p.proj, &info, &ov, cfg, plan->kernel, sizeof plan->kernel);
   if (st != MXF_OK) {
     free(cfg);
     return st;
@@ -43,6 +38,38 @@ extern "C" mxf_status mxf_cuda_proj_rope_plan(mxf_plan *plan) {
   return MXF_OK;
 }
 
+#if defined(MXF_HAVE_SM90)
+/* The sm_90a kernel's needs of a run's pointers: 16-byte aligned x, w (TMA) and, with MXFP8
+ * inputs, workspace and (in-out w on the pre-pass) w_scale; the epilogue's stores of 4
+ * codes or column scale bytes and of 2 row scale bytes at once. A plan names the kernel that
+ * runs, so a run without them is refused rather than moved to another kernel. */
+static mxf_status sm90_pointers(const mxf_proj_problem *p, const mxf_cuda_proj_config *cfg,
+                                const mxf_proj_rope_args *a, const void *ws) {
+  const struct {
+    const char *name;
+    const void *ptr;
+    unsigned align;
+    bool needed;
+  } need[] = {
+      {"x", a->x, 16, true},
+      {"w", a->w, 16, true},
+      {"w_scale", a->w_scale, 16, p->mxfp8 && !p->w_out_in && !cfg->sm90.mainloop},
+      {"workspace", ws, 16, p->mxfp8 != 0},
+      {"out_row", a->out_row, 4, true},
+      {"out_col", a->out_col, 4, true},
+      {"out_scales_col", a->out_scales_col, 4, true},
+      {"out_scales_row", a->out_scales_row, 2, true},
+  };
+  for (const auto &n : need)
+    if (n.needed && (n.ptr == nullptr || (reinterpret_cast<uintptr_t>(n.ptr) & (n.align - 1)) != 0))
+      return mxf_set_error(MXF_ERR_INVALID_VALUE,
+                           "proj_rope: %s at %p is not %u-byte aligned, as the plan's kernel (%s) needs; "
+                           "align it, or make the plan with MXF_CONFIG=proj=portable",
+                           n.name, n.ptr, n.align, "cuda/sm90");
+  return MXF_OK;
+}
+#endif
+
 extern "C" mxf_status mxf_cuda_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args *args, void *ws,
                                              size_t ws_size, void *stream) {
   const mxf_proj_problem *p = &plan->p.proj;
@@ -50,8 +77,11 @@ extern "C" mxf_status mxf_cuda_proj_rope_run(const mxf_plan *plan, const mxf_pro
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (!cfg) return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: proj_rope plan without its config");
 #if defined(MXF_HAVE_SM90)
-  if (cfg->kernel == MXF_KERNEL_SM90 && mxf_sm90_proj_rope_args_ok(p, args, ws, cfg->sm90.mainloop))
+  if (cfg->kernel == MXF_KERNEL_SM90) {
+    const mxf_status st = sm90_pointers(p, cfg, args, ws);
+    if (st != MXF_OK) return st;
     return mxf_sm90_proj_rope_launch(p, &cfg->sm90, args, ws, ws_size, s, cfg->sm_count);
+  }
 #endif
   return mxf_portable_proj_rope_launch(p, &cfg->portable, args, ws, ws_size, s);
 }

@@ -93,13 +93,13 @@ static void sm90_geometry(const mxf_proj_problem *p, int sms, int mainloop, mxf_
 }
 
 mxf_status mxf_cuda_proj_rope_choose(const mxf_proj_problem *p, const mxf_cuda_device_info_t *info,
-                                     const mxf_override *ov, mxf_cuda_proj_config *cfg, char *name,
+                                     const mxf_cuda_override *ov, mxf_cuda_proj_config *cfg, char *name,
                                      size_t name_len) {
   memset(cfg, 0, sizeof *cfg);
   cfg->kernel = MXF_KERNEL_PORTABLE;
   cfg->sm_count = info->sm_count;
   portable_geometry(p, info->max_smem_optin, &cfg->portable);
-  size_t ws = cfg->portable.workspace;
+  cfg->workspace = cfg->portable.workspace;
   snprintf(name, name_len, "cuda/portable");
 #if defined(MXF_HAVE_SM90)
   if (info->cc == 90 && ov->proj != MXF_KERNEL_PORTABLE && sm90_supports(p)) {
@@ -107,11 +107,10 @@ mxf_status mxf_cuda_proj_rope_choose(const mxf_proj_problem *p, const mxf_cuda_d
     const int mainloop = ov->mxfp8 == 1 && mainloop_fits(p);
     snprintf(name, name_len, "cuda/sm90%s", !p->mxfp8 ? "" : mainloop ? " mainloop" : " prepass");
     sm90_geometry(p, info->sm_count, mainloop, &cfg->sm90);
-    if (cfg->sm90.workspace > ws) ws = cfg->sm90.workspace;
+    cfg->workspace = cfg->sm90.workspace; /* a plan runs its own kernel only (proj_rope_cuda.cu) */
   }
 #else
   (void)ov;
 #endif
-  cfg->workspace = ws;
   return MXF_OK;
 }

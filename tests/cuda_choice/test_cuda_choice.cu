@@ -55,10 +55,8 @@ static const device k_devices[] = {
     {"cc90", {9, 0, 90, 132, 232448}}, {"cc80", {8, 0, 80, 108, 166912}}, {"cc89", {8, 9, 89, 142, 101376}}};
 enum { N_DEVICES = sizeof k_devices / sizeof k_devices[0] };
 
-typedef mxf_override mxf_cuda_override;
 static bool override_of(const char *text, mxf_cuda_override *ov) {
-  setenv(MXF_CONFIG_ENV, text, 1);
-  if (mxf_override_read(ov) != MXF_OK) {
+  if (mxf_override_parse(text, &mxf_cuda_config_keys, ov, sizeof *ov) != MXF_OK) {
     fprintf(stderr, "test_cuda_choice: MXF_CONFIG '%s' refused: %s\n", text, mxf_last_error());
     return false;
   }
