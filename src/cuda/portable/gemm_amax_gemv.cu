@@ -1,49 +1,14 @@
 /*
- * gemm_amax_gemv.cu — gemm_amax at few rows of A (M <= 128) with MX weights: the
- * weight-streaming kernel for any sm_80+ GPU (docs/spec.md §1; chosen in
- * gemm_amax_cuda.cu).
- *
- * Scope (mxf_gemv_plan): A bf16 (no scales) or MX (e4m3 / e5m2 / e2m1 with e8m0 scales,
- * dequantized once to bf16 by a pre-pass), k-major, M <= 128; B e2m1 or e4m3 codes with
- * e8m0 scales per 32, k-major, compact or swizzled scales; K a multiple of 32; C of any
- * dtype but e2m1, any strides; L >= 1; alpha; amax overwrite / accumulate.
- *
- * At small M the run is bound by reading B once, and by how many of its bytes are in
- * flight. A CTA owns a tile of 16 TR rows of B (TR = 2 where the accumulators leave room
- * and the tiles still give every SM a CTA) and a split of K, which its warps (up to
- * MAX_WARPS) share in runs of consecutive chunks of 64 k; each warp streams its run's
- * codes through its own ring in shared memory, DEPTH chunks ahead (cp.async, 16-byte
- * copies), and reads the raw scale bytes of the tile's whole split, loaded once by the
- * CTA, beside the rings. Each thread reads its fragment's codes from the ring (fp4: 8
- * bytes per row and chunk, fp8: 16), dequantizes them in registers and feeds mma.sync
- * m16n8k16 with B's rows as the MMA's M side and the tokens as its N side (8 per MMA, MT
- * groups of 8). The warps' partial sums are added in shared memory. The activations come
- * from L1 / L2 (every CTA reads them; they are small at these M).
- *
- * Two launches: before the kernel one CTA zeroes the split counters and prepares *amax
- * (mxf_amax_prepare) — the activations' pre-pass with an MX A, a small kernel with a bf16
- * one. After the small one, on sm_90, the kernel starts early (programmatic dependent
- * launch): it issues its first chunks of B and its scales, and waits for that launch
- * before it reads the activations or touches the counters, *amax or C.
+ * gemm_amax_gemv.cu — gemm_amax at few rows of A with MX weights (cuda/gemv), any sm_80+
+ * GPU: the weight-streaming kernel and its launch. What it does, when it is chosen and its
+ * numbers: docs/kernels/gemm_amax_gemv.md. Its geometry (tiles, K splits, warps, workspace)
+ * is chosen with the plan (gemv_geometry_of, gemm_amax_heuristics.cu; constants in
+ * gemv_shape.h); the launch reads it.
  *
  * K order: thread t (= lane % 4) owns the 16 consecutive k at 16t of each 64-k chunk;
  * the dequantization pairs values (k, k+4) (fp4, one nibble shift) or (k, k+2) (fp8, one
  * byte shift) into bf16x2, and the activations are permuted with PRMT into the same pairs
  * (the sum does not care about the order, only that both sides agree).
- *
- * Dequantization, exact (SPEC §1.2's window): a code's bits placed into a bf16 give code *
- * 2^-c (c = 126 e2m1, 120 e4m3; subnormal codes land in bf16 subnormals). A scale byte b
- * becomes a bf16 multiplier as it is used: when every byte of the CTA's split has
- * b + c <= 254, 2^(b - 127 + c) (one multiply-add forms two rows', one bf16x2 product per
- * pair); otherwise 2^(b - 127) (b = 0 the subnormal 2^-127, b = 255 NaN) after the code is
- * restored by 2^c (two products, still one rounding; a NaN scale makes every product
- * NaN). A warp takes the exact element-wise path (formats.h decoders) for a chunk
- * with an e4m3 NaN code: it propagates.
- *
- * Split-K: the grid is (tiles of 16 TR rows of B, K splits, L). With more than one split
- * every CTA stores its partial tile (f32) in the workspace and counts itself in; the last
- * one of a tile adds the partials in split order (the result does not depend on which
- * CTA finishes last) and runs the epilogue: alpha, amax (one atomicMax per CTA), C.
  */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

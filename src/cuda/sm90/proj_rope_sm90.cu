@@ -3,18 +3,19 @@
  * TMA + mbarrier pipeline, wgmma m64n192k16 (bf16 -> f32), persistent grid, the whole
  * epilogue inside the CTA.
  *
- * Scope (mxf_sm90_proj_rope_supports): D = 192 (one head = one wgmma N), any rope split,
- * any T >= 1, K % 8 == 0 (TMA row strides are multiples of 16 bytes), any H, both w
- * orientations, bf16 or MXFP8 inputs, the fp32-epilogue flag. Tensors read by TMA must be
- * 16-byte aligned, the codes and the column scales 4-byte and the row scales 2-byte aligned
- * (mxf_sm90_proj_rope_args_ok); otherwise the op file runs the portable kernel.
+ * Page: docs/kernels/proj_rope_sm90.md. Scope (sm90_supports, proj_rope_heuristics.cu):
+ * D = 192 (one head = one wgmma N), any rope split, any T >= 1, K % 8 == 0 (TMA row strides
+ * are multiples of 16 bytes), any H, both w orientations, bf16 or MXFP8 inputs, the
+ * fp32-epilogue flag. Tensors read by TMA must be 16-byte aligned, the codes and the column
+ * scales 4-byte and the row scales 2-byte aligned (proj_rope_cuda.cu refuses a run whose
+ * pointers are not).
  *
  * MXFP8 inputs (K % 32 == 0): a small first launch regroups the scales as bf16 multipliers
  * per (tile, stage) (sf_prepare_kernel); the kernel's TMA loads the raw e4m3 codes into
  * the upper half of each stage and the consumers dequantize them in place into the bf16
  * tiles (mx_convert, sm90_dequant.cuh: exact for scale bytes in SPEC §1.2's window
  * [16, 232]; below it values under 2^-126 round to bf16's subnormal grid) before the
- * wgmmas; selected with MXF_CONFIG=mxfp8=mainloop (see mxf_sm90_proj_rope_mainloop_fits). By default the
+ * wgmmas; selected with MXF_CONFIG=mxfp8=mainloop (mainloop_fits, proj_rope_heuristics.cu). By default the
  * standalone dequantize kernels (portable/quantize_portable.cu) first write bf16 copies of
  * x and w into the workspace and the bf16 kernel runs on them.
  *
@@ -666,24 +667,9 @@ static cudaError_t launch(unsigned grid, const CUtensorMap &map_x, const CUtenso
   return e;
 }
 
-static bool aligned(const void *p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
-static bool aligned16(const void *p) { return aligned(p, 16); }
-
 } /* namespace mxf_sm90_proj */
 
 using namespace mxf_sm90_proj;
-
-extern "C" int mxf_sm90_proj_rope_args_ok(const mxf_proj_problem *p, const mxf_proj_rope_args *args, const void *ws,
-                                          int mainloop) {
-  /* the epilogue's stores: 4 codes / 4 column scale bytes, 2 row scale bytes at once */
-  if (!aligned(args->out_row, 4) || !aligned(args->out_col, 4) || !aligned(args->out_scales_col, 4) ||
-      !aligned(args->out_scales_row, 2))
-    return 0;
-  if (p->mxfp8)
-    return aligned16(args->x) && aligned16(args->w) && (p->w_out_in || mainloop || aligned16(args->w_scale)) &&
-           ws != nullptr && aligned16(ws);
-  return aligned16(args->x) && aligned16(args->w);
-}
 
 extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const mxf_proj90::geometry *g,
                                                 const mxf_proj_rope_args *args, void *ws, size_t ws_size,

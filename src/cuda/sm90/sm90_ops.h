@@ -30,9 +30,7 @@ mxf_status mxf_sm90_gemm_amax_launch(const mxf_sm90::gemm_config *cfg, const mxf
 
 /* ---- proj_rope (proj_rope_sm90.cu), on the geometry its chooser computed
  * (proj_rope_heuristics.cu) ---- */
-/* 1 if a run with these pointers can use it (TMA needs 16-byte aligned x, w, workspace). */
-int mxf_sm90_proj_rope_args_ok(const mxf_proj_problem *p, const mxf_proj_rope_args *args, const void *ws,
-                               int mainloop);
+/* The run's pointers are aligned as the kernel needs (proj_rope_cuda.cu checks them). */
 /* Launches on `stream`; num_sms sizes the MXFP8 pre-pass's grids. */
 mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const mxf_proj90::geometry *g,
                                      const mxf_proj_rope_args *args, void *ws, size_t ws_size,
