@@ -80,30 +80,30 @@ build_side() {
     { echo "sass-compare: build of ${rev:0:12} failed ($dir/build.log)" >&2; return 1; }
 }
 
-# Dumps the SASS of every object of build directory $1 into $2 (one file per object).
+# Dumps the SASS of every object of build directory $1 into $2 (one file per object), $jobs
+# objects at a time.
 dump_side() {
-  local bdir=$1 out=$2 o rel
+  local bdir=$1 out=$2
   mkdir -p "$out"
-  while IFS= read -r o; do
-    rel=${o#"$bdir"/CMakeFiles/}
-    rel=${rel#*.dir/}
-    mkdir -p "$out/$(dirname "$rel")"
-    cuobjdump -sass "$o" >"$out/$rel.sass" 2>"$out/$rel.err" || {
+  find "$bdir"/CMakeFiles -path '*/mxf_cuda_*.dir/*' -name '*.o' | sort |
+    BDIR=$bdir OUT=$out xargs -r -P "$jobs" -I{} sh -c '
+      o=$1; rel=${o#"$BDIR"/CMakeFiles/}; rel=${rel#*.dir/}
+      mkdir -p "$OUT/$(dirname "$rel")"
+      cuobjdump -sass "$o" >"$OUT/$rel.sass" 2>"$OUT/$rel.err" && exit 0
       # an object without device code has nothing to dump
-      grep -q "does not contain device code" "$out/$rel.err" || { cat "$out/$rel.err" >&2; return 1; }
-    }
-  done < <(find "$bdir"/CMakeFiles -path '*/mxf_cuda_*.dir/*' -name '*.o' | sort)
+      grep -q "does not contain device code" "$OUT/$rel.err" || { cat "$OUT/$rel.err" >&2; exit 1; }' sh {}
 }
 
+# the builds first (the slow part), then the dumps
 for side in base head; do
   rev_var=${side}_rev build_var=${side}_build
-  bdir=${!build_var}
-  if [ -z "$bdir" ]; then
+  if [ -z "${!build_var}" ]; then
     build_side "${!rev_var}" "$tmp/$side"
-    bdir=$tmp/$side/build
+    printf -v "$build_var" %s "$tmp/$side/build"
   fi
-  dump_side "$bdir" "$tmp/sass-$side"
 done
+dump_side "$base_build" "$tmp/sass-base"
+dump_side "$head_build" "$tmp/sass-head"
 
 python3 - "$tmp/sass-base" "$tmp/sass-head" <<'PY'
 import hashlib, os, re, subprocess, sys
