@@ -35,9 +35,8 @@
 #   JOBS=N                         parallel build / CPU test jobs (default: nproc)
 #   GPU_CHECK_CMAKE_ARGS="..."     extra configure arguments, e.g. -DMXF_WITH_BLAS=OFF
 #
-# The whole check takes longer than one 10-minute call on a lent machine. Calls made while
-# the machine is still warm share the build directory (the build step is then incremental),
-# so it runs in three, e.g.:
+# The steps can run apart; runs that share the build directory build incrementally. The
+# whole check in three parts, e.g.:
 #   1. GPU_CHECK_BENCH=0 GPU_CHECK_SANITIZER=0 GPU_CHECK_CPU_TESTS=0 GPU_CHECK_CPU_BENCH=0 \
 #      GPU_CHECK_PYTHON=0 MXF_GPU_TEST_MODES=default,sm90-f16,sm90-bpre bash scripts/gpu-check.sh
 #   2. the same with MXF_GPU_TEST_MODES=sm90-swap,portable,gemv and GPU_CHECK_PYTHON=1
@@ -52,11 +51,11 @@ BENCH=${GPU_CHECK_BENCH:-full}
 SANITIZE=${GPU_CHECK_SANITIZER:-1}
 JOBS=${JOBS:-$(nproc)}
 mkdir -p "$OUT"
-# Libraries the GPU machine's image lacks (cJSON for the CLI) may be carried in .deps/
-# (include/, lib/); it is searched first when present.
+# Libraries the system lacks (cJSON for the CLI) may be put in .deps/ (include/, lib/); it
+# is searched first when present.
 DEPS_ARGS=""
 [ -d .deps ] && DEPS_ARGS="-DCMAKE_PREFIX_PATH=$PWD/.deps" && export LD_LIBRARY_PATH="$PWD/.deps/lib:${LD_LIBRARY_PATH:-}"
-# oneDNN carried as one file (.deps/lib/libdnnl.so, include/oneapi/dnnl): its soname beside it
+# oneDNN as one file (.deps/lib/libdnnl.so, include/oneapi/dnnl): its soname beside it
 [ -f .deps/lib/libdnnl.so ] && [ ! -e .deps/lib/libdnnl.so.2 ] && ln -s libdnnl.so .deps/lib/libdnnl.so.2
 declare -a SUMMARY
 status=0

@@ -79,37 +79,50 @@ typedef struct mxf_quant_problem {
 
 /* ------------------------------------------------------------ the kernel override */
 /* MXF_CONFIG, the one override of the backends' kernel choice, for tests and benchmarks
- * (docs/kernels/README.md): a comma-separated list of key=value, read when a plan is made. Each
- * field is MXF_CHOOSE (the heuristics decide) or the value asked for. */
+ * (docs/kernels/README.md): a comma-separated list of key=value, read when a plan is made.
+ * Core keeps its text (the one-call cache keys plans by it) and checks every item against
+ * the keys the backends declare; each backend parses its own keys into its own plan data
+ * (mxf_override_parse), a field it is not asked for left at MXF_CHOOSE. */
 #define MXF_CONFIG_ENV "MXF_CONFIG"
 #define MXF_CONFIG_MAX 96 /* bytes of its text, the terminating NUL included */
 enum { MXF_CHOOSE = -1 };
-typedef enum mxf_kernel_id {
-  MXF_KERNEL_PORTABLE = 0,
-  MXF_KERNEL_GEMV = 1,
-  MXF_KERNEL_SM90 = 2
-} mxf_kernel_id;
-/* the CPU backend's GEMM cores (src/cpu/cpu.h) */
-typedef enum mxf_cpu_core_kind {
-  MXF_CPU_CORE_C = 0,
-  MXF_CPU_CORE_BLAS = 1,
-  MXF_CPU_CORE_ONEDNN = 2
-} mxf_cpu_core_kind;
+
+/* A backend's key: its name, its values and what each sets the key's int8_t field (at
+ * `offset` in the backend's override struct) to. */
+typedef struct mxf_config_value {
+  const char *text; /* NULL ends a key's list */
+  int8_t value;
+} mxf_config_value;
+typedef struct mxf_config_key {
+  const char *name;
+  size_t offset;
+  mxf_config_value values[4];
+} mxf_config_key;
+typedef struct mxf_config_keys {
+  const mxf_config_key *keys;
+  size_t count;
+  const char *help; /* the keys and values in words, for messages */
+} mxf_config_keys;
+/* The backends' keys (src/cuda/cuda_config.c, src/cpu/cpu_config.c), every build: a key of
+ * a backend not built is accepted and ignored. */
+MXF_INTERNAL extern const mxf_config_keys mxf_cuda_config_keys;
+MXF_INTERNAL extern const mxf_config_keys mxf_cpu_config_keys;
+
 typedef struct mxf_override {
-  int8_t gemm; /* gemm=portable|gemv|sm90: that kernel first wherever it takes the problem */
-  int8_t proj; /* proj=portable|sm90 */
-  /* the sm_90a gemm_amax kernel's choices, each on|off (1 | 0) */
-  int8_t swap, bpre, bcwide, f16, wg3, sfraw, cring;
-  int8_t mxfp8; /* the sm_90a proj_rope kernel's MXFP8 path: mxfp8=prepass|mainloop (0 | 1) */
-  int8_t cpu;   /* the CPU backend's GEMM core: cpu=onednn|blas|c (mxf_cpu_core_kind) */
+  char text[MXF_CONFIG_MAX]; /* MXF_CONFIG's text at plan time ("" when unset) */
 } mxf_override;
 
 /* MXF_CONFIG's text into text[MXF_CONFIG_MAX] ("" when unset; the plan-cache key holds
  * it); a too long one is MXF_ERR_INVALID_VALUE. */
 MXF_INTERNAL mxf_status mxf_override_text(char text[MXF_CONFIG_MAX]);
-/* MXF_CONFIG parsed into *out (when a plan is made). A malformed or too long one is
- * MXF_ERR_INVALID_VALUE with a message naming the item and the keys. */
+/* MXF_CONFIG's text into *out (when a plan is made), every item checked: a malformed or
+ * too long one, an unknown key or value is MXF_ERR_INVALID_VALUE with a message naming the
+ * item and the keys. */
 MXF_INTERNAL mxf_status mxf_override_read(mxf_override *out);
+/* The items of `text` that are keys of `keys` into out (size bytes, every byte set to
+ * MXF_CHOOSE first); every item is checked as mxf_override_read does. */
+MXF_INTERNAL mxf_status mxf_override_parse(const char *text, const mxf_config_keys *keys, void *out,
+                                           size_t size);
 
 /* ------------------------------------------------------------ plans and backends */
 struct mxf_backend;
@@ -123,7 +136,7 @@ struct mxf_plan {
     mxf_quant_problem quant; /* quantize and dequantize */
   } p;
   const struct mxf_backend *backend;
-  mxf_override ov;       /* MXF_CONFIG at plan time (core parses it before the backend plans) */
+  mxf_override ov;       /* MXF_CONFIG at plan time (core checks it before the backend plans) */
   char kernel[96];       /* "<backend>/<what runs>", set by the backend's plan(): mxf_plan_backend() */
   size_t workspace_size; /* set by the backend's plan() */
   void *impl;            /* backend-private, freed by its plan_free() */

@@ -3,77 +3,60 @@
  *
  *   MXF_CONFIG="gemm=sm90,swap=on,bpre=off"
  *
- * Keys: gemm=portable|gemv|sm90, proj=portable|sm90 (that kernel first wherever it takes
- * the problem); the sm_90a gemm_amax kernel's swap, bpre, bcwide, f16, wg3, sfraw, cring
- * (each on|off); the sm_90a proj_rope kernel's mxfp8=prepass|mainloop; the CPU backend's
- * GEMM core cpu=onednn|blas|c. It is read when a
- * plan is made: a plan keeps the choice it was made with, and the one-call form's cache
- * keys its plans by the text too.
+ * Core keeps the text and parses "key=value,..." against the keys the backends declare
+ * (mxf_config_keys: src/cuda/cuda_config.c, src/cpu/cpu_config.c); each backend reads its
+ * own keys into its own plan data. It is read when a plan is made: a plan keeps the choice
+ * it was made with, and the one-call form's cache keys its plans by the text too.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/internal.h"
 
-typedef struct key_value {
-  const char *text; /* NULL ends a key's list */
-  int8_t value;     /* what it sets the field to */
-} key_value;
-typedef struct key_def {
-  const char *name;
-  size_t offset; /* of its int8_t in mxf_override */
-  key_value vals[4];
-} key_def;
+static const mxf_config_keys *const k_tables[] = {&mxf_cuda_config_keys, &mxf_cpu_config_keys};
+#define NTABLES (sizeof k_tables / sizeof *k_tables)
 
-#define OV(f) offsetof(mxf_override, f)
-#define ON_OFF                                                                                               \
-  {                                                                                                          \
-    {"off", 0}, {"on", 1}, { NULL, 0 }                                                                       \
-  }
-static const key_def k_keys[] = {
-    {"gemm",
-     OV(gemm),
-     {{"portable", MXF_KERNEL_PORTABLE}, {"gemv", MXF_KERNEL_GEMV}, {"sm90", MXF_KERNEL_SM90}, {NULL, 0}}},
-    {"proj", OV(proj), {{"portable", MXF_KERNEL_PORTABLE}, {"sm90", MXF_KERNEL_SM90}, {NULL, 0}}},
-    {"swap", OV(swap), ON_OFF},
-    {"bpre", OV(bpre), ON_OFF},
-    {"bcwide", OV(bcwide), ON_OFF},
-    {"f16", OV(f16), ON_OFF},
-    {"wg3", OV(wg3), ON_OFF},
-    {"sfraw", OV(sfraw), ON_OFF},
-    {"cring", OV(cring), ON_OFF},
-    {"mxfp8", OV(mxfp8), {{"prepass", 0}, {"mainloop", 1}, {NULL, 0}}},
-    {"cpu",
-     OV(cpu),
-     {{"onednn", MXF_CPU_CORE_ONEDNN}, {"blas", MXF_CPU_CORE_BLAS}, {"c", MXF_CPU_CORE_C}, {NULL, 0}}},
-};
-#undef ON_OFF
-#undef OV
-#define NKEYS (sizeof k_keys / sizeof *k_keys)
+/* "keys: <each backend's help>, ... (docs/kernels/README.md)" */
+static const char *help(char *buf, size_t n) {
+  size_t len = (size_t)snprintf(buf, n, "keys: ");
+  for (size_t t = 0; t < NTABLES && len < n; ++t)
+    len += (size_t)snprintf(buf + len, n - len, "%s%s", t ? ", " : "", k_tables[t]->help);
+  if (len < n) snprintf(buf + len, n - len, " (docs/kernels/README.md)");
+  return buf;
+}
 
-static const char k_help[] =
-    "keys: gemm=portable|gemv|sm90, proj=portable|sm90, swap|bpre|bcwide|f16|wg3|sfraw|cring=on|off, "
-    "mxfp8=prepass|mainloop, cpu=onednn|blas|c (docs/kernels/README.md)";
+/* The key named [s, s + n) among the backends' keys, or NULL; *table: its table. */
+static const mxf_config_key *find_key(const char *s, size_t n, const mxf_config_keys **table) {
+  for (size_t t = 0; t < NTABLES; ++t)
+    for (size_t i = 0; i < k_tables[t]->count; ++i) {
+      const mxf_config_key *k = &k_tables[t]->keys[i];
+      if (strlen(k->name) == n && memcmp(k->name, s, n) == 0) return *table = k_tables[t], k;
+    }
+  return NULL;
+}
 
-/* Sets the field of item [s, s + n) ("key=value"), or says what is wrong with it. */
-static mxf_status parse_item(const char *s, size_t n, mxf_override *o) {
+/* Checks item [s, s + n) ("key=value") and, when its key is one of `mine`, sets the field
+ * in out; or says what is wrong with it. */
+static mxf_status parse_item(const char *s, size_t n, const mxf_config_keys *mine, void *out) {
+  char h[512];
   const char *eq = memchr(s, '=', n);
   if (!eq)
     return mxf_set_error(MXF_ERR_INVALID_VALUE, MXF_CONFIG_ENV ": item '%.*s' is not key=value; %s", (int)n,
-                         s, k_help);
+                         s, help(h, sizeof h));
   const size_t kn = (size_t)(eq - s), vn = n - kn - 1;
-  for (size_t i = 0; i < NKEYS; ++i) {
-    const key_def *k = &k_keys[i];
-    if (strlen(k->name) != kn || memcmp(k->name, s, kn) != 0) continue;
-    for (const key_value *v = k->vals; v->text; ++v) {
-      if (strlen(v->text) != vn || memcmp(v->text, eq + 1, vn) != 0) continue;
-      *((int8_t *)o + k->offset) = v->value;
-      return MXF_OK;
-    }
-    return mxf_set_error(MXF_ERR_INVALID_VALUE, MXF_CONFIG_ENV ": '%.*s' is no value of %s; %s", (int)vn,
-                         eq + 1, k->name, k_help);
+  const mxf_config_keys *table = NULL;
+  const mxf_config_key *k = find_key(s, kn, &table);
+  if (!k)
+    return mxf_set_error(MXF_ERR_INVALID_VALUE, MXF_CONFIG_ENV ": unknown key '%.*s'; %s", (int)kn, s,
+                         help(h, sizeof h));
+  for (const mxf_config_value *v = k->values; v->text; ++v) {
+    if (strlen(v->text) != vn || memcmp(v->text, eq + 1, vn) != 0) continue;
+    if (table == mine && out) *((int8_t *)out + k->offset) = v->value;
+    return MXF_OK;
   }
-  return mxf_set_error(MXF_ERR_INVALID_VALUE, MXF_CONFIG_ENV ": unknown key '%.*s'; %s", (int)kn, s, k_help);
+  return mxf_set_error(MXF_ERR_INVALID_VALUE, MXF_CONFIG_ENV ": '%.*s' is no value of %s; %s", (int)vn,
+                       eq + 1, k->name, help(h, sizeof h));
 }
 
 mxf_status mxf_override_text(char text[MXF_CONFIG_MAX]) {
@@ -88,16 +71,20 @@ mxf_status mxf_override_text(char text[MXF_CONFIG_MAX]) {
   return MXF_OK;
 }
 
-mxf_status mxf_override_read(mxf_override *out) {
-  memset(out, MXF_CHOOSE, sizeof *out);
-  char text[MXF_CONFIG_MAX];
-  mxf_status st = mxf_override_text(text);
-  if (st != MXF_OK) return st;
+mxf_status mxf_override_parse(const char *text, const mxf_config_keys *keys, void *out, size_t size) {
+  if (out) memset(out, MXF_CHOOSE, size);
   for (const char *s = text; *s;) {
     const char *end = strchr(s, ',');
     const size_t n = end ? (size_t)(end - s) : strlen(s);
-    if (n && (st = parse_item(s, n, out)) != MXF_OK) return st;
+    mxf_status st;
+    if (n && (st = parse_item(s, n, keys, out)) != MXF_OK) return st;
     s += n + (end != NULL);
   }
   return MXF_OK;
+}
+
+mxf_status mxf_override_read(mxf_override *out) {
+  mxf_status st = mxf_override_text(out->text);
+  if (st != MXF_OK) return st;
+  return mxf_override_parse(out->text, NULL, NULL, 0);
 }

@@ -6,7 +6,10 @@
 #include "cpu/cpu.h"
 
 static mxf_status cpu_plan(mxf_plan *plan) {
-  const int asked = plan->ov.cpu; /* MXF_CONFIG's cpu=onednn|blas|c, or MXF_CHOOSE */
+  mxf_cpu_override ov; /* MXF_CONFIG's cpu=onednn|blas|c, or MXF_CHOOSE */
+  mxf_status st = mxf_override_parse(plan->ov.text, &mxf_cpu_config_keys, &ov, sizeof ov);
+  if (st != MXF_OK) return st;
+  const int asked = ov.cpu;
   switch (plan->op) {
   case MXF_OP_GEMM_AMAX: return mxf_cpu_gemm_amax_plan(plan, asked);
   case MXF_OP_PROJ_ROPE: return mxf_cpu_proj_rope_plan(plan, asked);

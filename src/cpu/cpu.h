@@ -27,7 +27,15 @@
  *           flushing (below 2^-126) or overflow takes the f32 core (sgemm_cpu.c);
  *   blas    OpenBLAS sgemm on f32 panels;
  *   c       the plain C f32 core (mxf_cpu_sgemm_nt_c).
- * (mxf_cpu_core_kind: core/internal.h, where MXF_CONFIG's cpu key reads it.) */
+ * MXF_CONFIG's cpu key (cpu_config.c) asks for one. */
+typedef enum mxf_cpu_core_kind {
+  MXF_CPU_CORE_C = 0,
+  MXF_CPU_CORE_BLAS = 1,
+  MXF_CPU_CORE_ONEDNN = 2
+} mxf_cpu_core_kind;
+typedef struct mxf_cpu_override {
+  int8_t cpu; /* cpu=onednn|blas|c (mxf_cpu_core_kind), or MXF_CHOOSE */
+} mxf_cpu_override;
 typedef struct mxf_cpu_bf16 mxf_cpu_bf16; /* oneDNN primitives of one panel geometry */
 typedef struct mxf_cpu_core {
   mxf_cpu_core_kind kind;

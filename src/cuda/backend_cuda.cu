@@ -102,10 +102,18 @@ static mxf_status cuda_run(const mxf_plan *plan, const void *args, void *ws, siz
                          cudaGetErrorString(e));
   mxf_status st;
   switch (plan->op) {
-  case MXF_OP_GEMM_AMAX: st = mxf_cuda_gemm_amax_run(plan, (const mxf_gemm_amax_args *)args, ws, ws_size, stream); break;
-  case MXF_OP_PROJ_ROPE: st = mxf_cuda_proj_rope_run(plan, (const mxf_proj_rope_args *)args, ws, ws_size, stream); break;
-  case MXF_OP_QUANTIZE: st = mxf_cuda_quantize_run(plan, (const mxf_quantize_args *)args, ws, ws_size, stream); break;
-  case MXF_OP_DEQUANTIZE: st = mxf_cuda_dequantize_run(plan, (const mxf_dequantize_args *)args, ws, ws_size, stream); break;
+  case MXF_OP_GEMM_AMAX:
+    st = mxf_cuda_gemm_amax_run(plan, (const mxf_gemm_amax_args *)args, ws, ws_size, stream);
+    break;
+  case MXF_OP_PROJ_ROPE:
+    st = mxf_cuda_proj_rope_run(plan, (const mxf_proj_rope_args *)args, ws, ws_size, stream);
+    break;
+  case MXF_OP_QUANTIZE:
+    st = mxf_cuda_quantize_run(plan, (const mxf_quantize_args *)args, ws, ws_size, stream);
+    break;
+  case MXF_OP_DEQUANTIZE:
+    st = mxf_cuda_dequantize_run(plan, (const mxf_dequantize_args *)args, ws, ws_size, stream);
+    break;
   default: st = mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: unknown op %d", (int)plan->op);
   }
   if (prev != plan->device - 1) cudaSetDevice(prev);
@@ -148,10 +156,10 @@ static void cuda_free(int32_t device, void *ptr) {
 }
 
 const mxf_backend mxf_cuda_backend = {.name = "cuda",
-                                     .plan = cuda_plan,
-                                     .run = cuda_run,
-                                     .plan_free = cuda_plan_free,
-                                     .alloc = cuda_alloc,
-                                     .free = cuda_free};
+                                      .plan = cuda_plan,
+                                      .run = cuda_run,
+                                      .plan_free = cuda_plan_free,
+                                      .alloc = cuda_alloc,
+                                      .free = cuda_free};
 
 } /* extern "C" */

@@ -20,12 +20,11 @@
 
 #include "core/internal.h"
 
-#define MXF_CUDA_TRY(expr, what)                                                                   \
-  do {                                                                                             \
-    cudaError_t mxf_cuda_err_ = (expr);                                                            \
-    if (mxf_cuda_err_ != cudaSuccess)                                                              \
-      return mxf_set_error(MXF_ERR_CUDA, "cuda backend: %s: %s", (what),                         \
-                           cudaGetErrorString(mxf_cuda_err_));                                     \
+#define MXF_CUDA_TRY(expr, what)                                                                             \
+  do {                                                                                                       \
+    cudaError_t mxf_cuda_err_ = (expr);                                                                      \
+    if (mxf_cuda_err_ != cudaSuccess)                                                                        \
+      return mxf_set_error(MXF_ERR_CUDA, "cuda backend: %s: %s", (what), cudaGetErrorString(mxf_cuda_err_)); \
   } while (0)
 
 #define MXF_CUDA_CHECK_LAUNCH(what) MXF_CUDA_TRY(cudaGetLastError(), (what))

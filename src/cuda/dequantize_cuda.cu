@@ -10,7 +10,6 @@
 #include "cuda/cuda_util.h"
 #include "cuda/portable/portable_ops.h"
 
-
 extern "C" mxf_status mxf_cuda_dequantize_plan(mxf_plan *plan) {
   mxf_cuda_device_info_t info;
   mxf_status st = mxf_cuda_plan_device(plan, "dequantize", &info);
@@ -32,5 +31,6 @@ extern "C" mxf_status mxf_cuda_dequantize_run(const mxf_plan *plan, const mxf_de
   mxf_cuda_device_info_t info;
   mxf_status st = mxf_cuda_device_info(plan->device - 1, &info); /* cached: no driver call */
   if (st != MXF_OK) return st;
-  return mxf_portable_dequantize_launch(&plan->p.quant, args, static_cast<cudaStream_t>(stream), info.sm_count);
+  return mxf_portable_dequantize_launch(&plan->p.quant, args, static_cast<cudaStream_t>(stream),
+                                        info.sm_count);
 }

@@ -21,9 +21,11 @@ extern "C" mxf_status mxf_cuda_gemm_amax_plan(mxf_plan *plan) {
   mxf_cuda_device_info_t info;
   mxf_status st = mxf_cuda_plan_device(plan, "gemm_amax", &info);
   if (st != MXF_OK) return st;
+  mxf_cuda_override ov;
+  if ((st = mxf_cuda_override_of(plan, &ov)) != MXF_OK) return st;
   mxf_cuda_gemm_config *cfg = static_cast<mxf_cuda_gemm_config *>(malloc(sizeof *cfg));
   if (!cfg) return mxf_set_error(MXF_ERR_NO_MEMORY, "cuda backend: out of host memory for a gemm_amax plan");
-  st = mxf_cuda_gemm_amax_choose(&plan->p.gemm, &info, &plan->ov, cfg, plan->kernel, sizeof plan->kernel);
+  st = mxf_cuda_gemm_amax_choose(&plan->p.gemm, &info, &ov, cfg, plan->kernel, sizeof plan->kernel);
   if (st != MXF_OK) {
     free(cfg);
     return st;
@@ -39,7 +41,7 @@ extern "C" mxf_status mxf_cuda_gemm_amax_run(const mxf_plan *plan, const mxf_gem
   if (!cfg) return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: gemm_amax plan without its config");
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (cfg->kernel) {
-  case MXF_KERNEL_GEMV: return mxf_gemv_gemm_amax_launch(&plan->p.gemm, args, ws, s, cfg->sms, cfg->cc);
+  case MXF_KERNEL_GEMV: return mxf_gemv_gemm_amax_launch(&plan->p.gemm, &cfg->gemv, args, ws, s);
   case MXF_KERNEL_SM90:
 #if defined(MXF_HAVE_SM90)
     return mxf_sm90_gemm_amax_launch(&cfg->sm90, args, ws, ws_size, s, cfg->sms);

@@ -1,79 +1,87 @@
 /*
- * proj_rope_cuda.cu — proj_rope on the CUDA backend: kernel choice (plan, made once and
- * kept in the plan) and launch (run).
+ * proj_rope_cuda.cu — proj_rope on the CUDA backend: plan (the chooser's config, kept in
+ * the plan: proj_rope_heuristics.cu) and run (the config's kernel, docs/kernels/).
  *
- *   cc 9.0 and the sm_90a kernel takes the problem  -> "cuda/sm90"     (sm90/proj_rope_sm90.cu)
- *   any other problem on cc >= 8.0                  -> "cuda/portable" (portable/proj_rope_portable.cu)
- *   cc < 8.0                                        -> not supported (no bf16 mma.sync)
- * MXFP8 inputs on the sm_90a kernel take the dequantize pre-pass
- * (docs/kernels/proj_rope_sm90.md). MXF_CONFIG (core/override.c) may ask for
- * proj=portable|sm90 and for mxfp8=mainloop|prepass.
- *
- * The sm90 kernel also needs 16-byte aligned tensors (TMA); a plan form's pointers are
- * only known at run time, so a run whose pointers it cannot take falls back to the
- * portable kernel. The plan's workspace covers both kernels.
+ * A plan names the kernel that runs. The sm90 kernel needs aligned tensors (16 bytes for
+ * TMA), and a plan's pointers are only known at run time: a run whose pointers the plan's
+ * kernel cannot take is refused, with the tensor and the alignment named.
  *
  * run launches on the caller's stream, allocates nothing, never synchronizes (so it can
  * be captured in a CUDA graph) and returns CUDA errors as MXF_ERR_CUDA.
  */
 #include <cuda_runtime.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_util.h"
 #include "cuda/portable/portable_ops.h"
+#include "cuda/proj_rope_config.h"
 #if defined(MXF_HAVE_SM90)
 #include "cuda/sm90/sm90_ops.h"
 #endif
-
-
-
-typedef struct proj_impl {
-  mxf_kernel_id kernel; /* MXF_KERNEL_SM90 or MXF_KERNEL_PORTABLE */
-  int mainloop;         /* sm90, MXFP8 inputs: the in-mainloop conversion (else the pre-pass) */
-  int max_smem;         /* opt-in shared memory per block of the plan's device */
-  int sm_count;
-} proj_impl;
 
 extern "C" mxf_status mxf_cuda_proj_rope_plan(mxf_plan *plan) {
   mxf_cuda_device_info_t info;
   mxf_status st = mxf_cuda_plan_device(plan, "proj_rope", &info);
   if (st != MXF_OK) return st;
-  const int max_smem = info.max_smem_optin;
-  const mxf_proj_problem *p = &plan->p.proj;
-  proj_impl *impl = (proj_impl *)malloc(sizeof *impl);
-  if (!impl) return mxf_set_error(MXF_ERR_NO_MEMORY, "cuda backend: out of host memory for a proj_rope plan");
-  impl->kernel = MXF_KERNEL_PORTABLE;
-  impl->mainloop = 0;
-  impl->max_smem = max_smem;
-  impl->sm_count = info.sm_count;
-  plan->impl = impl;
-  size_t ws = mxf_portable_proj_rope_workspace(p, max_smem);
-  snprintf(plan->kernel, sizeof plan->kernel, "cuda/portable");
-#if defined(MXF_HAVE_SM90)
-  if (info.cc == 90 && plan->ov.proj != MXF_KERNEL_PORTABLE && mxf_sm90_proj_rope_supports(p)) {
-    impl->kernel = MXF_KERNEL_SM90;
-    impl->mainloop = plan->ov.mxfp8 == 1 && mxf_sm90_proj_rope_mainloop_fits(p);
-    snprintf(plan->kernel, sizeof plan->kernel, "cuda/sm90%s",
-             !p->mxfp8 ? "" : impl->mainloop ? " mainloop" : " prepass");
-    const size_t w90 = mxf_sm90_proj_rope_workspace(p, impl->mainloop);
-    if (w90 > ws) ws = w90;
+  mxf_cuda_override ov;
+  if ((st = mxf_cuda_override_of(plan, &ov)) != MXF_OK) return st;
+  mxf_cuda_proj_config *cfg = static_cast<mxf_cuda_proj_config *>(malloc(sizeof *cfg));
+  if (!cfg) return mxf_set_error(MXF_ERR_NO_MEMORY, "cuda backend: out of host memory for a proj_rope plan");
+  st = mxf_cuda_proj_rope_choose(&plan->p.proj, &info, &ov, cfg, plan->kernel, sizeof plan->kernel);
+  if (st != MXF_OK) {
+    free(cfg);
+    return st;
   }
-#endif
-  plan->workspace_size = ws;
+  plan->impl = cfg;
+  plan->workspace_size = cfg->workspace;
   return MXF_OK;
 }
+
+#if defined(MXF_HAVE_SM90)
+/* The sm_90a kernel's needs of a run's pointers: 16-byte aligned x, w (TMA) and, with MXFP8
+ * inputs, workspace and (in-out w on the pre-pass) w_scale; the epilogue's stores of 4
+ * codes or column scale bytes and of 2 row scale bytes at once. A plan names the kernel that
+ * runs, so a run without them is refused rather than moved to another kernel. */
+static mxf_status sm90_pointers(const mxf_proj_problem *p, const mxf_cuda_proj_config *cfg,
+                                const mxf_proj_rope_args *a, const void *ws) {
+  const struct {
+    const char *name;
+    const void *ptr;
+    unsigned align;
+    bool needed;
+  } need[] = {
+      {"x", a->x, 16, true},
+      {"w", a->w, 16, true},
+      {"w_scale", a->w_scale, 16, p->mxfp8 && !p->w_out_in && !cfg->sm90.mainloop},
+      {"workspace", ws, 16, p->mxfp8 != 0},
+      {"out_row", a->out_row, 4, true},
+      {"out_col", a->out_col, 4, true},
+      {"out_scales_col", a->out_scales_col, 4, true},
+      {"out_scales_row", a->out_scales_row, 2, true},
+  };
+  for (const auto &n : need)
+    if (n.needed && (n.ptr == nullptr || (reinterpret_cast<uintptr_t>(n.ptr) & (n.align - 1)) != 0))
+      return mxf_set_error(MXF_ERR_INVALID_VALUE,
+                           "proj_rope: %s at %p is not %u-byte aligned, as the plan's kernel (%s) needs; "
+                           "align it, or make the plan with MXF_CONFIG=proj=portable",
+                           n.name, n.ptr, n.align, "cuda/sm90");
+  return MXF_OK;
+}
+#endif
 
 extern "C" mxf_status mxf_cuda_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args *args, void *ws,
                                              size_t ws_size, void *stream) {
   const mxf_proj_problem *p = &plan->p.proj;
-  const proj_impl *impl = (const proj_impl *)plan->impl;
+  const mxf_cuda_proj_config *cfg = static_cast<const mxf_cuda_proj_config *>(plan->impl);
   cudaStream_t s = static_cast<cudaStream_t>(stream);
-  if (!impl) return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: proj_rope plan without its kernel data");
+  if (!cfg) return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: proj_rope plan without its config");
 #if defined(MXF_HAVE_SM90)
-  if (impl->kernel == MXF_KERNEL_SM90 && mxf_sm90_proj_rope_args_ok(p, args, ws, impl->mainloop))
-    return mxf_sm90_proj_rope_launch(p, args, ws, ws_size, s, impl->sm_count, impl->mainloop);
+  if (cfg->kernel == MXF_KERNEL_SM90) {
+    const mxf_status st = sm90_pointers(p, cfg, args, ws);
+    if (st != MXF_OK) return st;
+    return mxf_sm90_proj_rope_launch(p, &cfg->sm90, args, ws, ws_size, s, cfg->sm_count);
+  }
 #endif
-  return mxf_portable_proj_rope_launch(p, args, ws, ws_size, impl->max_smem, s);
+  return mxf_portable_proj_rope_launch(p, &cfg->portable, args, ws, ws_size, s);
 }

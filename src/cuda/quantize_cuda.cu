@@ -10,7 +10,6 @@
 #include "cuda/cuda_util.h"
 #include "cuda/portable/portable_ops.h"
 
-
 extern "C" mxf_status mxf_cuda_quantize_plan(mxf_plan *plan) {
   mxf_cuda_device_info_t info;
   mxf_status st = mxf_cuda_plan_device(plan, "quantize", &info);

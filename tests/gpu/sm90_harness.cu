@@ -225,7 +225,7 @@ static void check(int ok, const char *what, const spec &s) {
 
 /* The kernel's config of p with nothing overridden (the heuristics' own choice). */
 static bool plan_of(const mxf_gemm_problem *p, mxf_sm90::gemm_config *cfg, size_t *ws) {
-  mxf_override ov;
+  mxf_cuda_override ov;
   memset(&ov, MXF_CHOOSE, sizeof ov);
   if (!mxf_sm90::plan_gemm(p, g_sms, &ov, cfg)) return false;
   *ws = cfg->workspace;

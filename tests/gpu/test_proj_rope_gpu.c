@@ -310,6 +310,13 @@ static void run_case(tu_rng *r, const pcase *c) {
                   cd + c->shift * 2, sd + c->shift * 2, &go, kname, sizeof kname);
     char mtag[280];
     snprintf(mtag, sizeof mtag, "%s [%s]", tag, st == MXF_OK ? kname : "?");
+    /* a plan runs the kernel it names: the sm90 kernel's refuses pointers off its alignment
+     * (16 bytes for x and w, 4 for the codes and column scales, 2 for the row scales) */
+    if (st != MXF_OK && (c->shift || c->oshift % 4) && tu_kernel_is(kname, "cuda/sm90")) {
+      TU_CHECK(st == MXF_ERR_INVALID_VALUE && strstr(mxf_last_error(), "aligned"),
+               "%s [%s]: refused for its alignment: %s (%s)", tag, kname, mxf_status_string(st), mxf_last_error());
+      continue;
+    }
     if (!TU_CHECK(st == MXF_OK, "%s: cuda status %s (%s)", mtag, mxf_status_string(st), mxf_last_error()))
       continue;
     kernel_counts[tu_kernel_is(kname, "cuda/sm90") ? 0 : tu_kernel_is(kname, "cuda/portable") ? 1 : 2]++;
@@ -382,8 +389,8 @@ int main(void) {
     sh.mx = 1;
     sh.out_in = 0;
     run_case(&r, &sh);
-    /* outputs off their alignment (the sm90 kernel needs 4-byte codes / 2-byte row scales,
-     * so these run the portable kernel's byte stores) */
+    /* outputs off their alignment: the sm90 kernel (4-byte codes / 2-byte row scales)
+     * refuses them, the portable kernel's byte stores take them */
     pcase mis = {70, 96, 2, 192, 64, 0, 1, 0, DATA_RANDOM, 0, 1};
     run_case(&r, &mis);
     mis.oshift = 2;

@@ -1,49 +1,14 @@
 /*
- * gemm_amax_gemv.cu — gemm_amax at few rows of A (M <= 128) with MX weights: the
- * weight-streaming kernel for any sm_80+ GPU (docs/spec.md §1; chosen in
- * gemm_amax_cuda.cu).
- *
- * Scope (mxf_gemv_plan): A bf16 (no scales) or MX (e4m3 / e5m2 / e2m1 with e8m0 scales,
- * dequantized once to bf16 by a pre-pass), k-major, M <= 128; B e2m1 or e4m3 codes with
- * e8m0 scales per 32, k-major, compact or swizzled scales; K a multiple of 32; C of any
- * dtype but e2m1, any strides; L >= 1; alpha; amax overwrite / accumulate.
- *
- * At small M the run is bound by reading B once, and by how many of its bytes are in
- * flight. A CTA owns a tile of 16 TR rows of B (TR = 2 where the accumulators leave room
- * and the tiles still give every SM a CTA) and a split of K, which its warps (up to
- * MAX_WARPS) share in runs of consecutive chunks of 64 k; each warp streams its run's
- * codes through its own ring in shared memory, DEPTH chunks ahead (cp.async, 16-byte
- * copies), and reads the raw scale bytes of the tile's whole split, loaded once by the
- * CTA, beside the rings. Each thread reads its fragment's codes from the ring (fp4: 8
- * bytes per row and chunk, fp8: 16), dequantizes them in registers and feeds mma.sync
- * m16n8k16 with B's rows as the MMA's M side and the tokens as its N side (8 per MMA, MT
- * groups of 8). The warps' partial sums are added in shared memory. The activations come
- * from L1 / L2 (every CTA reads them; they are small at these M).
- *
- * Two launches: before the kernel one CTA zeroes the split counters and prepares *amax
- * (mxf_amax_prepare) — the activations' pre-pass with an MX A, a small kernel with a bf16
- * one. After the small one, on sm_90, the kernel starts early (programmatic dependent
- * launch): it issues its first chunks of B and its scales, and waits for that launch
- * before it reads the activations or touches the counters, *amax or C.
+ * gemm_amax_gemv.cu — gemm_amax at few rows of A with MX weights (cuda/gemv), any sm_80+
+ * GPU: the weight-streaming kernel and its launch. What it does, when it is chosen and its
+ * numbers: docs/kernels/gemm_amax_gemv.md. Its geometry (tiles, K splits, warps, workspace)
+ * is chosen with the plan (gemv_geometry_of, gemm_amax_heuristics.cu; constants in
+ * gemv_shape.h); the launch reads it.
  *
  * K order: thread t (= lane % 4) owns the 16 consecutive k at 16t of each 64-k chunk;
  * the dequantization pairs values (k, k+4) (fp4, one nibble shift) or (k, k+2) (fp8, one
  * byte shift) into bf16x2, and the activations are permuted with PRMT into the same pairs
  * (the sum does not care about the order, only that both sides agree).
- *
- * Dequantization, exact (SPEC §1.2's window): a code's bits placed into a bf16 give code *
- * 2^-c (c = 126 e2m1, 120 e4m3; subnormal codes land in bf16 subnormals). A scale byte b
- * becomes a bf16 multiplier as it is used: when every byte of the CTA's split has
- * b + c <= 254, 2^(b - 127 + c) (one multiply-add forms two rows', one bf16x2 product per
- * pair); otherwise 2^(b - 127) (b = 0 the subnormal 2^-127, b = 255 NaN) after the code is
- * restored by 2^c (two products, still one rounding; a NaN scale makes every product
- * NaN). A warp takes the exact element-wise path (formats.h decoders) for a chunk
- * with an e4m3 NaN code: it propagates.
- *
- * Split-K: the grid is (tiles of 16 TR rows of B, K splits, L). With more than one split
- * every CTA stores its partial tile (f32) in the workspace and counts itself in; the last
- * one of a tile adds the partials in split order (the result does not depend on which
- * CTA finishes last) and runs the epilogue: alpha, amax (one atomicMax per CTA), C.
  */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -55,22 +20,14 @@
 #include "cuda/cp_async.cuh"
 #include "cuda/cuda_util.h"
 #include "cuda/pdl.cuh"
+#include "cuda/portable/gemv_shape.h"
 #include "cuda/portable/portable_ops.h"
 
 namespace {
 
-constexpr int MAX_WARPS = 8;    /* warps of a CTA, splitting its tile's K among them */
-constexpr int CHUNK = 64;       /* k per chunk */
-constexpr int RING = 8192;      /* bytes of a warp's ring of chunks in shared memory */
-constexpr int MAX_SF = 16384;   /* bytes of the CTA's scales in shared memory (caps a split's K) */
-constexpr int WARPS_PER_SM = 16; /* the geometry's aim: warps in flight per SM ... */
-constexpr int SPLIT_BELOW = 8;   /* ... and the count below which a tile's K is split over CTAs */
+using namespace mxf_gemv;
 
 enum { W_E2M1 = 0, W_E4M3 = 1 };
-
-/* 16-row MMA tiles of B per warp: two where the accumulators leave room (MT <= 2), so one
- * chunk's activations serve 32 rows */
-constexpr int rows_of(int mt) { return mt <= 2 ? 2 : 1; }
 
 struct gemv_params {
   int m, n, l;
@@ -354,11 +311,6 @@ __device__ __forceinline__ bool load_scales(uint16_t *sf, const gemv_params &p, 
   return __syncthreads_and(wscale<WF>::fast_ok(hi)) != 0;
 }
 
-/* Bytes of the scales (load_scales) a chunk takes in shared memory: 2 blocks x 16 TR rows
- * x 16 bits; and the most chunks a split may have for them to fit in MAX_SF. */
-constexpr int sf_chunk_bytes(int tr) { return 2 * 16 * tr * (int)sizeof(uint16_t); }
-constexpr int max_split_chunks(int tr) { return MAX_SF / sf_chunk_bytes(tr); }
-
 /* Shared memory of a CTA of `warps` warps whose splits have `cps` chunks: each warp's ring
  * (reused for the warps' partial sums at the end), then the tile's scales of the split. */
 constexpr size_t smem_of(int tr, int warps, int cps) {
@@ -554,59 +506,6 @@ __global__ void prepare_kernel(unsigned *ctrl, int n, float *amax, int accumulat
   prepare_run(ctrl, n, amax, accumulate);
 }
 
-/* The run's geometry; the same function sizes the workspace and launches. */
-struct gemv_geometry {
-  int mt, tr, warps, tiles, splits, chunks_per_split, chunks_per_warp, nchunks;
-  size_t ws_a, ws_counters, ws_part;
-  size_t total() const { return ws_a + ws_counters + ws_part; }
-};
-
-bool gemv_geometry_of(const mxf_gemm_problem *p, int sms, gemv_geometry *g) {
-  if (p->m < 1 || p->m > 128 || p->n < 1 || p->k < 32 || p->k % 32 || p->sf_vec != 32) return false;
-  if (p->b_fmt != MXF_E2M1 && p->b_fmt != MXF_E4M3) return false;
-  if (p->sfb_fmt != MXF_E8M0 || p->a_ks != 1 || p->b_ks != 1 || p->c == MXF_E2M1) return false;
-  if (p->a_fmt != MXF_BF16 && (p->sfa_fmt != MXF_E8M0)) return false;
-  if (p->n >= (1 << 30) || p->l >= 65536) return false;
-  const int64_t nsm = sms > 0 ? sms : 132, want = WARPS_PER_SM * nsm, split_below = SPLIT_BELOW * nsm;
-  g->mt = p->m <= 8 ? 1 : p->m <= 16 ? 2 : p->m <= 32 ? 4 : p->m <= 64 ? 8 : 16;
-  /* two 16-row tiles a warp where that still gives every SM a CTA */
-  g->tr = rows_of(g->mt) == 2 && (p->n + 31) / 32 * p->l >= nsm ? 2 : 1;
-  g->tiles = (int)((p->n + 16 * g->tr - 1) / (16 * g->tr));
-  g->nchunks = (int)((p->k + CHUNK - 1) / CHUNK);
-  /* about WARPS_PER_SM warps an SM in one wave: a tile's K split first among the warps of
-   * its CTA (partials added in shared memory; at least 2 chunks a warp), then, where
-   * MAX_WARPS warps a tile leave fewer than SPLIT_BELOW an SM, among CTAs (partials through
-   * the workspace, whose traffic, BN x M f32 per split written and read back, stays within
-   * a quarter of the tile's weight bytes; 16 an SM through split-K measured slower than 8
-   * without: 1 x 2048 x 7168 0.0130 against 0.0122 ms) */
-  const int64_t ctas = (int64_t)g->tiles * p->l;
-  const int max_w = g->nchunks / 2 > 1 ? g->nchunks / 2 : 1;
-  int64_t w = want / ctas;
-  if (w > MAX_WARPS) w = MAX_WARPS;
-  if (w > max_w) w = max_w;
-  if (w < 1) w = 1;
-  int splits = ctas * w >= split_below ? 1 : (int)(split_below / (ctas * w));
-  const int max_by_k = g->nchunks / (2 * (int)w) > 1 ? g->nchunks / (2 * (int)w) : 1;
-  const int64_t wbytes = p->b_fmt == MXF_E2M1 ? p->k / 2 : p->k; /* a row's */
-  const int64_t by_part = wbytes / (32 * p->m);
-  const int max_by_part = by_part > 1 ? (int)(by_part < 32 ? by_part : 32) : 1;
-  if (splits > max_by_k) splits = max_by_k;
-  if (splits > max_by_part) splits = max_by_part;
-  /* the split's scales in shared memory */
-  const int max_cps = max_split_chunks(g->tr), min_splits = (g->nchunks + max_cps - 1) / max_cps;
-  if (splits < min_splits) splits = min_splits;
-  if (splits < 1) splits = 1;
-  g->chunks_per_split = (g->nchunks + splits - 1) / splits;
-  g->splits = (g->nchunks + g->chunks_per_split - 1) / g->chunks_per_split;
-  g->chunks_per_warp = (int)((g->chunks_per_split + w - 1) / w);
-  g->warps = (g->chunks_per_split + g->chunks_per_warp - 1) / g->chunks_per_warp;
-  const int64_t bn = 16 * g->tr;
-  g->ws_a = p->a_fmt == MXF_BF16 ? 0 : (size_t)mxf_round_up(p->l * p->m * p->k * 2, 256);
-  g->ws_counters = g->splits > 1 ? (size_t)mxf_round_up((int64_t)g->tiles * p->l * 4, 256) : 0;
-  g->ws_part = g->splits > 1 ? (size_t)((int64_t)g->tiles * p->l * g->splits * bn * p->m * 4) : 0;
-  return true;
-}
-
 template <int MT, int WF, int TR>
 cudaError_t launch_one(dim3 grid, int warps, const gemv_params &p, bool pdl, cudaStream_t stream) {
   const size_t smem = smem_of(TR, warps, p.chunks_per_split);
@@ -629,26 +528,15 @@ cudaError_t launch_mt(dim3 grid, int warps, int tr, const gemv_params &p, bool p
 
 } /* namespace */
 
-/* Whether the kernel takes p on a GPU of `sms` SMs, and the workspace it needs. */
-extern "C" int mxf_gemv_gemm_amax_plan(const mxf_gemm_problem *p, int sms, size_t *ws) {
-  gemv_geometry g;
-  if (!gemv_geometry_of(p, sms, &g)) return 0;
-  *ws = g.total();
-  return 1;
-}
-
-extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, const mxf_gemm_amax_args *args,
-                                                void *ws, cudaStream_t stream, int sms, int cc) {
-  gemv_geometry g;
-  if (!gemv_geometry_of(pr, sms, &g))
-    return mxf_set_error(MXF_ERR_INTERNAL,
-                         "cuda backend: gemm_amax: the gemv kernel no longer takes the plan");
+extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, const mxf_gemv::geometry *geo,
+                                                const mxf_gemm_amax_args *args, void *ws, cudaStream_t stream) {
+  const mxf_gemv::geometry &g = *geo;
   uint8_t *w = static_cast<uint8_t *>(ws);
   const int accumulate = (pr->flags & MXF_AMAX_ACCUMULATE) != 0;
   gemv_params p;
   p.m = (int)pr->m, p.n = (int)pr->n, p.l = (int)pr->l, p.k = pr->k;
-  p.counters = reinterpret_cast<unsigned *>(w + g.ws_a);
-  p.part = reinterpret_cast<float *>(w + g.ws_a + g.ws_counters);
+  p.counters = reinterpret_cast<unsigned *>(w + g.off_counters);
+  p.part = reinterpret_cast<float *>(w + g.off_part);
   /* one launch before the kernel: the activations' pre-pass, which zeroes the counters,
    * or (bf16 A) a memset of them */
   if (pr->a_fmt == MXF_BF16) {
@@ -691,10 +579,7 @@ extern "C" mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *pr, cons
   p.tiles = g.tiles, p.splits = g.splits, p.chunks_per_split = g.chunks_per_split, p.nchunks = g.nchunks;
   p.chunks_per_warp = g.chunks_per_warp;
   const dim3 grid((unsigned)g.tiles, (unsigned)g.splits, (unsigned)pr->l);
-  /* early start after the one-CTA preparation only: beside the activations' pre-pass the
-   * waiting CTAs held SMs it needed (16 x 7168 x 2048 MXFP8 x MXFP4: 0.0379 against
-   * 0.0253 ms without) */
-  const bool pdl = cc >= 90 && pr->a_fmt == MXF_BF16;
+  const bool pdl = g.pdl;
   cudaError_t e;
   switch (g.mt) {
   case 1: e = launch_mt<1>(grid, g.warps, g.tr, p, pdl, stream); break;

@@ -10,6 +10,8 @@
 #include <cuda_runtime.h>
 
 #include "core/internal.h"
+#include "cuda/portable/gemv_shape.h"
+#include "cuda/portable/proj_rope_portable_shape.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,18 +21,15 @@ extern "C" {
 mxf_status mxf_portable_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_gemm_amax_args *args,
                                          cudaStream_t stream);
 
-/* ---- gemm_amax, few rows of A (gemm_amax_gemv.cu): 1 if the weight-streaming kernel
- * takes p on a GPU of `sms` SMs, with *ws the workspace it needs (the launch must get the
- * same sms; cc, the device's compute capability, lets it overlap its start with the
- * launch before it from 9.0 on) ---- */
-int mxf_gemv_gemm_amax_plan(const mxf_gemm_problem *p, int sms, size_t *ws);
-mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_gemm_amax_args *args, void *ws,
-                                     cudaStream_t stream, int sms, int cc);
+/* ---- gemm_amax, few rows of A (gemm_amax_gemv.cu): the weight-streaming kernel on the
+ * geometry its chooser computed (gemm_amax_heuristics.cu) ---- */
+mxf_status mxf_gemv_gemm_amax_launch(const mxf_gemm_problem *p, const mxf_gemv::geometry *g,
+                                     const mxf_gemm_amax_args *args, void *ws, cudaStream_t stream);
 
 /* ---- proj_rope (proj_rope_portable.cu) ---- */
-size_t mxf_portable_proj_rope_workspace(const mxf_proj_problem *p, int max_smem);
-mxf_status mxf_portable_proj_rope_launch(const mxf_proj_problem *p, const mxf_proj_rope_args *args, void *ws,
-                                         size_t ws_size, int max_smem, cudaStream_t stream);
+mxf_status mxf_portable_proj_rope_launch(const mxf_proj_problem *p, const mxf_projp::geometry *g,
+                                         const mxf_proj_rope_args *args, void *ws, size_t ws_size,
+                                         cudaStream_t stream);
 
 /* ---- quantize / dequantize (quantize_portable.cu); num_sms sizes the grid ---- */
 mxf_status mxf_portable_quantize_launch(const mxf_quant_problem *p, const mxf_quantize_args *args,

@@ -38,11 +38,15 @@
 #include "core/internal.h"
 #include "cuda/cuda_util.h"
 #include "cuda/portable/portable_ops.h"
+#include "cuda/portable/proj_rope_portable_shape.h"
 #include "cuda/proj_epilogue.cuh"
 
 namespace {
 
-constexpr int BM = 64, BK = 32, LDS = BK + 8, THREADS = 128;
+using mxf_projp::BK;
+using mxf_projp::BM;
+using mxf_projp::LDS;
+constexpr int THREADS = 128;
 
 struct proj_args {
   const uint8_t *x, *w, *xs, *ws;
@@ -296,10 +300,6 @@ __global__ void __launch_bounds__(THREADS) proj_rope_kernel(const proj_args a) {
   }
 }
 
-template <int NC> constexpr int mainloop_smem() { return 2 * (BM + NC) * LDS * 2; }
-
-int stage_bytes(int64_t d) { return (int)(BM * (d + 8) * 4); }
-
 bool aligned(const void *p, uintptr_t al) { return (reinterpret_cast<uintptr_t>(p) & (al - 1)) == 0; }
 
 /* Allows proj_rope_kernel<NC, MX, OUT_IN> `smem` bytes of dynamic shared memory on the
@@ -342,23 +342,15 @@ cudaError_t launch_nc(const mxf_proj_problem *p, const proj_args &a, dim3 grid, 
 
 } /* namespace */
 
-/* Workspace the portable kernel needs: 0, or the global Y tiles when one does not fit in
- * the device's shared memory (max_smem = its opt-in limit per block). */
-extern "C" size_t mxf_portable_proj_rope_workspace(const mxf_proj_problem *p, int max_smem) {
-  const int nc = p->d % 64 == 0 ? 64 : 32;
-  const int main = nc == 64 ? mainloop_smem<64>() : mainloop_smem<32>();
-  if (p->d <= 16384 && main + stage_bytes(p->d) <= max_smem) return 0;
-  return (size_t)((p->t + BM - 1) / BM) * (size_t)p->h * (size_t)BM * (size_t)(p->d + 8) * sizeof(float);
-}
-
-extern "C" mxf_status mxf_portable_proj_rope_launch(const mxf_proj_problem *p, const mxf_proj_rope_args *args, void *ws,
-                                                    size_t ws_size, int max_smem, cudaStream_t stream) {
+extern "C" mxf_status mxf_portable_proj_rope_launch(const mxf_proj_problem *p, const mxf_projp::geometry *g,
+                                                    const mxf_proj_rope_args *args, void *ws, size_t ws_size,
+                                                    cudaStream_t stream) {
   if (p->t <= 0) return MXF_OK;
   if (p->h > 65535 || p->t > (1ll << 30) || p->k > (1ll << 30) || p->d > (1 << 20))
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
                          "cuda backend: proj_rope with H=%lld, T=%lld, K=%lld, D=%lld exceeds the portable kernel's grid",
                          (long long)p->h, (long long)p->t, (long long)p->k, (long long)p->d);
-  const size_t need = mxf_portable_proj_rope_workspace(p, max_smem);
+  const size_t need = g->workspace;
   if (need && (!ws || ws_size < need))
     return mxf_set_error(MXF_ERR_INVALID_VALUE, "proj_rope: workspace of %zu bytes; the portable kernel needs %zu",
                          ws ? ws_size : (size_t)0, need);
@@ -390,8 +382,8 @@ extern "C" mxf_status mxf_portable_proj_rope_launch(const mxf_proj_problem *p, c
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: proj_rope with H*D=%lld exceeds the portable kernel",
                          (long long)(p->h * p->d));
   const dim3 grid((unsigned)((p->t + BM - 1) / BM), (unsigned)p->h);
-  const bool nc64 = p->d % 64 == 0;
-  const int smem = (nc64 ? mainloop_smem<64>() : mainloop_smem<32>()) + (need ? 0 : stage_bytes(p->d));
+  const bool nc64 = g->nc64;
+  const int smem = g->smem;
   const cudaError_t e = nc64 ? launch_nc<64>(p, a, grid, smem, stream) : launch_nc<32>(p, a, grid, smem, stream);
   if (e != cudaSuccess)
     return mxf_set_error(MXF_ERR_CUDA, "cuda backend: portable proj_rope launch: %s", cudaGetErrorString(e));

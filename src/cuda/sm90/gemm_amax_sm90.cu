@@ -163,16 +163,14 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_sm90::gemm_config *cfg
 
   const int64_t a_row = row_bytes(p->a_fmt, p->a_ms), b_row = row_bytes(p->b_fmt, p->b_ns);
   const int64_t a_bat = row_bytes(p->a_fmt, p->a_ls), b_bat = row_bytes(p->b_fmt, p->b_ls);
-  /* workspace: wa | wb | [f16 path: wa16 | wb16 | fac_a | fac_b | tile_ok_a | tile_ok_b] | partial sums | flags
-   * | [B pre-pass: B in bf16] (wa16 - wa = wb16 - wb: the producer picks a side's
-   * multipliers by one offset; with the pre-pass wb is empty) */
+  /* the workspace's parts where the config lays them out (geometry::ws) */
   uint8_t *wp = static_cast<uint8_t *>(ws);
   uint16_t *wa = reinterpret_cast<uint16_t *>(wp);
-  uint16_t *wb = reinterpret_cast<uint16_t *>(wp + g.ws_a);
-  uint8_t *w16 = wp + g.ws_a + g.ws_b;
-  float *wpart = reinterpret_cast<float *>(w16 + g.ws_f16);
-  unsigned int *wflags = reinterpret_cast<unsigned int *>(w16 + g.ws_f16 + g.ws_part);
-  uint4 *wbp = reinterpret_cast<uint4 *>(w16 + g.ws_f16 + g.ws_part + g.ws_flags);
+  uint16_t *wb = reinterpret_cast<uint16_t *>(wp + g.ws.wb);
+  uint8_t *w16 = wp + g.ws.w16;
+  float *wpart = reinterpret_cast<float *>(wp + g.ws.part);
+  unsigned int *wflags = reinterpret_cast<unsigned int *>(wp + g.ws.flags);
+  uint4 *wbp = reinterpret_cast<uint4 *>(wp + g.ws.bp);
 
   CUtensorMap map_a, map_b;
   CUresult r = make_map_codes(enc, &map_a, args->a, g.kbytes, p->m, p->l, a_row, a_bat, g.rb, g.tm());
@@ -187,10 +185,10 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_sm90::gemm_config *cfg
   rows_args ra;
   ra.sfa = static_cast<const uint8_t *>(args->sfa);
   ra.sfb = static_cast<const uint8_t *>(args->sfb);
-  ra.fac_a = reinterpret_cast<float *>(w16 + g.ws_a + g.ws_b);
-  ra.fac_b = ra.fac_a + rows_a;
-  ra.tile_ok_a = reinterpret_cast<int *>(w16 + g.ws_a + g.ws_b + mxf_round_up((rows_a + rows_b) * 4, 256));
-  ra.tile_ok_b = ra.tile_ok_a + p->l * g.tiles_m;
+  ra.fac_a = reinterpret_cast<float *>(wp + g.ws.fac_a);
+  ra.fac_b = reinterpret_cast<float *>(wp + g.ws.fac_b);
+  ra.tile_ok_a = reinterpret_cast<int *>(wp + g.ws.tile_ok_a);
+  ra.tile_ok_b = reinterpret_cast<int *>(wp + g.ws.tile_ok_b);
   ra.m = p->m;
   ra.n = p->n;
   ra.kb = p->kb;
@@ -210,7 +208,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_sm90::gemm_config *cfg
   pa.wa = wa;
   pa.wb = wb;
   pa.wa16 = g.f16 ? reinterpret_cast<uint16_t *>(w16) : nullptr;
-  pa.wb16 = g.f16 ? reinterpret_cast<uint16_t *>(w16 + g.ws_a) : nullptr;
+  pa.wb16 = g.f16 ? reinterpret_cast<uint16_t *>(wp + g.ws.wb16) : nullptr;
   pa.fac_a = ra.fac_a;
   pa.fac_b = ra.fac_b;
   pa.tile_ok_a = ra.tile_ok_a;
@@ -298,7 +296,7 @@ extern "C" mxf_status mxf_sm90_gemm_amax_launch(const mxf_sm90::gemm_config *cfg
   ka.sfa_raw_rows = (int)((p->m + 127) / 128);
   ka.sfa_raw_ls = (int64_t)ka.sfa_raw_rows * ka.sfa_raw_kq * 512;
   ka.kb = (int)p->kb;
-  ka.f16_offset = (int64_t)(g.ws_a + g.ws_b) / 2;
+  ka.f16_offset = g.ws.f16_offset;
   /* 16-bit C of the wide pre-pass tiles through the ring's slots (epilogue_slots), where
    * the config allows (geometry::c_ring) and C is 16-byte aligned */
   CUtensorMap map_c;

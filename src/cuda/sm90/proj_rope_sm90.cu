@@ -3,18 +3,19 @@
  * TMA + mbarrier pipeline, wgmma m64n192k16 (bf16 -> f32), persistent grid, the whole
  * epilogue inside the CTA.
  *
- * Scope (mxf_sm90_proj_rope_supports): D = 192 (one head = one wgmma N), any rope split,
- * any T >= 1, K % 8 == 0 (TMA row strides are multiples of 16 bytes), any H, both w
- * orientations, bf16 or MXFP8 inputs, the fp32-epilogue flag. Tensors read by TMA must be
- * 16-byte aligned, the codes and the column scales 4-byte and the row scales 2-byte aligned
- * (mxf_sm90_proj_rope_args_ok); otherwise the op file runs the portable kernel.
+ * Page: docs/kernels/proj_rope_sm90.md. Scope (sm90_supports, proj_rope_heuristics.cu):
+ * D = 192 (one head = one wgmma N), any rope split, any T >= 1, K % 8 == 0 (TMA row strides
+ * are multiples of 16 bytes), any H, both w orientations, bf16 or MXFP8 inputs, the
+ * fp32-epilogue flag. Tensors read by TMA must be 16-byte aligned, the codes and the column
+ * scales 4-byte and the row scales 2-byte aligned (proj_rope_cuda.cu refuses a run whose
+ * pointers are not).
  *
  * MXFP8 inputs (K % 32 == 0): a small first launch regroups the scales as bf16 multipliers
  * per (tile, stage) (sf_prepare_kernel); the kernel's TMA loads the raw e4m3 codes into
  * the upper half of each stage and the consumers dequantize them in place into the bf16
  * tiles (mx_convert, sm90_dequant.cuh: exact for scale bytes in SPEC §1.2's window
  * [16, 232]; below it values under 2^-126 round to bf16's subnormal grid) before the
- * wgmmas; selected with MXF_CONFIG=mxfp8=mainloop (see mxf_sm90_proj_rope_mainloop_fits). By default the
+ * wgmmas; selected with MXF_CONFIG=mxfp8=mainloop (mainloop_fits, proj_rope_heuristics.cu). By default the
  * standalone dequantize kernels (portable/quantize_portable.cu) first write bf16 copies of
  * x and w into the workspace and the bf16 kernel runs on them.
  *
@@ -55,6 +56,7 @@
 #include "cuda/sm90/sm90_dequant.cuh"
 #include "cuda/sm90/sm90_host.h"
 #include "cuda/sm90/sm90_ops.h"
+#include "cuda/sm90/proj_rope_sm90_shape.h"
 #include "cuda/sm90/sm90_ptx.cuh"
 
 
@@ -62,9 +64,9 @@ namespace mxf_sm90_proj {
 
 using namespace mxf_sm90;
 
-constexpr int BM = 128;   /* tokens per tile */
-constexpr int BN = 192;   /* one head */
-constexpr int BK = 64;    /* k per stage (128 bytes of bf16: one swizzle row) */
+using mxf_proj90::BK; /* proj_rope_sm90_shape.h */
+using mxf_proj90::BM;
+using mxf_proj90::BN;
 constexpr int THREADS = 512;
 constexpr int A_BYTES = BM * BK * 2;
 constexpr int B_BYTES = BN * BK * 2;
@@ -104,7 +106,9 @@ static_assert(ylayout<0>::SMEM_BYTES <= 227 * 1024 && ylayout<1>::SMEM_BYTES <= 
 /* MXFP8 inputs: the stage's raw codes land in its upper half (w, then x) and are converted
  * in place into the bf16 tiles; the stage's scales (bf16, prepared) sit after the barriers. */
 constexpr int RAW_W = 20480, RAW_X = 32768; /* raw w: 192 x 64 bytes; raw x: 128 x 64 bytes */
-constexpr int SCX_BYTES = BM * 2 * 2, SCW_BYTES = BN * 2 * 2, SC_STAGE = SCX_BYTES + SCW_BYTES;
+using mxf_proj90::SCW_BYTES;
+using mxf_proj90::SCX_BYTES;
+constexpr int SC_STAGE = SCX_BYTES + SCW_BYTES;
 constexpr int SMEM_BYTES_MX = ylayout<0>::SMEM_BYTES + ylayout<0>::NS * SC_STAGE; /* the MX kernel: L = 0 */
 constexpr int BAR_RAW = 4, BAR_CVT = 5; /* consumers: raw codes read; bf16 tiles written */
 static_assert(RAW_X + BM * 64 == STAGE && RAW_W + BN * 64 == RAW_X && RAW_W >= A_BYTES, "raw codes in the stage");
@@ -153,7 +157,8 @@ __device__ __forceinline__ void round_bf16_pair(float &x, float &y) {
  */
 constexpr int ROPE_PAIRS = BM / 2;
 constexpr int ROPE_PER_WARP = (ROPE_PAIRS + EPI_WARPS - 1) / EPI_WARPS;
-constexpr int FAST_ROPE = 64, FAST_NOPE = BN - FAST_ROPE; /* the fast path's split */
+using mxf_proj90::FAST_ROPE; /* the fast path's split */
+constexpr int FAST_NOPE = BN - FAST_ROPE;
 constexpr int ROPE_STEP = 2 * EPI_WARPS;                 /* rows between a warp's row pairs */
 struct rope_words {
   uint32_t c0[ROPE_PER_WARP], s0[ROPE_PER_WARP], s1[ROPE_PER_WARP], c1[ROPE_PER_WARP];
@@ -652,7 +657,6 @@ __global__ void __launch_bounds__(THREADS, 1)
 }
 
 /* ------------------------------------------------------------ host side */
-static size_t round256(size_t n) { return (n + 255) & ~(size_t)255; }
 
 template <int W_OUT_IN, int MX, int L>
 static cudaError_t launch(unsigned grid, const CUtensorMap &map_x, const CUtensorMap &map_w, const kargs &a,
@@ -663,88 +667,27 @@ static cudaError_t launch(unsigned grid, const CUtensorMap &map_x, const CUtenso
   return e;
 }
 
-static bool aligned(const void *p, uintptr_t n) { return (reinterpret_cast<uintptr_t>(p) & (n - 1)) == 0; }
-static bool aligned16(const void *p) { return aligned(p, 16); }
-
 } /* namespace mxf_sm90_proj */
 
 using namespace mxf_sm90_proj;
 
-extern "C" int mxf_sm90_proj_rope_supports(const mxf_proj_problem *p) {
-  if (p->d != BN || p->t < 1 || p->h < 1 || p->k < 1) return 0;
-  if (p->k % 8 != 0 || (p->mxfp8 && p->k % 32 != 0)) return 0;
-  if (p->t >= (1ll << 31) || p->k >= (1ll << 31) || p->h * p->d >= (1ll << 31)) return 0;
-  if ((p->t + BM - 1) / BM * p->h >= (1ll << 31)) return 0;
-  return 1;
-}
-
-/*
- * MXFP8 inputs: which path. The in-mainloop conversion decodes every x and w code once per
- * tile that reads it (w once per token tile, x once per head); the pre-pass decodes each
- * code once but writes and re-reads bf16 copies (~0.05 ms for DeepSeek's w). Measured on
- * the H200 (docs/decisions.md, proj_rope: MXFP8 inputs): the mainloop path is faster up to
- * T = 256 (1.96x vs 3.39x of cuBLAS at T = 128), the pre-pass from T = 512 on. The default
- * is the pre-pass at every T for now: compute-sanitizer's racecheck reports hazards in the
- * mainloop kernel that are not yet explained (same section), while its outputs match the
- * CPU in every test.
- * The plan makes the choice (proj_rope_cuda.cu; MXF_CONFIG mxfp8=mainloop asks for the
- * mainloop path) and passes it to each function here as `mainloop`: it sizes the workspace.
- */
-static int64_t nstages(const mxf_proj_problem *p) { return (p->k + BK - 1) / BK; }
-
-/* prepared scales (sf_prepare_kernel's entries) of the in-mainloop path: x, then w */
-static int64_t mx_scale_entries(const mxf_proj_problem *p) {
-  return ((p->t + BM - 1) / BM * (BM * 2) + p->h * (BN * 2)) * nstages(p);
-}
-
-extern "C" int mxf_sm90_proj_rope_mainloop_fits(const mxf_proj_problem *p) {
-  return p->mxfp8 && mx_scale_entries(p) < (1ll << 31); /* sf_prepare_kernel's int index */
-}
-
-/* bytes of the prepared scales of x and of w (in-mainloop path) */
-static size_t scx_bytes(const mxf_proj_problem *p) {
-  return round256((size_t)((p->t + BM - 1) / BM) * (size_t)nstages(p) * SCX_BYTES);
-}
-static size_t scw_bytes(const mxf_proj_problem *p) { return round256((size_t)p->h * (size_t)nstages(p) * SCW_BYTES); }
-
-extern "C" size_t mxf_sm90_proj_rope_workspace(const mxf_proj_problem *p, int mainloop) {
-  if (!p->mxfp8) return 0;
-  if (mainloop) return scx_bytes(p) + scw_bytes(p);
-  return round256((size_t)p->t * (size_t)p->k * 2) + round256((size_t)p->h * (size_t)p->d * (size_t)p->k * 2);
-}
-
-extern "C" int mxf_sm90_proj_rope_args_ok(const mxf_proj_problem *p, const mxf_proj_rope_args *args, const void *ws,
-                                          int mainloop) {
-  /* the epilogue's stores: 4 codes / 4 column scale bytes, 2 row scale bytes at once */
-  if (!aligned(args->out_row, 4) || !aligned(args->out_col, 4) || !aligned(args->out_scales_col, 4) ||
-      !aligned(args->out_scales_row, 2))
-    return 0;
-  if (p->mxfp8)
-    return aligned16(args->x) && aligned16(args->w) && (p->w_out_in || mainloop || aligned16(args->w_scale)) &&
-           ws != nullptr && aligned16(ws);
-  return aligned16(args->x) && aligned16(args->w);
-}
-
-extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const mxf_proj_rope_args *args, void *ws,
-                                                size_t ws_size, cudaStream_t stream, int num_sms, int mainloop) {
-  if (!mxf_sm90_proj_rope_supports(p))
-    return mxf_set_error(MXF_ERR_NOT_SUPPORTED, "cuda backend: the sm_90a proj_rope kernel does not run this problem");
+extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const mxf_proj90::geometry *g,
+                                                const mxf_proj_rope_args *args, void *ws, size_t ws_size,
+                                                cudaStream_t stream, int num_sms) {
   /* core checked the caller's workspace against the plan's, which covers this kernel's */
   (void)ws_size;
   encode_tiled_fn enc = get_encode_tiled();
   if (!enc) return mxf_set_error(MXF_ERR_CUDA, "cuda backend: cuTensorMapEncodeTiled is not available from the driver");
   const int64_t hd = p->h * p->d;
   const void *x = args->x, *w = args->w;
-  const bool mx = p->mxfp8 && mainloop;
+  const bool mx = g->variant == mxf_proj90::Y_MX;
   cudaError_t e;
   const uint16_t *scx = nullptr, *scw = nullptr;
   if (mx) {
     uint16_t *px = static_cast<uint16_t *>(ws);
-    uint16_t *pw = reinterpret_cast<uint16_t *>(static_cast<uint8_t *>(ws) + scx_bytes(p));
-    const int64_t tiles_m = (p->t + BM - 1) / BM, nks = nstages(p);
-    const int64_t sms = num_sms > 0 ? num_sms : 132;
-    const int64_t blocks = (mx_scale_entries(p) + 255) / 256;
-    sf_prepare_kernel<<<(unsigned)(blocks < sms * 8 ? blocks : sms * 8), 256, 0, stream>>>(
+    uint16_t *pw = reinterpret_cast<uint16_t *>(static_cast<uint8_t *>(ws) + g->off_w);
+    const int64_t tiles_m = g->tiles_m, nks = g->nks;
+    sf_prepare_kernel<<<g->sf_blocks, 256, 0, stream>>>(
         static_cast<const uint8_t *>(args->x_scale), static_cast<const uint8_t *>(args->w_scale), px, pw, (int)p->t,
         (int)(p->k / 32), (int)nks, (int)tiles_m, (int)p->h, (int)hd, p->w_out_in);
     e = cudaGetLastError();
@@ -754,7 +697,7 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
     scw = pw;
   } else if (p->mxfp8) {
     uint16_t *xb = static_cast<uint16_t *>(ws);
-    uint16_t *wb = reinterpret_cast<uint16_t *>(static_cast<uint8_t *>(ws) + round256((size_t)p->t * (size_t)p->k * 2));
+    uint16_t *wb = reinterpret_cast<uint16_t *>(static_cast<uint8_t *>(ws) + g->off_w);
     /* the standalone dequantize kernels (SPEC §3; bf16 out: code * scale rounded once,
      * the value the mainloop path's conversion gives inside SPEC §1.2's window) */
     const mxf_quant_problem qx = {p->t, p->k, MXF_BF16, MXF_QUANT_ROWS};
@@ -802,10 +745,8 @@ extern "C" mxf_status mxf_sm90_proj_rope_launch(const mxf_proj_problem *p, const
   a.s_col = static_cast<uint8_t *>(args->out_scales_col);
   a.scx = scx;
   a.scw = scw;
-  const int sms = num_sms > 0 ? num_sms : 132;
-  const unsigned grid = (unsigned)(a.tiles < sms ? a.tiles : sms);
-  /* Y_SPLIT for DeepSeek's split with bf16 staging (fourth stage), Y_F32 otherwise */
-  const bool split = !mx && !p->fp32_epilogue && p->rope == FAST_ROPE;
+  const unsigned grid = g->grid;
+  const bool split = g->variant == mxf_proj90::Y_SPLIT;
   if (mx)
     e = p->w_out_in ? launch<1, 1, 0>(grid, map_x, map_w, a, stream) : launch<0, 1, 0>(grid, map_x, map_w, a, stream);
   else if (split)
