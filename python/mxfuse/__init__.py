@@ -11,18 +11,78 @@ picks the backend. Class forms (GemmAmax, ProjRope, Quantize, Dequantize) plan o
 execute on preallocated outputs. Semantics: docs/spec.md of the source tree; errors are
 the library's own messages as InvalidValueError (a ValueError) or NotSupportedError (a
 NotImplementedError).
+
+This module routes each call by its first tensor: JAX arrays to mxfuse.jax, torch
+tensors under torch.compile to the torch custom ops (mxfuse._torch), everything else to
+the eager forms (mxfuse._eager). The layers below, each importing only those under it:
+_abi (the C ABI) < _spec (the ops' signatures and outputs) < _tensors < _plans < _eager
+< _torch, jax.
 """
 import sys
 
-from ._lib import (CudaError, InternalError, InvalidValueError, MxfuseError, NotSupportedError, OutOfMemoryError,
+from . import _eager, _plans, _spec
+from ._abi import (CudaError, InternalError, InvalidValueError, MxfuseError, NotSupportedError, OutOfMemoryError,
                    cuda_device_count, version)
-from ._ops import (Dequantize, GemmAmax, GemmAmaxResult, ProjRope, ProjRopeResult, Quantize, QuantizeResult,
-                   clear_cache, dequantize, gemm_amax, proj_rope, quantize, swizzle_scales, unswizzle_scales)
+from ._eager import Dequantize, GemmAmax, ProjRope, Quantize, swizzle_scales, unswizzle_scales
+from ._spec import GemmAmaxResult, ProjRopeResult, QuantizeResult
 
 __version__ = version()
+_torch_ops = None  # mxfuse._torch once imported
+
+
+def _torch_front():
+    global _torch_ops
+    if _torch_ops is None:
+        from . import _torch
+
+        _torch_ops = _torch
+    return _torch_ops
+
 
 if "torch" in sys.modules:  # register the custom ops now, so that torch.compile finds them
-    from . import _torch  # noqa: F401
+    _torch_front()
+
+
+def _route(op, x):
+    """The function running the normalized call of `op` whose first tensor is x."""
+    if _torch_ops is not None and _torch_ops.torch.compiler.is_compiling():
+        return getattr(_torch_ops, op)
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(x, jax.Array):
+        from . import jax as mj
+
+        return getattr(mj, op).call
+    if _torch_ops is None:
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(x, torch.Tensor):
+            _torch_front()  # registers the custom ops
+    return getattr(_eager, op)
+
+
+@_spec.front_end(_spec.gemm_amax, __name__)
+def gemm_amax(call):
+    return _route("gemm_amax", call.a)(call)
+
+
+@_spec.front_end(_spec.proj_rope, __name__)
+def proj_rope(call):
+    return _route("proj_rope", call.x)(call)
+
+
+@_spec.front_end(_spec.quantize, __name__)
+def quantize(call):
+    return _route("quantize", call.x)(call)
+
+
+@_spec.front_end(_spec.dequantize, __name__)
+def dequantize(call):
+    return _route("dequantize", call.q)(call)
+
+
+def clear_cache():
+    """Drops the one-call functions' plans (and the C library's one-call cache)."""
+    _plans.clear()
+
 
 __all__ = ["gemm_amax", "proj_rope", "quantize", "dequantize", "swizzle_scales", "unswizzle_scales", "GemmAmax",
            "ProjRope", "Quantize", "Dequantize", "GemmAmaxResult", "ProjRopeResult", "QuantizeResult",
