@@ -97,9 +97,13 @@ MXF_API int mxf_dtype_bits(mxf_dtype dtype);
 
 /* ---------------------------------------------------------------- tensors */
 /** Where a tensor lives: MXF_DEVICE_CPU (0, the default of a zeroed struct) or
- *  MXF_DEVICE_CUDA(i) for CUDA device ordinal i. */
+ *  MXF_DEVICE_CUDA(i) for CUDA device ordinal i (encoded as 1 + i). Decode a device
+ *  with MXF_DEVICE_IS_CUDA(d) and MXF_DEVICE_ORDINAL(d) (the CUDA ordinal; meaningful
+ *  only where MXF_DEVICE_IS_CUDA(d)). */
 #define MXF_DEVICE_CPU 0
 #define MXF_DEVICE_CUDA(i) (1 + (i))
+#define MXF_DEVICE_IS_CUDA(d) ((d) >= 1)
+#define MXF_DEVICE_ORDINAL(d) ((d)-1)
 
 #define MXF_MAX_DIMS 6
 
@@ -157,12 +161,10 @@ MXF_API size_t mxf_plan_cache_workspace_bytes(void);
  */
 typedef struct mxf_gemm_amax_desc {
   mxf_tensor a, b, sfa, sfb, c, amax;
-  int sf_vec;                 /* 16 or 32                                                   */
-  unsigned flags;             /* MXF_AMAX_ACCUMULATE                                        */
-  const float *alpha;         /* host pointer, read at run; NULL means 1 (one-call form only;
-                                 the plan form takes alpha in the args)                     */
-  int mma_tile_m, mma_tile_n; /* hints: 0 or {128} / {128, 256}              */
-  int cluster_m, cluster_n;   /* hints: 0 or {1, 2, 4}                        */
+  int sf_vec;         /* 16 or 32                                                   */
+  unsigned flags;     /* MXF_AMAX_ACCUMULATE                                        */
+  const float *alpha; /* host pointer, read at run; NULL means 1 (one-call form only;
+                         the plan form takes alpha in the args)                     */
 } mxf_gemm_amax_desc;
 
 typedef struct mxf_gemm_amax_args {

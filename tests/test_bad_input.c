@@ -170,10 +170,6 @@ G(g_amax_f16) { d->amax.dtype = MXF_F16; }
 G(g_amax_two) { d->amax.shape[0] = 2; }
 G(g_amax_absent) { d->amax.ndim = 0; }
 G(g_flags) { d->flags = 0x4; }
-G(g_tile_m) { d->mma_tile_m = 64; }
-G(g_tile_n) { d->mma_tile_n = 192; }
-G(g_cluster_n) { d->cluster_n = 3; }
-G(g_cluster_m) { d->cluster_m = 8; }
 G(g_zero_extent) { d->a.shape[0] = 0; }
 G(g_neg_stride) { strides(&d->b, -GK, 1, GN * GK); }
 G(g_device_mix) { d->b.device = MXF_DEVICE_CUDA(0); }
@@ -219,15 +215,15 @@ static const gemm_case gemm_cases[] = {
      "need e2m1 operands", 0},
     {"sf_vec 16 with fp8", g_sfvec16_fp8, MXF_ERR_INVALID_VALUE, "sf_vec=16 with a e4m3 and b e4m3",
      "e4m3 and e5m2 take sf_vec 32", 0},
-    {"sf_vec 16 with e4m3 a, e2m1 b", g_sfvec16_mixed, MXF_ERR_INVALID_VALUE, "sf_vec=16 with a e4m3 and b e2m1",
-     "needs an e2m1 b and an e2m1 or bf16 a", 0},
+    {"sf_vec 16 with e4m3 a, e2m1 b", g_sfvec16_mixed, MXF_ERR_INVALID_VALUE,
+     "sf_vec=16 with a e4m3 and b e2m1", "needs an e2m1 b and an e2m1 or bf16 a", 0},
     {"sf_vec 16 with bf16 a, e4m3 b", g_sfvec16_bf16_fp8, MXF_ERR_INVALID_VALUE,
      "sf_vec=16 with a bf16 and b e4m3", "needs an e2m1 b", 0},
     {"ue4m3 sfb with sf_vec 32", g_ue4m3_sfb_sfvec32, MXF_ERR_INVALID_VALUE,
      "sfb has dtype e4m3 (ue4m3) with sf_vec 32", "ue4m3 scales need e2m1 operands and sf_vec 16", 0},
     {"sf_vec 64", g_sfvec64, MXF_ERR_INVALID_VALUE, "sf_vec=64", "expected 16 or 32", 0},
-    {"ue4m3 with sf_vec 32", g_ue4m3_sfvec32, MXF_ERR_INVALID_VALUE, "sfa has dtype e4m3 (ue4m3) with sf_vec 32",
-     "sf_vec 16", 0},
+    {"ue4m3 with sf_vec 32", g_ue4m3_sfvec32, MXF_ERR_INVALID_VALUE,
+     "sfa has dtype e4m3 (ue4m3) with sf_vec 32", "sf_vec 16", 0},
     {"c M wrong", g_c_m_wrong, MXF_ERR_INVALID_VALUE, "c has shape (44, 40, 2)", "expected (M=45, N=40)", 0},
     {"b K wrong", g_b_k_wrong, MXF_ERR_INVALID_VALUE, "b has shape (40, 64, 2)", "expected K=96", 0},
     {"b L wrong", g_b_l_wrong, MXF_ERR_INVALID_VALUE, "b has L=3 but a has L=2", "L must agree", 0},
@@ -268,10 +264,6 @@ static const gemm_case gemm_cases[] = {
     {"amax 2 elements", g_amax_two, MXF_ERR_INVALID_VALUE, "amax has shape (2)", "one element", 0},
     {"amax absent", g_amax_absent, MXF_ERR_INVALID_VALUE, "amax has ndim 0", "1 to 6 dimensions", 0},
     {"unknown flag", g_flags, MXF_ERR_INVALID_VALUE, "flags 0x4", "unknown bits", 0},
-    {"tile_m 64", g_tile_m, MXF_ERR_INVALID_VALUE, "hint mma_tile_m=64", "expected 0 (choose) or 128", 0},
-    {"tile_n 192", g_tile_n, MXF_ERR_INVALID_VALUE, "hint mma_tile_n=192", "128 or 256", 0},
-    {"cluster_n 3", g_cluster_n, MXF_ERR_INVALID_VALUE, "hint cluster_n=3", "1, 2 or 4", 0},
-    {"cluster_m 8", g_cluster_m, MXF_ERR_INVALID_VALUE, "hint cluster_m=8", "1, 2 or 4", 0},
     {"zero extent", g_zero_extent, MXF_ERR_INVALID_VALUE, "a has shape (0, 96, 2)", "must be > 0", 0},
     {"negative stride", g_neg_stride, MXF_ERR_INVALID_VALUE, "b has strides (-96, 1, 3840)",
      "strides must be in [0, 2^40]", 0},
@@ -811,14 +803,13 @@ static void valid_cases(void) {
   d.c.dtype = MXF_U8, d.c.shape[1] = GN / 2;
   strides(&d.c, 32, 1, 32 * GM);
   valid(&gemm_forms, "gemm e2m1 bytes, MXFP4", &d);
-  /* 8. e5m2, bf16 C, amax (1, 1, 1), accumulate, every hint set */
+  /* 8. e5m2, bf16 C, amax (1, 1, 1), accumulate */
   d = gemm_base();
   d.a.dtype = d.b.dtype = MXF_E5M2;
   d.c.dtype = MXF_BF16;
   d.amax.ndim = 3, d.amax.shape[1] = d.amax.shape[2] = 1;
   d.flags = MXF_AMAX_ACCUMULATE;
-  d.mma_tile_m = 128, d.mma_tile_n = 256, d.cluster_m = 2, d.cluster_n = 4;
-  valid(&gemm_forms, "gemm e5m2, bf16 C, hints", &d);
+  valid(&gemm_forms, "gemm e5m2, bf16 C, accumulate", &d);
   /* 9. M = 1: the unused leading stride may be anything */
   d = gemm_base();
   d.a.shape[0] = 1, strides(&d.a, 7, 1, GK);

@@ -53,8 +53,6 @@ typedef struct mxf_gemm_problem {
   int64_t b_ns, b_ks, b_ls;
   int64_t c_ms, c_ns, c_ls;
   unsigned flags; /* MXF_AMAX_ACCUMULATE */
-  /* the cuDNN hints (mma_tile_*, cluster_*) are validated but read by no kernel: they
-   * stay out of the problem, so out of the plan-cache key */
 } mxf_gemm_problem;
 
 /* Byte offset of the scale of (row, k-block, batch) in an SF tensor of the problem. */

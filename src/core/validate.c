@@ -175,12 +175,6 @@ static mxf_status check_contiguous(vctx *v, const char *name, const mxf_tensor *
   return MXF_OK;
 }
 
-static int in_set(int x, const int *set, int n) {
-  for (int i = 0; i < n; ++i)
-    if (x == set[i]) return 1;
-  return 0;
-}
-
 /* ------------------------------------------------------------ gemm_amax (SPEC §1) */
 /* One of a, b, c as a normalized strided matrix (extents and strides in values). */
 typedef struct gemm_mat {
@@ -195,7 +189,6 @@ typedef struct gemm_role {
   const char *rmajor, *cmajor;    /* "m-major", "k-major" */
   int output;
 } gemm_role;
-
 
 static mxf_status check_gemm_matrix(vctx *v, const gemm_role *r, const mxf_tensor *t, int bits, gemm_mat *m) {
   strbuf b1;
@@ -340,15 +333,6 @@ mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *d, int need_data, mx
   if (d->flags & ~MXF_AMAX_ACCUMULATE)
     FAIL("gemm_amax: flags 0x%x has unknown bits 0x%x; known: MXF_AMAX_ACCUMULATE (0x1)", d->flags,
          d->flags & ~MXF_AMAX_ACCUMULATE);
-  static const int tm[] = {0, 128}, tn[] = {0, 128, 256}, cl[] = {0, 1, 2, 4};
-  if (!in_set(d->mma_tile_m, tm, 2))
-    FAIL("gemm_amax: hint mma_tile_m=%d; expected 0 (choose) or 128", d->mma_tile_m);
-  if (!in_set(d->mma_tile_n, tn, 3))
-    FAIL("gemm_amax: hint mma_tile_n=%d; expected 0 (choose), 128 or 256", d->mma_tile_n);
-  if (!in_set(d->cluster_m, cl, 4))
-    FAIL("gemm_amax: hint cluster_m=%d; expected 0 (choose), 1, 2 or 4", d->cluster_m);
-  if (!in_set(d->cluster_n, cl, 4))
-    FAIL("gemm_amax: hint cluster_n=%d; expected 0 (choose), 1, 2 or 4", d->cluster_n);
   if (d->sf_vec != 16 && d->sf_vec != 32) FAIL("gemm_amax: sf_vec=%d; expected 16 or 32", d->sf_vec);
 
   TRY(check_tensor(&v, "a", &d->a));
@@ -728,7 +712,8 @@ mxf_status mxf_validate_run(const mxf_plan *plan, mxf_op op, const void *args, c
     TRY(check_ptr(on, "a", a->a, 16, "row starts must be 16-byte aligned"));
     TRY(check_ptr(on, "b", a->b, 16, "row starts must be 16-byte aligned"));
     if (plan->p.gemm.a_fmt == MXF_BF16) {
-      if (a->sfa) FAIL("%s_run: args->sfa is %p; a is bf16, so sfa must be NULL (bf16 a has no scales)", on, a->sfa);
+      if (a->sfa)
+        FAIL("%s_run: args->sfa is %p; a is bf16, so sfa must be NULL (bf16 a has no scales)", on, a->sfa);
     } else {
       TRY(check_ptr(on, "sfa", a->sfa, 1, ""));
     }
