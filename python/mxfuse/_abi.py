@@ -53,7 +53,7 @@ def device_cuda(i):
 
 
 def device_is_cuda(d):
-    return d > 0
+    return d >= 1
 
 
 def device_ordinal(d):
@@ -123,9 +123,7 @@ def _tensor_fields(names, ctype):
 
 class GemmAmaxDesc(ctypes.Structure):
     _fields_ = _tensor_fields(GEMM_AMAX_TENSORS, Tensor) + [
-        ("sf_vec", ctypes.c_int), ("flags", ctypes.c_uint), ("alpha", ctypes.POINTER(ctypes.c_float)),
-        ("mma_tile_m", ctypes.c_int), ("mma_tile_n", ctypes.c_int), ("cluster_m", ctypes.c_int),
-        ("cluster_n", ctypes.c_int)]
+        ("sf_vec", ctypes.c_int), ("flags", ctypes.c_uint), ("alpha", ctypes.POINTER(ctypes.c_float))]
 
 
 class GemmAmaxArgs(ctypes.Structure):
