@@ -59,24 +59,21 @@ def _route(op, x):
     return getattr(_eager, op)
 
 
-@_spec.front_end(_spec.gemm_amax, __name__)
-def gemm_amax(call):
-    return _route("gemm_amax", call.a)(call)
+def _router(op):
+    """The public function of `op`: its spec's signature, run by the front end of the
+    call's first tensor."""
+
+    @_spec.front_end(getattr(_spec, op), __name__)
+    def route(call):
+        return _route(op, call[0])(call)
+
+    return route
 
 
-@_spec.front_end(_spec.proj_rope, __name__)
-def proj_rope(call):
-    return _route("proj_rope", call.x)(call)
-
-
-@_spec.front_end(_spec.quantize, __name__)
-def quantize(call):
-    return _route("quantize", call.x)(call)
-
-
-@_spec.front_end(_spec.dequantize, __name__)
-def dequantize(call):
-    return _route("dequantize", call.q)(call)
+gemm_amax = _router("gemm_amax")
+proj_rope = _router("proj_rope")
+quantize = _router("quantize")
+dequantize = _router("dequantize")
 
 
 def clear_cache():

@@ -385,3 +385,89 @@ def test_jax_quantize_dequantize_jit(rng):
     assert cols.q_row is None and np.array_equal(np.asarray(cols.s_col), want.s_col)
     y = jax.jit(lambda q, s: mj.dequantize(q, s, direction="cols"))(got.q_col, got.s_col)
     assert np.array_equal(np.asarray(y), mxfuse.dequantize(want.q_col, want.s_col, direction="cols"))
+
+
+# ------------------------------------------------------------------ the XLA handler's device
+def _fake_xla_call(handler, ordinal):
+    """Calls a CUDA handler of libmxfuse_xla on a call frame built here, as XLA's FFI
+    would: quantize of an f32 (32, 64) x into q_row, s_row and a workspace (host memory),
+    the FFI's XLA_FFI_DeviceOrdinal_Get answering `ordinal`, or absent (None). Returns
+    the message of the error the handler returns (None when it returned none)."""
+    import ctypes as C
+
+    vp, sz, i64 = C.c_void_p, C.c_size_t, C.c_int64
+    fns = ("Error_Create", "Error_GetMessage", "Error_Destroy", "Handler_Register", "Stream_Get", "Type_Register",
+           "ExecutionContext_Get", "State_Set", "State_Get", "DeviceMemory_Allocate", "DeviceMemory_Free",
+           "ThreadPool_Schedule", "ThreadPool_NumThreads", "Future_Create", "Future_SetAvailable", "Future_SetError",
+           "RunId_Get", "DeviceOrdinal_Get")
+
+    def struct(*fields):
+        return type("S", (C.Structure,), {"_fields_": list(fields)})
+
+    head = [("struct_size", sz), ("ext", vp)]
+    Api = struct(*head, ("version", struct(*head, ("major", C.c_int), ("minor", C.c_int))), ("internal", vp),
+                 *[(n, vp) for n in fns])
+    Items = struct(*head, ("size", i64), ("types", C.POINTER(C.c_int)), ("items", C.POINTER(vp)))
+    Attrs = struct(*head, ("size", i64), ("types", C.POINTER(C.c_int)), ("names", C.POINTER(vp)),
+                   ("attrs", C.POINTER(vp)))
+    Frame = struct(*head, ("api", C.POINTER(Api)), ("ctx", vp), ("stage", C.c_int), ("args", Items),
+                   ("rets", Items), ("attrs", Attrs), ("future", vp))
+    Buffer = struct(*head, ("dtype", C.c_int), ("data", vp), ("rank", i64), ("dims", C.POINTER(i64)))
+    ErrorArgs = struct(*head, ("message", C.c_char_p), ("errc", C.c_int))
+    StreamArgs = struct(*head, ("ctx", vp), ("stream", vp))
+    OrdinalArgs = struct(*head, ("ctx", vp), ("device_ordinal", C.c_int32))
+    messages = []
+
+    @C.CFUNCTYPE(vp, C.POINTER(ErrorArgs))
+    def error_create(a):
+        messages.append(a.contents.message.decode())
+        return 1
+
+    @C.CFUNCTYPE(vp, C.POINTER(StreamArgs))
+    def stream_get(a):
+        a.contents.stream = None
+        return None
+
+    @C.CFUNCTYPE(vp, C.POINTER(OrdinalArgs))
+    def ordinal_get(a):
+        a.contents.device_ordinal = ordinal
+        return None
+
+    api = Api(Error_Create=C.cast(error_create, vp), Stream_Get=C.cast(stream_get, vp))
+    api.struct_size = Api.DeviceOrdinal_Get.offset  # an FFI of before XLA_FFI_DeviceOrdinal_Get
+    if ordinal is not None:
+        api.struct_size, api.DeviceOrdinal_Get = C.sizeof(Api), C.cast(ordinal_get, vp)
+    arrays = [np.ones((32, 64), np.float32), np.zeros((32, 64), np.uint8), np.zeros((32, 2), np.uint8),
+              np.zeros(16, np.uint8)]
+    dtypes = [11, 20, 6, 6]  # XLA_FFI_DataType F32, F8E4M3FN, U8, U8
+    dims = [(i64 * x.ndim)(*x.shape) for x in arrays]
+    bufs = [Buffer(C.sizeof(Buffer), None, t, x.ctypes.data, x.ndim, d) for x, t, d in zip(arrays, dtypes, dims)]
+
+    def items(objs):
+        return Items(C.sizeof(Items), None, len(objs), (C.c_int * len(objs))(*[1] * len(objs)),
+                     (vp * len(objs))(*[C.addressof(o) for o in objs]))
+
+    name = b"directions"
+    span = struct(("ptr", C.c_char_p), ("len", sz))(name, len(name))
+    value = C.c_int32(1)  # MXF_QUANT_ROWS
+    scalar = struct(("dtype", C.c_int), ("value", vp))(4, C.addressof(value))  # S32
+    attrs = Attrs(C.sizeof(Attrs), None, 1, (C.c_int * 1)(3), (vp * 1)(C.addressof(span)),
+                  (vp * 1)(C.addressof(scalar)))
+    frame = Frame(C.sizeof(Frame), None, C.pointer(api), None, 3, items(bufs[:1]), items(bufs[1:]), attrs, None)
+    handler.restype, handler.argtypes = vp, [C.POINTER(Frame)]
+    err = handler(C.byref(frame))
+    assert (err is None) == (not messages)
+    return messages[-1] if messages else None
+
+
+@needs_jax
+def test_xla_handler_runs_on_the_device_xla_names():
+    """The CUDA handler runs on the GPU whose ordinal XLA's FFI gives it (here one that
+    does not exist, so the library names it in its refusal), and refuses where the FFI
+    cannot say which GPU, rather than guessing one."""
+    handler = mj._xla.mxf_xla_quantize_cuda
+    assert "CUDA device 99" in _fake_xla_call(handler, 99)
+    msg = _fake_xla_call(handler, None)
+    assert "does not say which GPU" in msg and "XLA_FFI_DeviceOrdinal_Get" in msg
+    # the host handler on the same frame runs (no device to ask for)
+    assert _fake_xla_call(mj._xla.mxf_xla_quantize_host, None) is None
