@@ -164,7 +164,7 @@ def gemm_amax(call):
         amax_shape = S.gemm_amax_shape(in_metas[0][2])
         amax = T.empty(fw, a, amax_shape, None, A.F32)
     metas = in_metas + (T.meta(c, fw), T.meta(amax, fw))
-    plan = P.cached(S.GEMM_AMAX, ("gemm_amax", metas, call.extra), metas, call.extra)
+    plan = P.cached(S.GEMM_AMAX, metas, call.extra)
     _run(plan, S.GEMM_AMAX, fw, ins + (c, amax), metas, call.stream, (_alpha_ptr(call.alpha),))
     if fw == "torch":
         P.put(_torch_fast_key(call), (plan, c_alloc, amax_shape, T.call_device(metas)))
@@ -238,7 +238,7 @@ def proj_rope(call):
     outs = tuple(T.empty(fw, call.x, shape, None, code)
                  for shape, code in S.proj_outputs(in_metas[0][2], in_metas[1][2], call.w_out_in, call.head_dim))
     metas = in_metas + _metas(outs, fw)
-    plan = P.cached(S.PROJ_ROPE, ("proj_rope", metas, call.extra), metas, call.extra)
+    plan = P.cached(S.PROJ_ROPE, metas, call.extra)
     _run(plan, S.PROJ_ROPE, fw, ins + outs, metas, call.stream)
     return S.ProjRopeResult(*outs)
 
@@ -263,8 +263,7 @@ def quantize(call):
     outs = tuple(T.empty(fw, call.x, o[0], None, o[1]) if o is not None else None
                  for o in S.quantize_outputs(xm[2], call.directions))
     metas = (xm,) + _metas(outs, fw)
-    extra = (("directions", call.directions),)
-    plan = P.cached(S.QUANTIZE, ("quantize", metas, extra), metas, extra)
+    plan = P.cached(S.QUANTIZE, metas, call.extra)
     _run(plan, S.QUANTIZE, fw, (call.x,) + outs, metas, call.stream)
     return S.QuantizeResult(*outs)
 
@@ -286,8 +285,7 @@ def dequantize(call):
     qm, sm = T.meta(call.q, fw), T.meta(call.s, fw)
     y = T.empty(fw, call.q, qm[2], None, call.y_code)
     metas = (qm, sm, T.meta(y, fw))
-    extra = (("direction", call.direction),)
-    plan = P.cached(S.DEQUANTIZE, ("dequantize", metas, extra), metas, extra)
+    plan = P.cached(S.DEQUANTIZE, metas, call.extra)
     _run(plan, S.DEQUANTIZE, fw, (call.q, call.s, y), metas, call.stream)
     return y
 

@@ -64,8 +64,9 @@ def put(key, entry):
         _cache.popitem(last=False)
 
 
-def cached(op, key, metas, extra):
-    """The plan of `key`, made (make's arguments) on a miss."""
+def cached(op, metas, extra):
+    """The plan of make's arguments, from the cache or made and kept."""
+    key = (op.name, metas, extra)
     p = get(key)
     if p is None:
         p = make(op, metas, extra)

@@ -210,7 +210,7 @@ def proj_outputs(x_shape, w_shape, w_out_in, head_dim):
 
 
 # ------------------------------------------------------------------ quantize / dequantize
-QuantizeCall = namedtuple("QuantizeCall", ("x", "directions", "stream"))
+QuantizeCall = namedtuple("QuantizeCall", ("x", "directions", "stream", "extra"))
 
 
 def quantize(x, *, rows=True, cols=True, stream=None):
@@ -219,7 +219,7 @@ def quantize(x, *, rows=True, cols=True, stream=None):
     d = (A.QUANT_ROWS if rows else 0) | (A.QUANT_COLS if cols else 0)
     if not d:
         raise ValueError("quantize: rows and cols are both False; ask for at least one direction")
-    return QuantizeCall(x, d, stream)
+    return QuantizeCall(x, d, stream, (("directions", d),))
 
 
 def quantize_outputs(x_shape, directions):
@@ -233,13 +233,14 @@ def quantize_outputs(x_shape, directions):
     return row + col
 
 
-DequantizeCall = namedtuple("DequantizeCall", ("q", "s", "direction", "y_code", "stream"))
+DequantizeCall = namedtuple("DequantizeCall", ("q", "s", "direction", "y_code", "stream", "extra"))
 
 
 def dequantize(q, s, *, direction="rows", dtype="float32", stream=None):
     """y = e4m3(q) · 2^(s − 127) for MXFP8 codes q (rows, cols) with scales s of one
     direction ('rows': (rows, ceil(cols/32)), 'cols': (ceil(rows/32), cols)); y f32 or bf16."""
-    return DequantizeCall(q, s, direction_flag(direction), dtype_code(dtype), stream)
+    d = direction_flag(direction)
+    return DequantizeCall(q, s, d, dtype_code(dtype), stream, (("direction", d),))
 
 
 def direction_flag(direction):
