@@ -1,4 +1,5 @@
-"""The Python package on the CPU: NumPy arrays, JAX on the CPU (jit), DLPack producers.
+"""The Python package on the CPU: NumPy arrays, JAX on the CPU (jit), DLPack producers,
+torch CPU tensors (eager, the custom ops, torch.compile; skipped where torch is absent).
 
 Every op through every entry point (one-call function, class API, mxfuse.jax under
 jax.jit) must give the same bits as every other for the same inputs — they all run the C
@@ -27,6 +28,11 @@ except ImportError as e:  # CI installs jax; elsewhere it may be absent
     _why_no_jax = str(e)
 
 needs_jax = pytest.mark.skipif(jax is None, reason="jax or mxfuse.jax not importable")
+try:
+    import torch
+except ImportError:  # torch is optional: these tests then skip
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="torch not installed (the torch tests on CPU tensors)")
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +45,8 @@ def _jax_on_cpu():
     with jax.default_device(jax.devices("cpu")[0]):
         yield
 
-from mx_reference import check_gemm, dequant_rows, mx_operand, oracle, proj_inputs, proj_reference  # noqa: E402
+from mx_reference import (check_gemm, dequant_rows, mx_operand, oracle, proj_inputs, proj_reference,  # noqa: E402
+                          to_numpy, to_torch)
 
 # ------------------------------------------------------------------ gemm_amax
 @pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "e2m1"])
@@ -174,8 +181,13 @@ def test_gemm_amax_errors(rng):
         mxfuse.gemm_amax(a, b, sa[:, :1], sb)
     with pytest.raises(ValueError, match="accumulate=True"):
         mxfuse.gemm_amax(a, b, sa, sb, accumulate=True)
-    with pytest.raises(ValueError, match="mma_tile_n=64"):
+    with pytest.raises(mxfuse.InvalidValueError, match=r"gemm_amax: hint mma_tile_n=64; expected 0 \(choose\), 128 or "
+                       "256"):
         mxfuse.gemm_amax(a, b, sa, sb, mma_tiler_mn=(128, 64))
+    with pytest.raises(mxfuse.InvalidValueError, match=r"hint cluster_m=3; expected 0 \(choose\), 1, 2 or 4"):
+        mxfuse.GemmAmax(a, b, sa, sb, np.zeros((32, 32), np.float32), np.zeros(1, np.float32), cluster_shape_mn=(3, 1))
+    with pytest.raises(TypeError, match="unexpected options"):
+        mxfuse.GemmAmax(a, b, sa, sb, np.zeros((32, 32), np.float32), np.zeros(1, np.float32), c_dtype="bfloat16")
     with pytest.raises(TypeError, match="no counterpart"):
         mxfuse.gemm_amax(a, b, sa, sb, c_dtype="float64")
     with pytest.raises(TypeError, match="expected a torch tensor, a NumPy array"):
@@ -471,3 +483,61 @@ def test_xla_handler_runs_on_the_device_xla_names():
     assert "does not say which GPU" in msg and "XLA_FFI_DeviceOrdinal_Get" in msg
     # the host handler on the same frame runs (no device to ask for)
     assert _fake_xla_call(mj._xla.mxf_xla_quantize_host, None) is None
+
+
+# ------------------------------------------------------------------ torch on CPU tensors
+@needs_torch
+def test_torch_cpu_eager_ops_and_class_api(rng):
+    """torch CPU tensors through the one call, the custom ops and the class API: the bits of
+    the NumPy path; cuDNN's hints are accepted and change nothing."""
+    a, sa, _ = mx_operand(rng, 70, 128, "e4m3")
+    b, sb, _ = mx_operand(rng, 50, 128, "e4m3")
+    want = mxfuse.gemm_amax(a, b, sa, sb, c_dtype="bfloat16")
+    t = [to_torch(v, "cpu") for v in (a, b, sa, sb)]
+    for kw in ({}, {"mma_tiler_mn": (128, 256), "cluster_shape_mn": (2, 1)}):
+        for _ in range(2):  # the second call takes the path of calls seen before
+            got = mxfuse.gemm_amax(*t, c_dtype=torch.bfloat16, **kw)
+            assert got.c_tensor.dtype == torch.bfloat16 and got.c_tensor.device.type == "cpu"
+            assert np.array_equal(to_numpy(got.c_tensor).view(np.uint16), want.c_tensor.view(np.uint16))
+            assert float(got.amax_tensor[0]) == float(want.amax_tensor[0])
+    amax = torch.full((1,), float("nan"))
+    c = torch.ops.mxfuse.gemm_amax(*t, amax, "n", torch.bfloat16, 32, None, False)
+    assert np.array_equal(to_numpy(c).view(np.uint16), want.c_tensor.view(np.uint16)) and float(amax[0]) == float(
+        want.amax_tensor[0])
+    cm = mxfuse.gemm_amax(*t, c_dtype=torch.float32, c_major="m").c_tensor
+    assert cm.stride(0) == 1 and cm.shape == (70, 50)
+    c2, amax2 = torch.empty((70, 50), dtype=torch.bfloat16), torch.empty(1)
+    mxfuse.GemmAmax(*t, c2, amax2).compile().execute(*t, c2, amax2)
+    assert torch.equal(c2.view(torch.uint16), c.view(torch.uint16)) and torch.equal(amax2, amax)
+    x = torch.from_numpy((rng.standard_normal((64, 96)) * 3).astype(np.float32))
+    q = mxfuse.quantize(x)
+    qn = mxfuse.quantize(x.numpy())
+    for g, w in zip(q, qn):
+        assert np.array_equal(to_numpy(g).view(np.uint8), w.view(np.uint8))
+    assert torch.equal(mxfuse.dequantize(q.q_col, q.s_col, direction="cols"),
+                       torch.from_numpy(mxfuse.dequantize(qn.q_col, qn.s_col, direction="cols")))
+
+
+@needs_torch
+def test_torch_cpu_compile_fullgraph(rng):
+    """torch.compile(fullgraph=True) over the four ops on CPU tensors: the custom ops and
+    their fake implementations, the eager results bit for bit."""
+    a, sa, _ = mx_operand(rng, 64, 128, "e4m3")
+    b, sb, _ = mx_operand(rng, 48, 128, "e4m3")
+    t = [to_torch(v, "cpu") for v in (a, b, sa, sb)]
+    inp = {n: to_torch(v, "cpu") for n, v in proj_inputs(rng, 40, 64, 2).items()}
+    x = torch.from_numpy(rng.standard_normal((64, 96)).astype(np.float32))
+
+    def f(a, b, sa, sb, inp, x):
+        c, amax = mxfuse.gemm_amax(a, b, sa, sb, c_dtype=torch.bfloat16, mma_tiler_mn=(128, 128))
+        r = mxfuse.proj_rope(inp["x"], inp["w"], inp["cos"], inp["sin"])
+        q = mxfuse.quantize(x, cols=False)
+        y = mxfuse.dequantize(q.q_row, q.s_row)
+        return c.float() * 2, amax, r.out_fp8_row, r["out_scales_col"], q.s_row, y
+
+    eager = f(*t, inp, x)
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True)(*t, inp, x)
+    for e, c in zip(eager, compiled):
+        assert e.shape == c.shape and e.dtype == c.dtype and e.stride() == c.stride()
+        assert np.array_equal(to_numpy(e).view(np.uint8), to_numpy(c).view(np.uint8))
