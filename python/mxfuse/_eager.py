@@ -167,6 +167,7 @@ def gemm_amax(call):
     plan = P.cached(S.GEMM_AMAX, metas, call.extra)
     _run(plan, S.GEMM_AMAX, fw, ins + (c, amax), metas, call.stream, (_alpha_ptr(call.alpha),))
     if fw == "torch":
+        c_alloc = c_alloc and c_alloc[:3] + (c.dtype,)
         P.put(_torch_fast_key(call), (plan, c_alloc, amax_shape, T.call_device(metas)))
     return S.GemmAmaxResult(c, amax)
 
@@ -192,8 +193,8 @@ def _gemm_torch_fast(call):
     device = call.a.device
     c, amax = call.c, call.amax
     if c is None:
-        mem, extent, perm, code = c_alloc
-        c = t.empty(mem, dtype=T.torch_dtype(code), device=device)
+        mem, extent, perm, dtype = c_alloc
+        c = t.empty(mem, dtype=dtype, device=device)
         if extent != mem[-1]:
             c = c[..., :extent]
         if perm:
