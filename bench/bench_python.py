@@ -73,7 +73,7 @@ def direct_c(op):
 
     def bind(*tensors, extra=()):
         nonlocal ptrs
-        ptrs = op._spec.args_cls(*[t.data_ptr() if t is not None else None for t in tensors], *extra)
+        ptrs = op._op.args(*[t.data_ptr() if t is not None else None for t in tensors], *extra)
         stream = torch.cuda.current_stream().cuda_stream
         run, h, ws, size = plan._run, plan.handle, op._ws_ptr, plan.workspace_size
         return lambda: run(h, ctypes.byref(ptrs), ws, size, stream)
@@ -111,8 +111,8 @@ def main():
         host_us(direct_c(op)(a, b, sa, sb, c, amax, extra=(None,))), "us")
     row("host time / call: torch a @ b.t() (bf16)", host_us(lambda: ab @ bb.t()), "us")
     row("host time / call: torch.ops.mxfuse.gemm_amax (dispatcher)",
-        host_us(lambda: torch.ops.mxfuse.gemm_amax(a, b, sa, sb, amax, "n", torch.bfloat16, 32, None, False, 0, 0, 0,
-                                                   0)), "us")
+        host_us(lambda: torch.ops.mxfuse.gemm_amax(a, b, sa, sb, amax, "n", torch.bfloat16, 32, None, False)),
+        "us")
 
     # 2. GPU time: class API vs the C plan run
     for m, n, k in ((4096, 24576, 1536), (2048, 7168, 2048)):

@@ -11,18 +11,75 @@ picks the backend. Class forms (GemmAmax, ProjRope, Quantize, Dequantize) plan o
 execute on preallocated outputs. Semantics: docs/spec.md of the source tree; errors are
 the library's own messages as InvalidValueError (a ValueError) or NotSupportedError (a
 NotImplementedError).
+
+This module routes each call by its first tensor: JAX arrays to mxfuse.jax, torch
+tensors under torch.compile to the torch custom ops (mxfuse._torch), everything else to
+the eager forms (mxfuse._eager). The layers below, each importing only those under it:
+_abi (the C ABI) < _spec (the ops' signatures and outputs) < _tensors < _plans < _eager
+< _torch, jax.
 """
 import sys
 
-from ._lib import (CudaError, InternalError, InvalidValueError, MxfuseError, NotSupportedError, OutOfMemoryError,
+from . import _eager, _plans, _spec
+from ._abi import (CudaError, InternalError, InvalidValueError, MxfuseError, NotSupportedError, OutOfMemoryError,
                    cuda_device_count, version)
-from ._ops import (Dequantize, GemmAmax, GemmAmaxResult, ProjRope, ProjRopeResult, Quantize, QuantizeResult,
-                   clear_cache, dequantize, gemm_amax, proj_rope, quantize, swizzle_scales, unswizzle_scales)
+from ._eager import Dequantize, GemmAmax, ProjRope, Quantize, swizzle_scales, unswizzle_scales
+from ._spec import GemmAmaxResult, ProjRopeResult, QuantizeResult
 
 __version__ = version()
+_torch_ops = None  # mxfuse._torch once imported
+
+
+def _torch_front():
+    global _torch_ops
+    if _torch_ops is None:
+        from . import _torch
+
+        _torch_ops = _torch
+    return _torch_ops
+
 
 if "torch" in sys.modules:  # register the custom ops now, so that torch.compile finds them
-    from . import _torch  # noqa: F401
+    _torch_front()
+
+
+def _route(op, x):
+    """The function running the normalized call of `op` whose first tensor is x."""
+    if _torch_ops is not None and _torch_ops.torch.compiler.is_compiling():
+        return getattr(_torch_ops, op)
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(x, jax.Array):
+        from . import jax as mj
+
+        return getattr(mj, op).call
+    if _torch_ops is None:
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(x, torch.Tensor):
+            _torch_front()  # registers the custom ops
+    return getattr(_eager, op)
+
+
+def _router(op):
+    """The public function of `op`: its spec's signature, run by the front end of the
+    call's first tensor."""
+
+    @_spec.front_end(getattr(_spec, op), __name__)
+    def route(call):
+        return _route(op, call[0])(call)
+
+    return route
+
+
+gemm_amax = _router("gemm_amax")
+proj_rope = _router("proj_rope")
+quantize = _router("quantize")
+dequantize = _router("dequantize")
+
+
+def clear_cache():
+    """Drops the one-call functions' plans (and the C library's one-call cache)."""
+    _plans.clear()
+
 
 __all__ = ["gemm_amax", "proj_rope", "quantize", "dequantize", "swizzle_scales", "unswizzle_scales", "GemmAmax",
            "ProjRope", "Quantize", "Dequantize", "GemmAmaxResult", "ProjRopeResult", "QuantizeResult",

@@ -1,6 +1,7 @@
 """Tensors across the boundary: what the C library needs of an array (data pointer,
 device, dtype, shape, strides in elements) read from torch tensors, NumPy arrays and any
-DLPack producer, and outputs allocated by the framework the inputs came from.
+DLPack producer; outputs, workspaces and streams from the framework the inputs came
+from. Dtypes come from the table of _abi.
 
 torch tensors and NumPy arrays are read through their own attributes (the cheapest way
 per call); anything else through DLPack (`__dlpack__`), whose capsule is held for the
@@ -10,41 +11,8 @@ library's, and a dtype with no counterpart is refused.
 import ctypes
 import sys
 
-from . import _lib as L
-
-# ------------------------------------------------------------------ dtype names
-# Every spelling a user may give for a dtype (c_dtype=..., dtype=...), by name.
-_BY_NAME = {
-    "float32": L.F32, "f32": L.F32, "float": L.F32,
-    "float16": L.F16, "f16": L.F16, "half": L.F16,
-    "bfloat16": L.BF16, "bf16": L.BF16,
-    "float8_e4m3fn": L.E4M3, "e4m3": L.E4M3,
-    "float8_e5m2": L.E5M2, "e5m2": L.E5M2,
-    "float4_e2m1fn_x2": L.E2M1X2, "e2m1x2": L.E2M1X2, "e2m1": L.E2M1X2, "fp4": L.E2M1X2,
-    "float8_e8m0fnu": L.E8M0, "e8m0": L.E8M0,
-    "uint8": L.U8, "u8": L.U8, "int8": L.I8, "i8": L.I8,
-}
-
-
-def dtype_code(d):
-    """The library's dtype for a torch / NumPy / JAX dtype, a type or a name."""
-    if isinstance(d, int) and d in L.DTYPE_NAMES:
-        return d
-    name = d if isinstance(d, str) else getattr(d, "name", None) or getattr(d, "__name__", None) or str(d)
-    name = str(name).replace("torch.", "").replace("jnp.", "")
-    if name in _BY_NAME:
-        return _BY_NAME[name]
-    try:  # numpy / ml_dtypes / jax dtypes and scalar types
-        import numpy as np
-
-        n = np.dtype(d).name
-        if n in _BY_NAME:
-            return _BY_NAME[n]
-    except Exception:
-        pass
-    raise TypeError(f"mxfuse: dtype {d!r} has no counterpart in mxfuse; expected one of "
-                    "float32, float16, bfloat16, float8_e4m3fn, float8_e5m2, float4_e2m1fn_x2 (packed pairs), "
-                    "float8_e8m0fnu, uint8, int8")
+from . import _abi as A
+from . import _spec as S
 
 
 # ------------------------------------------------------------------ frameworks
@@ -77,16 +45,17 @@ _TORCH_DTYPES = None
 
 
 def _torch_dtypes():
+    """{torch dtype: library dtype} for the dtypes this torch has."""
     global _TORCH_DTYPES
     if _TORCH_DTYPES is None:
         t = _torch()
-        m = {t.float32: L.F32, t.float16: L.F16, t.bfloat16: L.BF16, t.uint8: L.U8, t.int8: L.I8}
-        for name, code in (("float8_e4m3fn", L.E4M3), ("float8_e5m2", L.E5M2), ("float8_e8m0fnu", L.E8M0),
-                           ("float4_e2m1fn_x2", L.E2M1X2)):
-            if hasattr(t, name):
-                m[getattr(t, name)] = code
-        _TORCH_DTYPES = m
+        _TORCH_DTYPES = {getattr(t, d.array_name): code for code, d in A.DTYPES.items()
+                         if d.array_name and hasattr(t, d.array_name)}
     return _TORCH_DTYPES
+
+
+# {NumPy / ml_dtypes dtype name: library dtype}
+_NUMPY_DTYPES = {d.array_name: code for code, d in A.DTYPES.items() if d.array_name}
 
 
 class Meta(tuple):
@@ -106,9 +75,9 @@ class Meta(tuple):
 def _torch_meta(x):
     code = _torch_dtypes().get(x.dtype)
     if code is None:
-        dtype_code(x.dtype)  # raises with the list
+        S.dtype_code(x.dtype)  # raises with the list
     dev = x.get_device()
-    return Meta(code, 0 if dev < 0 else dev + 1, x.shape, x.stride())
+    return Meta(code, A.DEVICE_CPU if dev < 0 else A.device_cuda(dev), x.shape, x.stride())
 
 
 def _numpy_meta(x):
@@ -116,18 +85,16 @@ def _numpy_meta(x):
     if name == "float4_e2m1fn":
         raise TypeError("mxfuse: a NumPy float4_e2m1fn array holds one value per byte; e2m1 operands are packed "
                         "two values per byte (element 2i in the low nibble): pass them as uint8 pairs")
-    code = _BY_NAME.get(name) if name in ("float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
-                                          "float8_e8m0fnu", "uint8", "int8") else None
+    code = _NUMPY_DTYPES.get(name)
     if code is None:
-        dtype_code(x.dtype)
+        S.dtype_code(x.dtype)
     size = x.itemsize
     if any(s % size for s in x.strides):
         raise ValueError(f"mxfuse: array strides {x.strides} (bytes) are not multiples of its item size {size}")
     return Meta(code, 0, x.shape, tuple(s // size for s in x.strides))
 
 
-# DLPack: the C structs, and dtype codes (kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4,
-# kDLFloat8_e4m3fn 10, kDLFloat8_e5m2 12, kDLFloat8_e8m0fnu 14, kDLFloat4_e2m1fn 17).
+# DLPack: the C structs (dtype codes in the table of _abi).
 class _DLDevice(ctypes.Structure):
     _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
 
@@ -142,8 +109,7 @@ class _DLTensor(ctypes.Structure):
                 ("byte_offset", ctypes.c_uint64)]
 
 
-_DL_DTYPES = {(2, 32): L.F32, (2, 16): L.F16, (4, 16): L.BF16, (10, 8): L.E4M3, (12, 8): L.E5M2, (14, 8): L.E8M0,
-              (1, 8): L.U8, (0, 8): L.I8, (17, 4): L.E2M1}
+_DL_DTYPES = {d.dlpack: code for code, d in A.DTYPES.items() if d.dlpack}
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
 _capsule_name = ctypes.pythonapi.PyCapsule_GetName
 _capsule_name.restype = ctypes.c_char_p
@@ -170,9 +136,9 @@ def _dlpack(x):
                         "has no counterpart in mxfuse")
     dt = t.device.device_type
     if dt in (_DL_CPU, _DL_CUDA_HOST):
-        dev = 0
+        dev = A.DEVICE_CPU
     elif dt in (_DL_CUDA, _DL_CUDA_MANAGED):
-        dev = L.device_cuda(t.device.device_id)
+        dev = A.device_cuda(t.device.device_id)
     else:
         raise TypeError(f"mxfuse: DLPack device type {dt} is neither CPU nor CUDA")
     shape = tuple(t.shape[i] for i in range(t.ndim))
@@ -220,8 +186,8 @@ def fill(t, m, ptr=None):
     t.dtype = m[0]
     t.device = m[1]
     shape, strides = m[2], m[3]
-    if len(shape) > L.MAX_DIMS:
-        raise ValueError(f"mxfuse: a tensor of {len(shape)} dimensions; at most {L.MAX_DIMS}")
+    if len(shape) > A.MAX_DIMS:
+        raise ValueError(f"mxfuse: a tensor of {len(shape)} dimensions; at most {A.MAX_DIMS}")
     t.ndim = len(shape)
     for i, (n, s) in enumerate(zip(shape, strides)):
         if s == 0 and n > 1:
@@ -231,27 +197,32 @@ def fill(t, m, ptr=None):
         t.stride[i] = s
 
 
-# ------------------------------------------------------------------ outputs
-def _torch_dtype(code):
+# ------------------------------------------------------------------ outputs, streams, workspaces
+def torch_dtype(code):
+    """The torch dtype of a library dtype (packed e2m1 pairs as uint8 where torch has no
+    float4_e2m1fn_x2)."""
     t = _torch()
-    m = {L.F32: t.float32, L.F16: t.float16, L.BF16: t.bfloat16, L.U8: t.uint8, L.E8M0: t.uint8, L.I8: t.int8,
-         L.E4M3: getattr(t, "float8_e4m3fn", None), L.E5M2: getattr(t, "float8_e5m2", None),
-         L.E2M1X2: getattr(t, "float4_e2m1fn_x2", t.uint8)}
-    d = m.get(code)
+    name = A.DTYPES[code].array_name
+    d = getattr(t, name, None) if name else None
+    if d is None and code == A.E2M1X2:
+        d = t.uint8
     if d is None:
-        raise TypeError(f"mxfuse: this torch has no dtype for {L.DTYPE_NAMES.get(code)}")
+        raise TypeError(f"mxfuse: this torch has no dtype for {A.DTYPES[code].name}")
     return d
 
 
 def numpy_dtype(code):
+    """The NumPy (ml_dtypes) dtype of a library dtype (packed e2m1 pairs as uint8)."""
     import numpy as np
 
-    if code in (L.F32, L.F16, L.U8, L.E8M0, L.E2M1X2, L.I8):
-        return {L.F32: np.float32, L.F16: np.float16, L.U8: np.uint8, L.E8M0: np.uint8, L.E2M1X2: np.uint8,
-                L.I8: np.int8}[code]
+    name = A.DTYPES[code].array_name
+    if name is None:
+        raise TypeError(f"mxfuse: no NumPy dtype holds {A.DTYPES[code].name}")
+    if hasattr(np, name):
+        return np.dtype(name)
     import ml_dtypes
 
-    return {L.BF16: ml_dtypes.bfloat16, L.E4M3: ml_dtypes.float8_e4m3fn, L.E5M2: ml_dtypes.float8_e5m2}[code]
+    return np.dtype(getattr(ml_dtypes, name, np.uint8))
 
 
 def empty(fw, like, mem_shape, perm, code, extent=None):
@@ -259,19 +230,52 @@ def empty(fw, like, mem_shape, perm, code, extent=None):
     mem_shape, its last dimension cut to `extent` (None: whole), returned as the view
     permuted by `perm` (None: as allocated)."""
     if fw == "torch":
-        t = _torch()
-        x = t.empty(mem_shape, dtype=_torch_dtype(code), device=like.device)
+        x = _torch().empty(mem_shape, dtype=torch_dtype(code), device=like.device)
     elif fw == "numpy":
         import numpy as np
 
         x = np.empty(mem_shape, dtype=numpy_dtype(code))
     else:
-        x = None
-    if x is not None:
-        if extent is not None and extent != mem_shape[-1]:
-            x = x[..., :extent]
-        if perm:
-            x = x.permute(perm) if fw == "torch" else x.transpose(perm)
-        return x
-    raise TypeError("mxfuse: outputs can be allocated for torch and NumPy inputs (JAX goes through mxfuse.jax); "
-                    "for other DLPack producers use the class API with preallocated outputs")
+        raise TypeError("mxfuse: outputs can be allocated for torch and NumPy inputs (JAX goes through mxfuse.jax); "
+                        "for other DLPack producers use the class API with preallocated outputs")
+    if extent is not None and extent != mem_shape[-1]:
+        x = x[..., :extent]
+    if perm:
+        x = x.permute(perm) if fw == "torch" else x.transpose(perm)
+    return x
+
+
+def call_device(metas):
+    """The library device of a call: that of its first tensor not on the CPU."""
+    return next((m[1] for m in metas if m is not None and A.device_is_cuda(m[1])), A.DEVICE_CPU)
+
+
+def stream_handle(fw, device, stream):
+    """The CUDA stream of a call (an int; None: the legacy stream, or the CPU): `stream`
+    (a torch.cuda.Stream or a raw handle) when given, else for torch tensors torch's
+    current stream on their device."""
+    if stream is not None:
+        s = getattr(stream, "cuda_stream", stream)
+        return int(s) if s else None
+    if fw != "torch" or not A.device_is_cuda(device):
+        return None
+    t = _torch()
+    raw = getattr(t._C, "_cuda_getCurrentRawStream", None)
+    ordinal = A.device_ordinal(device)
+    return raw(ordinal) if raw else t.cuda.current_stream(ordinal).cuda_stream
+
+
+def workspace(fw, size, device):
+    """(holder, pointer) of a workspace from the framework's allocator."""
+    if not size:
+        return None, None
+    if fw == "torch":
+        t = _torch()
+        w = t.empty(size, dtype=t.uint8, device=A.device_name(device))
+        return w, w.data_ptr()
+    if A.device_is_cuda(device):
+        raise TypeError("mxfuse: a CUDA workspace can be allocated for torch tensors only; use torch or mxfuse.jax")
+    import numpy as np
+
+    w = np.empty(size, np.uint8)
+    return w, w.ctypes.data

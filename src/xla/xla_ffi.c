@@ -5,19 +5,22 @@
  * through jax.ffi.include_dir()). Each op has one handler per platform, registered by
  * mxfuse.jax as the target "mxfuse_<op>" for CUDA and for the host:
  *   mxf_xla_<op>_cuda   runs on XLA's stream (XLA_FFI_Stream_Get) on the device that
- *                       XLA names (XLA_FFI_DeviceOrdinal_Get);
+ *                       XLA names (XLA_FFI_DeviceOrdinal_Get), and refuses to run where
+ *                       the FFI cannot name it;
  *   mxf_xla_<op>_host   runs on the CPU backend.
  * A handler answers XLA's metadata query (API version, and the command-buffer-compatible
  * trait: a run allocates nothing and never synchronizes, so XLA may capture it in a CUDA
  * graph), turns its buffers (row-major arrays) into the library's tensors and runs the
- * one-call form with the caller's workspace: the last result of every custom call is a
- * uint8 workspace that XLA allocates, sized by mxfuse.jax at trace time. Attributes (all
+ * one-call form with the caller's workspace, which plans (or finds the plan in the
+ * library's one-call cache) for that device: the last result of every custom call is a
+ * uint8 workspace that XLA allocates, sized by mxfuse.jax at trace time as the largest
+ * over the kinds of device the call may run on. Attributes (all
  * scalars): see each handler. Errors come back to XLA with the library's message.
  *
  * Operands and results by op (mxfuse.jax builds the calls):
  *   gemm_amax   a, b, sfa, sfb [, amax_in aliased to amax] -> c, amax, workspace
  *               (attribute has_sfa = 0: a bf16 a, no sfa operand)
- *               attributes sf_vec, flags, alpha, has_alpha, tile_m, tile_n, cluster_m, cluster_n
+ *               attributes sf_vec, flags, alpha, has_alpha
  *   proj_rope   x, w, cos, sin [, x_scale, w_scale] -> out_row, out_scales_row, out_col,
  *               out_scales_col, workspace; attribute flags
  *   quantize    x -> [q_row, s_row] [q_col, s_col], workspace; attribute directions
@@ -81,18 +84,27 @@ static XLA_FFI_Error *frame_open(XLA_FFI_CallFrame *f, int cuda, frame *fr) {
   XLA_FFI_Error *err = api->XLA_FFI_Stream_Get(&s);
   if (err) return err;
   fr->stream = s.stream;
-  int32_t ordinal = 0;
-  if (api->struct_size >= offsetof(XLA_FFI_Api, XLA_FFI_DeviceOrdinal_Get) + sizeof(void *) &&
-      api->XLA_FFI_DeviceOrdinal_Get) {
-    XLA_FFI_DeviceOrdinal_Get_Args d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE;
-    d.ctx = f->ctx;
-    err = api->XLA_FFI_DeviceOrdinal_Get(&d);
-    if (err) return err;
-    ordinal = d.device_ordinal;
+  /* the device XLA runs the call on; an FFI without XLA_FFI_DeviceOrdinal_Get cannot say,
+   * and a guess could run the call on another device than its buffers' */
+  if (api->struct_size < offsetof(XLA_FFI_Api, XLA_FFI_DeviceOrdinal_Get) + sizeof(void *) ||
+      !api->XLA_FFI_DeviceOrdinal_Get)
+    return ffi_error(api, XLA_FFI_Error_Code_UNIMPLEMENTED,
+                     "mxfuse: this XLA's FFI does not say which GPU runs the custom call "
+                     "(no XLA_FFI_DeviceOrdinal_Get); a jaxlib whose FFI has it is needed");
+  XLA_FFI_DeviceOrdinal_Get_Args d;
+  memset(&d, 0, sizeof d);
+  d.struct_size = XLA_FFI_DeviceOrdinal_Get_Args_STRUCT_SIZE;
+  d.ctx = f->ctx;
+  err = api->XLA_FFI_DeviceOrdinal_Get(&d);
+  if (err) return err;
+  if (d.device_ordinal < 0) {
+    char msg[128];
+    snprintf(msg, sizeof msg,
+             "mxfuse: XLA's FFI gives the custom call device ordinal %d; expected a GPU's (>= 0)",
+             (int)d.device_ordinal);
+    return ffi_error(api, XLA_FFI_Error_Code_INTERNAL, msg);
   }
-  fr->device = MXF_DEVICE_CUDA(ordinal);
+  fr->device = MXF_DEVICE_CUDA(d.device_ordinal);
   return NULL;
 }
 
@@ -221,10 +233,6 @@ static XLA_FFI_Error *gemm_amax(XLA_FFI_CallFrame *f, int cuda) {
   tensor_of(ret(&fr, 1), fr.device, &d.amax);
   d.sf_vec = (int)attr(&fr, "sf_vec", 32);
   d.flags = (unsigned)attr(&fr, "flags", 0);
-  d.mma_tile_m = (int)attr(&fr, "tile_m", 0);
-  d.mma_tile_n = (int)attr(&fr, "tile_n", 0);
-  d.cluster_m = (int)attr(&fr, "cluster_m", 0);
-  d.cluster_n = (int)attr(&fr, "cluster_n", 0);
   float alpha = (float)attr(&fr, "alpha", 1.0);
   d.alpha = attr(&fr, "has_alpha", 0) != 0 ? &alpha : NULL;
   return call_end(&fr, mxf_gemm_amax_with_workspace(&d, ws, ws_size, fr.stream));

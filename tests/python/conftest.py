@@ -1,9 +1,11 @@
-"""Shared setup of the Python tests: the binding on sys.path and a seeded RNG.
+"""Shared setup of the Python tests: the package and the helpers on sys.path, and a
+seeded RNG.
 
-MXFUSE_LIB names the shared library (ctest sets it to the build's libmxfuse); the test
-modules load it through mxfuse_ctypes.load_from_env(). The seed
-comes from MXF_SEED when set (replay), else fresh per run; it is printed in the header
-and with every failure.
+MXFUSE_LIB names the shared library of a build (ctest sets it to the build's libmxfuse):
+the tests then import the package of this source tree (python/, its ctypes mirror of the
+C ABI included), which loads that library. Without it they import the installed
+package. The seed comes from MXF_SEED when set (replay), else fresh per run; it is
+printed in the header and with every failure.
 """
 import os
 import sys
@@ -15,7 +17,10 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, _HERE)
+if os.environ.get("MXFUSE_LIB"):
+    sys.path.insert(0, os.path.normpath(os.path.join(_HERE, "..", "..", "python")))
 
 _SEED = int(os.environ.get("MXF_SEED", "0"), 0) or (time.time_ns() ^ os.getpid()) & ((1 << 63) - 1)
 

@@ -1,6 +1,6 @@
 """Cross-check of mxfuse's number formats against ml_dtypes / numpy (SPEC §0, §2.3).
 
-Through the shared library ($MXFUSE_LIB, loaded with ctypes):
+Through the shared library ($MXFUSE_LIB) and the package's mirror of its C ABI (mxfuse._abi):
   - mxf_convert decodes every code of e4m3, e5m2, e2m1, e8m0, bf16, f16 to the value
     ml_dtypes / numpy give (bitwise; NaN by isnan);
   - mxf_convert encodes a dense f32 sweep (random and strided bit patterns, specials,
@@ -18,8 +18,6 @@ import os
 import numpy as np
 import pytest
 
-import mxfuse_ctypes as mc
-
 if not os.environ.get("MXFUSE_LIB"):
     pytest.skip("MXFUSE_LIB is not set: point it at the built libmxfuse.so", allow_module_level=True)
 
@@ -30,16 +28,72 @@ except ImportError:
         raise
     pytest.skip("ml_dtypes is not installed (python3 -m pip install ml_dtypes)", allow_module_level=True)
 
-LIB = mc.load_from_env()  # raises if MXFUSE_LIB is set but cannot be loaded
+from mxfuse import _abi as abi  # noqa: E402  raises if MXFUSE_LIB is set but cannot be loaded
+
+
+# ------------------------------------------------------------------ the C calls under test
+def _ptr(a):
+    return a.ctypes.data if a is not None else None
+
+
+def convert_raw(src, src_dtype, dst, dst_dtype, n):
+    """mxf_convert on numpy buffers; returns the status (no raise)."""
+    return abi.lib.mxf_convert(_ptr(src), src_dtype, _ptr(dst), dst_dtype, n)
+
+
+def convert(src, src_dtype, dst_dtype, n, dst_storage):
+    """Converts n values; dst_storage is the numpy array to fill (returned)."""
+    abi.check(convert_raw(src, src_dtype, dst_storage, dst_dtype, n))
+    return dst_storage
+
+
+def host_tensor(arr, dtype):
+    """A C-contiguous host tensor over a numpy array (shape as the array's)."""
+    assert arr.flags["C_CONTIGUOUS"]
+    t = abi.Tensor(data=arr.ctypes.data, dtype=dtype, device=abi.DEVICE_CPU, ndim=arr.ndim)
+    for i, s in enumerate(arr.shape):
+        t.shape[i] = s
+    return t
+
+
+def quantize(x, directions=abi.QUANT_ROWS | abi.QUANT_COLS):
+    """mxf_quantize (one call) of a (rows, cols) float32 or bfloat16 matrix; returns
+    (q_row, s_row, q_col, s_col) as uint8 arrays (None for a direction not asked)."""
+    rows, cols = x.shape
+    xd = abi.F32 if x.dtype == np.float32 else abi.BF16
+    assert xd == abi.F32 or x.dtype == ml_dtypes.bfloat16
+    x = np.ascontiguousarray(x)
+    out = [None] * 4
+    desc = abi.QuantizeDesc(x=host_tensor(x, xd), directions=directions)
+    if directions & abi.QUANT_ROWS:
+        out[0] = np.full((rows, cols), 0xA5, np.uint8)
+        out[1] = np.full((rows, -(-cols // 32)), 0xA5, np.uint8)
+        desc.q_row, desc.s_row = host_tensor(out[0], abi.E4M3), host_tensor(out[1], abi.E8M0)
+    if directions & abi.QUANT_COLS:
+        out[2] = np.full((rows, cols), 0xA5, np.uint8)
+        out[3] = np.full((-(-rows // 32), cols), 0xA5, np.uint8)
+        desc.q_col, desc.s_col = host_tensor(out[2], abi.E4M3), host_tensor(out[3], abi.E8M0)
+    abi.check(abi.lib.mxf_quantize(desc, None))
+    return tuple(out)
+
+
+def dequantize(q, s, direction):
+    """mxf_dequantize (one call): e4m3 codes q (rows, cols) with e8m0 scales s -> float32."""
+    y = np.full(q.shape, np.nan, np.float32)
+    desc = abi.DequantizeDesc(q=host_tensor(q, abi.E4M3), s=host_tensor(s, abi.E8M0), y=host_tensor(y, abi.F32),
+                              direction=direction)
+    abi.check(abi.lib.mxf_dequantize(desc, None))
+    return y
+
 
 # name: (mxf dtype, numpy dtype, storage bits, largest finite value, saturating, NaN code)
 FORMATS = {
-    "e4m3": (mc.E4M3, ml_dtypes.float8_e4m3fn, 8, 448.0, True, 0x7F),
-    "e5m2": (mc.E5M2, ml_dtypes.float8_e5m2, 8, 57344.0, True, 0x7F),
-    "e2m1": (mc.E2M1, ml_dtypes.float4_e2m1fn, 4, 6.0, True, 0x7),
-    "e8m0": (mc.E8M0, ml_dtypes.float8_e8m0fnu, 8, None, None, 0xFF),
-    "bf16": (mc.BF16, ml_dtypes.bfloat16, 16, None, False, None),
-    "f16": (mc.F16, np.float16, 16, None, False, None),
+    "e4m3": (abi.E4M3, ml_dtypes.float8_e4m3fn, 8, 448.0, True, 0x7F),
+    "e5m2": (abi.E5M2, ml_dtypes.float8_e5m2, 8, 57344.0, True, 0x7F),
+    "e2m1": (abi.E2M1, ml_dtypes.float4_e2m1fn, 4, 6.0, True, 0x7),
+    "e8m0": (abi.E8M0, ml_dtypes.float8_e8m0fnu, 8, None, None, 0xFF),
+    "bf16": (abi.BF16, ml_dtypes.bfloat16, 16, None, False, None),
+    "f16": (abi.F16, np.float16, 16, None, False, None),
 }
 ENCODABLE = ["e4m3", "e5m2", "e2m1", "bf16", "f16"]
 INV_448 = np.uint32(0x3B124925).view(np.float32)
@@ -68,7 +122,7 @@ def mxf_decode(name, codes):
     n = len(codes)
     src = pack_e2m1(codes) if bits == 4 else np.ascontiguousarray(codes)
     out = np.full(n + 2, np.nan, np.float32)
-    LIB.convert(src, dt, mc.F32, n, out)
+    convert(src, dt, abi.F32, n, out)
     return out[:n]
 
 
@@ -78,11 +132,11 @@ def mxf_encode(name, x):
     n = len(x)
     if bits == 4:
         buf = np.full((n + 1) // 2 + 1, 0xA5, np.uint8)
-        LIB.convert(x, mc.F32, dt, n, buf)
+        convert(x, abi.F32, dt, n, buf)
         assert buf[-1] == 0xA5, "wrote past n"
         return unpack_e2m1(buf[:-1], n)
     buf = np.full(n + 1, 0xA5A5 if bits == 16 else 0xA5, np.uint16 if bits == 16 else np.uint8)
-    LIB.convert(x, mc.F32, dt, n, buf)
+    convert(x, abi.F32, dt, n, buf)
     assert buf[-1] == buf.dtype.type(0xA5A5 if bits == 16 else 0xA5), "wrote past n"
     return buf[:n]
 
@@ -186,7 +240,7 @@ def test_e2m1_odd_count_keeps_last_high_nibble(rng):
     n = 2 * int(rng.integers(50, 500)) + 1
     x = (rng.standard_normal(n) * 3).astype(np.float32)
     buf = np.full((n + 1) // 2, 0xA5, np.uint8)
-    LIB.convert(x, mc.F32, mc.E2M1X2, n, buf)
+    convert(x, abi.F32, abi.E2M1X2, n, buf)
     assert buf[-1] >> 4 == 0xA
     with np.errstate(over="ignore"):
         ref = np.clip(x, -6, 6).astype(ml_dtypes.float4_e2m1fn).view(np.uint8)
@@ -196,18 +250,18 @@ def test_e2m1_odd_count_keeps_last_high_nibble(rng):
 def test_e8m0_encode_not_supported():
     x = np.ones(4, np.float32)
     dst = np.full(8, 0xA5, np.uint8)
-    st = LIB.convert_raw(x, mc.F32, dst, mc.E8M0, 4)
-    assert st == mc.ERR_NOT_SUPPORTED and "e8m0" in LIB.last_error()
+    st = convert_raw(x, abi.F32, dst, abi.E8M0, 4)
+    assert st == abi.ERR_NOT_SUPPORTED and "e8m0" in abi.last_error()
     assert (dst == 0xA5).all()
 
 
 def test_invalid_arguments_write_nothing():
     x = np.ones(4, np.float32)
     dst = np.full(16, 0xA5, np.uint8)
-    for args in [(x, mc.F32, dst, mc.E4M3, -1), (None, mc.F32, dst, mc.E4M3, 4), (x, 0, dst, mc.E4M3, 4),
-                 (x, mc.BF16, dst, mc.E4M3, 4), (x, mc.U8, dst, mc.F32, 1)]:
-        assert LIB.convert_raw(*args) == mc.ERR_INVALID_VALUE, args
-        assert "mxf_convert" in LIB.last_error()
+    for args in [(x, abi.F32, dst, abi.E4M3, -1), (None, abi.F32, dst, abi.E4M3, 4), (x, 0, dst, abi.E4M3, 4),
+                 (x, abi.BF16, dst, abi.E4M3, 4), (x, abi.U8, dst, abi.F32, 1)]:
+        assert convert_raw(*args) == abi.ERR_INVALID_VALUE, args
+        assert "mxf_convert" in abi.last_error()
         assert (dst == 0xA5).all()
 
 
@@ -261,7 +315,7 @@ def test_quantize_matches_rule(shape, in_dtype, rng):
         x = xin.astype(np.float32)
     else:
         xin = x
-    q_row, s_row, q_col, s_col = LIB.quantize(xin)
+    q_row, s_row, q_col, s_col = quantize(xin)
     rq, rs = ref_quantize_rows(x)
     cq, cs = ref_quantize_rows(np.ascontiguousarray(x.T))
     cq, cs = cq.T, cs.T
@@ -274,11 +328,11 @@ def test_quantize_matches_rule(shape, in_dtype, rng):
 def test_quantize_one_direction_and_dequantize(rng):
     rows, cols = 37, 70
     x = (rng.standard_normal((rows, cols)) * 10).astype(np.float32)
-    q_row, s_row, q_col, s_col = LIB.quantize(x, mc.QUANT_ROWS)
+    q_row, s_row, q_col, s_col = quantize(x, abi.QUANT_ROWS)
     assert q_col is None and s_col is None
     rq, rs = ref_quantize_rows(x)
     assert (q_row == rq).all() and (s_row == rs).all()
-    y = LIB.dequantize(q_row, s_row, mc.QUANT_ROWS)
+    y = dequantize(q_row, s_row, abi.QUANT_ROWS)
     scale = np.repeat(np.ldexp(np.float32(1), s_row.astype(np.int32) - 127), 32, axis=1)[:, :cols]
     ref = (q_row.view(ml_dtypes.float8_e4m3fn).astype(np.float32) * scale.astype(np.float32)).astype(np.float32)
     assert same_f32(y, ref).all()

@@ -1,4 +1,5 @@
-"""The Python package on the CPU: NumPy arrays, JAX on the CPU (jit), DLPack producers.
+"""The Python package on the CPU: NumPy arrays, JAX on the CPU (jit), DLPack producers,
+torch CPU tensors (eager, the custom ops, torch.compile; skipped where torch is absent).
 
 Every op through every entry point (one-call function, class API, mxfuse.jax under
 jax.jit) must give the same bits as every other for the same inputs — they all run the C
@@ -27,6 +28,11 @@ except ImportError as e:  # CI installs jax; elsewhere it may be absent
     _why_no_jax = str(e)
 
 needs_jax = pytest.mark.skipif(jax is None, reason="jax or mxfuse.jax not importable")
+try:
+    import torch
+except ImportError:  # torch is optional: these tests then skip
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="torch not installed (the torch tests on CPU tensors)")
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +45,8 @@ def _jax_on_cpu():
     with jax.default_device(jax.devices("cpu")[0]):
         yield
 
-from mx_reference import check_gemm, dequant_rows, mx_operand, oracle, proj_inputs, proj_reference  # noqa: E402
+from mx_reference import (check_gemm, dequant_rows, mx_operand, oracle, proj_inputs, proj_reference,  # noqa: E402
+                          to_numpy, to_torch)
 
 # ------------------------------------------------------------------ gemm_amax
 @pytest.mark.parametrize("fmt", ["e4m3", "e5m2", "e2m1"])
@@ -148,9 +155,9 @@ def test_clear_cache(rng):
     b, sb, _ = mx_operand(rng, 24, 64, "e4m3")
     want = mxfuse.gemm_amax(a, b, sa, sb)
     mxfuse.clear_cache()
-    from mxfuse import _ops
+    from mxfuse import _plans
 
-    assert not _ops._cache and not _ops._torch_fast
+    assert not _plans._cache
     assert np.array_equal(mxfuse.gemm_amax(a, b, sa, sb).c_tensor, want.c_tensor)
 
 
@@ -174,8 +181,13 @@ def test_gemm_amax_errors(rng):
         mxfuse.gemm_amax(a, b, sa[:, :1], sb)
     with pytest.raises(ValueError, match="accumulate=True"):
         mxfuse.gemm_amax(a, b, sa, sb, accumulate=True)
-    with pytest.raises(ValueError, match="mma_tile_n=64"):
+    with pytest.raises(mxfuse.InvalidValueError, match=r"gemm_amax: hint mma_tile_n=64; expected 0 \(choose\), 128 or "
+                       "256"):
         mxfuse.gemm_amax(a, b, sa, sb, mma_tiler_mn=(128, 64))
+    with pytest.raises(mxfuse.InvalidValueError, match=r"hint cluster_m=3; expected 0 \(choose\), 1, 2 or 4"):
+        mxfuse.GemmAmax(a, b, sa, sb, np.zeros((32, 32), np.float32), np.zeros(1, np.float32), cluster_shape_mn=(3, 1))
+    with pytest.raises(TypeError, match="unexpected options"):
+        mxfuse.GemmAmax(a, b, sa, sb, np.zeros((32, 32), np.float32), np.zeros(1, np.float32), c_dtype="bfloat16")
     with pytest.raises(TypeError, match="no counterpart"):
         mxfuse.gemm_amax(a, b, sa, sb, c_dtype="float64")
     with pytest.raises(TypeError, match="expected a torch tensor, a NumPy array"):
@@ -385,3 +397,147 @@ def test_jax_quantize_dequantize_jit(rng):
     assert cols.q_row is None and np.array_equal(np.asarray(cols.s_col), want.s_col)
     y = jax.jit(lambda q, s: mj.dequantize(q, s, direction="cols"))(got.q_col, got.s_col)
     assert np.array_equal(np.asarray(y), mxfuse.dequantize(want.q_col, want.s_col, direction="cols"))
+
+
+# ------------------------------------------------------------------ the XLA handler's device
+def _fake_xla_call(handler, ordinal):
+    """Calls a CUDA handler of libmxfuse_xla on a call frame built here, as XLA's FFI
+    would: quantize of an f32 (32, 64) x into q_row, s_row and a workspace (host memory),
+    the FFI's XLA_FFI_DeviceOrdinal_Get answering `ordinal`, or absent (None). Returns
+    the message of the error the handler returns (None when it returned none)."""
+    import ctypes as C
+
+    vp, sz, i64 = C.c_void_p, C.c_size_t, C.c_int64
+    fns = ("Error_Create", "Error_GetMessage", "Error_Destroy", "Handler_Register", "Stream_Get", "Type_Register",
+           "ExecutionContext_Get", "State_Set", "State_Get", "DeviceMemory_Allocate", "DeviceMemory_Free",
+           "ThreadPool_Schedule", "ThreadPool_NumThreads", "Future_Create", "Future_SetAvailable", "Future_SetError",
+           "RunId_Get", "DeviceOrdinal_Get")
+
+    def struct(*fields):
+        return type("S", (C.Structure,), {"_fields_": list(fields)})
+
+    head = [("struct_size", sz), ("ext", vp)]
+    Api = struct(*head, ("version", struct(*head, ("major", C.c_int), ("minor", C.c_int))), ("internal", vp),
+                 *[(n, vp) for n in fns])
+    Items = struct(*head, ("size", i64), ("types", C.POINTER(C.c_int)), ("items", C.POINTER(vp)))
+    Attrs = struct(*head, ("size", i64), ("types", C.POINTER(C.c_int)), ("names", C.POINTER(vp)),
+                   ("attrs", C.POINTER(vp)))
+    Frame = struct(*head, ("api", C.POINTER(Api)), ("ctx", vp), ("stage", C.c_int), ("args", Items),
+                   ("rets", Items), ("attrs", Attrs), ("future", vp))
+    Buffer = struct(*head, ("dtype", C.c_int), ("data", vp), ("rank", i64), ("dims", C.POINTER(i64)))
+    ErrorArgs = struct(*head, ("message", C.c_char_p), ("errc", C.c_int))
+    StreamArgs = struct(*head, ("ctx", vp), ("stream", vp))
+    OrdinalArgs = struct(*head, ("ctx", vp), ("device_ordinal", C.c_int32))
+    messages = []
+
+    @C.CFUNCTYPE(vp, C.POINTER(ErrorArgs))
+    def error_create(a):
+        messages.append(a.contents.message.decode())
+        return 1
+
+    @C.CFUNCTYPE(vp, C.POINTER(StreamArgs))
+    def stream_get(a):
+        a.contents.stream = None
+        return None
+
+    @C.CFUNCTYPE(vp, C.POINTER(OrdinalArgs))
+    def ordinal_get(a):
+        a.contents.device_ordinal = ordinal
+        return None
+
+    api = Api(Error_Create=C.cast(error_create, vp), Stream_Get=C.cast(stream_get, vp))
+    api.struct_size = Api.DeviceOrdinal_Get.offset  # an FFI of before XLA_FFI_DeviceOrdinal_Get
+    if ordinal is not None:
+        api.struct_size, api.DeviceOrdinal_Get = C.sizeof(Api), C.cast(ordinal_get, vp)
+    arrays = [np.ones((32, 64), np.float32), np.zeros((32, 64), np.uint8), np.zeros((32, 2), np.uint8),
+              np.zeros(16, np.uint8)]
+    dtypes = [11, 20, 6, 6]  # XLA_FFI_DataType F32, F8E4M3FN, U8, U8
+    dims = [(i64 * x.ndim)(*x.shape) for x in arrays]
+    bufs = [Buffer(C.sizeof(Buffer), None, t, x.ctypes.data, x.ndim, d) for x, t, d in zip(arrays, dtypes, dims)]
+
+    def items(objs):
+        return Items(C.sizeof(Items), None, len(objs), (C.c_int * len(objs))(*[1] * len(objs)),
+                     (vp * len(objs))(*[C.addressof(o) for o in objs]))
+
+    name = b"directions"
+    span = struct(("ptr", C.c_char_p), ("len", sz))(name, len(name))
+    value = C.c_int32(1)  # MXF_QUANT_ROWS
+    scalar = struct(("dtype", C.c_int), ("value", vp))(4, C.addressof(value))  # S32
+    attrs = Attrs(C.sizeof(Attrs), None, 1, (C.c_int * 1)(3), (vp * 1)(C.addressof(span)),
+                  (vp * 1)(C.addressof(scalar)))
+    frame = Frame(C.sizeof(Frame), None, C.pointer(api), None, 3, items(bufs[:1]), items(bufs[1:]), attrs, None)
+    handler.restype, handler.argtypes = vp, [C.POINTER(Frame)]
+    err = handler(C.byref(frame))
+    assert (err is None) == (not messages)
+    return messages[-1] if messages else None
+
+
+@needs_jax
+def test_xla_handler_runs_on_the_device_xla_names():
+    """The CUDA handler runs on the GPU whose ordinal XLA's FFI gives it (here one that
+    does not exist, so the library names it in its refusal), and refuses where the FFI
+    cannot say which GPU, rather than guessing one."""
+    handler = mj._xla.mxf_xla_quantize_cuda
+    assert "CUDA device 99" in _fake_xla_call(handler, 99)
+    msg = _fake_xla_call(handler, None)
+    assert "does not say which GPU" in msg and "XLA_FFI_DeviceOrdinal_Get" in msg
+    # the host handler on the same frame runs (no device to ask for)
+    assert _fake_xla_call(mj._xla.mxf_xla_quantize_host, None) is None
+
+
+# ------------------------------------------------------------------ torch on CPU tensors
+@needs_torch
+def test_torch_cpu_eager_ops_and_class_api(rng):
+    """torch CPU tensors through the one call, the custom ops and the class API: the bits of
+    the NumPy path; cuDNN's hints are accepted and change nothing."""
+    a, sa, _ = mx_operand(rng, 70, 128, "e4m3")
+    b, sb, _ = mx_operand(rng, 56, 128, "e4m3")  # bf16 rows of 112 bytes
+    want = mxfuse.gemm_amax(a, b, sa, sb, c_dtype="bfloat16")
+    t = [to_torch(v, "cpu") for v in (a, b, sa, sb)]
+    for kw in ({}, {"mma_tiler_mn": (128, 256), "cluster_shape_mn": (2, 1)}):
+        for _ in range(2):  # the second call takes the path of calls seen before
+            got = mxfuse.gemm_amax(*t, c_dtype=torch.bfloat16, **kw)
+            assert got.c_tensor.dtype == torch.bfloat16 and got.c_tensor.device.type == "cpu"
+            assert np.array_equal(to_numpy(got.c_tensor).view(np.uint16), want.c_tensor.view(np.uint16))
+            assert float(got.amax_tensor[0]) == float(want.amax_tensor[0])
+    amax = torch.full((1,), float("nan"))
+    c = torch.ops.mxfuse.gemm_amax(*t, amax, "n", torch.bfloat16, 32, None, False)
+    assert np.array_equal(to_numpy(c).view(np.uint16), want.c_tensor.view(np.uint16)) and float(amax[0]) == float(
+        want.amax_tensor[0])
+    cm = mxfuse.gemm_amax(*t, c_dtype=torch.float32, c_major="m").c_tensor
+    assert cm.stride(0) == 1 and cm.shape == (70, 56)
+    c2, amax2 = torch.empty((70, 56), dtype=torch.bfloat16), torch.empty(1)
+    mxfuse.GemmAmax(*t, c2, amax2).compile().execute(*t, c2, amax2)
+    assert torch.equal(c2.view(torch.uint16), c.view(torch.uint16)) and torch.equal(amax2, amax)
+    x = torch.from_numpy((rng.standard_normal((64, 96)) * 3).astype(np.float32))
+    q = mxfuse.quantize(x)
+    qn = mxfuse.quantize(x.numpy())
+    for g, w in zip(q, qn):
+        assert np.array_equal(to_numpy(g).view(np.uint8), w.view(np.uint8))
+    assert torch.equal(mxfuse.dequantize(q.q_col, q.s_col, direction="cols"),
+                       torch.from_numpy(mxfuse.dequantize(qn.q_col, qn.s_col, direction="cols")))
+
+
+@needs_torch
+def test_torch_cpu_compile_fullgraph(rng):
+    """torch.compile(fullgraph=True) over the four ops on CPU tensors: the custom ops and
+    their fake implementations, the eager results bit for bit."""
+    a, sa, _ = mx_operand(rng, 64, 128, "e4m3")
+    b, sb, _ = mx_operand(rng, 48, 128, "e4m3")
+    t = [to_torch(v, "cpu") for v in (a, b, sa, sb)]
+    inp = {n: to_torch(v, "cpu") for n, v in proj_inputs(rng, 40, 64, 2).items()}
+    x = torch.from_numpy(rng.standard_normal((64, 96)).astype(np.float32))
+
+    def f(a, b, sa, sb, inp, x):
+        c, amax = mxfuse.gemm_amax(a, b, sa, sb, c_dtype=torch.bfloat16, mma_tiler_mn=(128, 128))
+        r = mxfuse.proj_rope(inp["x"], inp["w"], inp["cos"], inp["sin"])
+        q = mxfuse.quantize(x, cols=False)
+        y = mxfuse.dequantize(q.q_row, q.s_row)
+        return c.float() * 2, amax, r.out_fp8_row, r["out_scales_col"], q.s_row, y
+
+    eager = f(*t, inp, x)
+    torch._dynamo.reset()
+    compiled = torch.compile(f, fullgraph=True)(*t, inp, x)
+    for e, c in zip(eager, compiled):
+        assert e.shape == c.shape and e.dtype == c.dtype and e.stride() == c.stride()
+        assert np.array_equal(to_numpy(e).view(np.uint8), to_numpy(c).view(np.uint8))
