@@ -19,7 +19,7 @@ FENCE = re.compile(r"^(```|~~~)")
 
 
 def slug(heading):
-    s = heading.strip().lower()
+    s = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", heading.strip()).lower()  # a link counts by its text
     s = re.sub(r"[^\w\- ]", "", s)
     return s.replace(" ", "-")
 
