@@ -67,6 +67,7 @@ if [ $check = 1 ]; then
 elif [ ${#missing_sys[@]} != 0 ]; then
   if [ "${as_root[*]}" = none ] || ! command -v apt-get >/dev/null 2>&1; then
     why="not root and sudo asks for a password"
+    command -v sudo >/dev/null 2>&1 || why="not root and no sudo"
     command -v apt-get >/dev/null 2>&1 || why="no apt-get"
     if [ ${#missing_req[@]} != 0 ]; then
       echo "scripts/deps.sh: $why; install these packages, then run again:" >&2
