@@ -59,18 +59,34 @@ def source_line(path, meta):
     return line + "."
 
 
+def family(kernel):
+    """cuda/sm90 128x256 prepass (graph) -> sm90"""
+    return kernel.split()[0].split("/")[-1] if kernel else "?"
+
+
 def pivot(rows, value, fmt):
-    """shape x op table of one value, in the order the benchmark wrote them."""
+    """shape x op table of one value, in the order the benchmark wrote them. A (shape, op)
+    measured again with another kernel forced keeps its first (default) row here; where
+    an op's default kernel differs between shapes, each cell names it."""
     shapes, ops, cells = [], [], {}
     for r in rows:
+        key = (r["shape"], r["op"])
+        if key in cells:
+            continue
         if r["shape"] not in shapes:
             shapes.append(r["shape"])
         if r["op"] not in ops:
             ops.append(r["op"])
-        cells[(r["shape"], r["op"])] = r.get(value)
+        cells[key] = r
+    mixed = {o for o in ops if len({family(c.get("kernel")) for (s, oo), c in cells.items() if oo == o}) > 1}
     out = ["| shape | " + " | ".join(f"`{o}`" for o in ops) + " |", "|---" * (len(ops) + 1) + "|"]
     for s in shapes:
-        out.append(f"| {s} | " + " | ".join(num(cells.get((s, o)), fmt) for o in ops) + " |")
+        line = []
+        for o in ops:
+            c = cells.get((s, o))
+            v = num(c.get(value) if c else None, fmt)
+            line.append(f"{v} ({family(c['kernel'])})" if c and o in mixed and v != "—" else v)
+        out.append(f"| {s} | " + " | ".join(line) + " |")
     return out
 
 
@@ -91,8 +107,18 @@ def gpu_tables(path, data, meta):
                 )
             out.append("")
             continue
-        out += ["Speed against cuBLAS BF16 on the same shape, in the same process (> 1: faster):", ""]
-        out += pivot(srows, "ratio_vs_cublas_bf16", "{:.2f}") + [""]
+        rated = [r for r in srows if (r.get("ratio_vs_cublas_bf16") or -1) > 0]
+        if rated:
+            out += ["Speed against cuBLAS BF16 on the same shape, in the same process (> 1: faster; "
+                    "the first row of each op, its default kernel):", ""]
+            out += pivot(rated, "ratio_vs_cublas_bf16", "{:.2f}") + [""]
+        unrated = [r for r in srows if r not in rated]
+        if unrated:
+            out += ["Without a baseline (bandwidth-bound):", "", "| shape | op | kernel | ms | GB/s |", "|---|---|---|---|---|"]
+            for r in unrated:
+                out.append(f"| {r['shape']} | `{r['op']}` | `{r['kernel']}` | {num(r.get('ms'), '{:.4f}')} "
+                           f"| {num(r.get('gbps'), '{:.0f}')} |")
+            out.append("")
         out += ["<details><summary>every row: time, throughput, kernel</summary>", ""]
         out += [f"| shape | op | kernel | ms | TFLOP/s | GB/s | × cuBLAS BF16 | {SECOND.get(sec, '× other')} |"]
         out += ["|---|---|---|---|---|---|---|---|"]
