@@ -75,7 +75,7 @@ class Meta(tuple):
 def _torch_meta(x):
     code = _torch_dtypes().get(x.dtype)
     if code is None:
-        S.dtype_code(x.dtype)  # raises with the list
+        code = S.dtype_code(x.dtype)  # raises with the list
     dev = x.get_device()
     return Meta(code, A.DEVICE_CPU if dev < 0 else A.device_cuda(dev), x.shape, x.stride())
 
@@ -87,11 +87,11 @@ def _numpy_meta(x):
                         "two values per byte (element 2i in the low nibble): pass them as uint8 pairs")
     code = _NUMPY_DTYPES.get(name)
     if code is None:
-        S.dtype_code(x.dtype)
+        code = S.dtype_code(x.dtype)
     size = x.itemsize
     if any(s % size for s in x.strides):
         raise ValueError(f"mxfuse: array strides {x.strides} (bytes) are not multiples of its item size {size}")
-    return Meta(code, 0, x.shape, tuple(s // size for s in x.strides))
+    return Meta(code, A.DEVICE_CPU, x.shape, tuple(s // size for s in x.strides))
 
 
 # DLPack: the C structs (dtype codes in the table of _abi).

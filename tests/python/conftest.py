@@ -1,4 +1,4 @@
-"""Shared setup of the Python tests: the package and the helpers on sys.path, and a
+"""Shared setup of the Python tests: the package and mx_reference on sys.path, and a
 seeded RNG.
 
 MXFUSE_LIB names the shared library of a build (ctest sets it to the build's libmxfuse):
