@@ -5,12 +5,6 @@
  * steps 2-4 with the verdict on its blocks. The CLI's --check, the demo and the C tests
  * judge through it. Built as the static library mxf_judge (formats from src/formats.h,
  * no floating-point contraction, like every reference of SPEC §2.3).
- *
- * Beyond SPEC §5's text: δ also adds Σ|t_k| over the products t_k = Â[k]·B̂[k] below
- * 2^-126 (an f32 product there rounds to the subnormal grid, or a backend flushes it:
- * an absolute error no relative bound covers); where f32 intermediates may overflow (a
- * dequantized value beyond the f32 range, or Σ|t_k| >= 2^127) the order decides between
- * inf, -inf and NaN: any output is accepted and counted as undetermined.
  */
 #ifndef MXF_JUDGE_H
 #define MXF_JUDGE_H
