@@ -13,17 +13,9 @@
 #include "cuda/cuda_config.h"
 #include "cuda/cuda_util.h"
 #include "cuda/portable/gemv_shape.h"
-#include "cuda/sm90/sm90_fmt.h"
+#include "cuda/sm90/gemm_sm90_shape.h"
 
 namespace mxf_sm90 {
-
-constexpr int BM = 128;           /* tile rows (A side), two consumer warpgroups x 64 */
-constexpr int BN = 256;           /* tile columns (B side), one wgmma N */
-constexpr int BN_NARROW = 128;    /* the swapped runs' narrow tile columns (N <= 128) */
-constexpr int BK = 64;            /* k values per stage */
-constexpr int SP_STAGES = 8;      /* k-stages of one scale-preparation item */
-constexpr int BC_STAGES = 8;      /* the B pre-pass's wide stage group */
-constexpr int64_t BP_TILES_M = 6; /* rows of tiles from which B goes through the pre-pass */
 
 /* Bytes of n values of format d. */
 inline int64_t row_bytes(mxf_dtype d, int64_t n) { return n * mxf_dtype_bits(d) / 8; }

@@ -89,6 +89,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cuda/gemm_amax_config.h"
 #include "cuda/sm90/gemm_sm90_prep.cuh"
 #include "cuda/sm90/sm90_ops.h"
 

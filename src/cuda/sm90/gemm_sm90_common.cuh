@@ -12,7 +12,8 @@
 #include <stdint.h>
 
 #include "cuda/amax.cuh"
-#include "cuda/gemm_amax_config.h"
+#include "cuda/cuda_util.h"
+#include "cuda/sm90/gemm_sm90_shape.h"
 #include "cuda/sm90/sm90_dequant.cuh"
 #include "cuda/sm90/sm90_host.h"
 #include "cuda/sm90/sm90_ptx.cuh"
