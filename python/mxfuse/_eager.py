@@ -29,9 +29,13 @@ def _metas(tensors, fw):
     return tuple(T.meta(x, fw) if x is not None else None for x in tensors)
 
 
-def _run(plan, op, fw, tensors, metas, stream, extra_args=()):
-    keep = []
-    ptrs = [T.data_ptr(x, fw, keep) if x is not None else None for x in tensors]
+def _ptrs(tensors, fw, keep):
+    return [T.data_ptr(x, fw, keep) if x is not None else None for x in tensors]
+
+
+def _run(plan, op, fw, tensors, metas, stream, extra_args=(), keep=None, ptrs=None):
+    keep = [] if keep is None else keep
+    ptrs = _ptrs(tensors, fw, keep) if ptrs is None else ptrs
     device = T.call_device(metas)
     ws, ws_ptr = T.workspace(fw, plan.workspace_size, device)
     plan.run(op.args(*ptrs, *extra_args), ws_ptr, T.stream_handle(fw, device, stream))
@@ -60,6 +64,8 @@ class _ClassOp:
             raise TypeError(f"mxfuse: the class API takes torch tensors, NumPy arrays or DLPack producers; for JAX "
                             f"use mxfuse.jax.{self._op.name}")
         self._metas = _metas(samples, self._fw)
+        keep = []
+        self._sample_ptrs = _ptrs(samples, self._fw, keep)  # a plan may depend on their alignment
         self._device = T.call_device(self._metas)
         self._extra = extra
         self._plan = None
@@ -71,7 +77,7 @@ class _ClassOp:
     def check_support(self):
         """Validates and plans; True, or the library's error as an exception."""
         if self._plan is None:
-            self._plan = P.make(self._op, self._metas, self._extra)
+            self._plan = P.make(self._op, self._metas, self._extra, self._sample_ptrs)
         return True
 
     def compile(self):
@@ -239,8 +245,10 @@ def proj_rope(call):
     outs = tuple(T.empty(fw, call.x, shape, None, code)
                  for shape, code in S.proj_outputs(in_metas[0][2], in_metas[1][2], call.w_out_in, call.head_dim))
     metas = in_metas + _metas(outs, fw)
-    plan = P.cached(S.PROJ_ROPE, metas, call.extra)
-    _run(plan, S.PROJ_ROPE, fw, ins + outs, metas, call.stream)
+    keep = []
+    ptrs = _ptrs(ins + outs, fw, keep)
+    plan = P.cached(S.PROJ_ROPE, metas, call.extra, ptrs)  # the kernel may depend on their alignment
+    _run(plan, S.PROJ_ROPE, fw, ins + outs, metas, call.stream, keep=keep, ptrs=ptrs)
     return S.ProjRopeResult(*outs)
 
 

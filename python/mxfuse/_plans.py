@@ -34,13 +34,14 @@ class Plan:
             self.handle = None
 
 
-def make(op, metas, extra):
+def make(op, metas, extra, ptrs=None):
     """A C plan of `op` (a _spec.Op) for tensors of these Metas (None: absent) and the
-    desc's other fields `extra` ((name, value) pairs)."""
+    desc's other fields `extra` ((name, value) pairs); with `ptrs`, the tensors' data
+    pointers, which a backend may plan for (proj_rope's kernels and their alignment)."""
     d = op.desc()
-    for name, m in zip(op.tensors, metas):
+    for i, (name, m) in enumerate(zip(op.tensors, metas)):
         if m is not None:
-            T.fill(getattr(d, name), m)
+            T.fill(getattr(d, name), m, ptrs[i] if ptrs else None)
     for name, v in extra:
         setattr(d, name, v)
     return Plan(op, d)
@@ -64,12 +65,13 @@ def put(key, entry):
         _cache.popitem(last=False)
 
 
-def cached(op, metas, extra):
-    """The plan of make's arguments, from the cache or made and kept."""
-    key = (op.name, metas, extra)
+def cached(op, metas, extra, ptrs=None):
+    """The plan of make's arguments, from the cache or made and kept; with `ptrs`, kept
+    apart by the pointers' alignment (their low four bits)."""
+    key = (op.name, metas, extra, tuple((q or 0) & 15 for q in ptrs) if ptrs else None)
     p = get(key)
     if p is None:
-        p = make(op, metas, extra)
+        p = make(op, metas, extra, ptrs)
         put(key, p)
     return p
 

@@ -68,7 +68,22 @@ typedef struct mxf_proj_problem {
   int mxfp8;         /* x, w are e4m3 codes with e8m0 scales; else bf16 */
   int w_out_in;      /* w (H*D, K) when set, else (K, H*D) */
   int fp32_epilogue; /* skip the bf16 staging */
+  /* The low four bits of each tensor's data pointer as the descriptor gave it when the
+   * plan was made (0 where it gave none, as a plan form without data does): a backend may
+   * choose a kernel that needs aligned tensors only where they are, and the one-call
+   * cache keeps misaligned requests apart. Indexed by mxf_proj_tensor. */
+  uint8_t addr_low[8];
 } mxf_proj_problem;
+typedef enum mxf_proj_tensor {
+  MXF_PROJ_T_X,
+  MXF_PROJ_T_W,
+  MXF_PROJ_T_X_SCALE,
+  MXF_PROJ_T_W_SCALE,
+  MXF_PROJ_T_OUT_ROW,
+  MXF_PROJ_T_OUT_COL,
+  MXF_PROJ_T_OUT_SCALES_ROW,
+  MXF_PROJ_T_OUT_SCALES_COL
+} mxf_proj_tensor;
 
 /* quantize / dequantize (SPEC §3). All tensors C-contiguous. */
 typedef struct mxf_quant_problem {

@@ -585,6 +585,10 @@ mxf_status mxf_validate_proj_rope(const mxf_proj_rope_desc *d, int need_data, mx
   p->mxfp8 = mxfp8;
   p->w_out_in = out_in;
   p->fp32_epilogue = (d->flags & MXF_PROJ_FP32_EPILOGUE) != 0;
+  const mxf_tensor *by_index[8] = {&d->x,       &d->w,       &d->x_scale,        &d->w_scale,
+                                   &d->out_row, &d->out_col, &d->out_scales_row, &d->out_scales_col};
+  for (int i = 0; i < 8; ++i)
+    p->addr_low[i] = (uint8_t)((uintptr_t)by_index[i]->data & 15u);
   *device = v.device;
   return MXF_OK;
 }

@@ -28,4 +28,10 @@ mxf_status mxf_cuda_proj_rope_choose(const mxf_proj_problem *p, const mxf_cuda_d
                                      const mxf_cuda_override *ov, mxf_cuda_proj_config *cfg, char *name,
                                      size_t name_len);
 
+/* The alignment in bytes the sm_90a kernel needs of tensor i (mxf_proj_tensor) of p on the
+ * chosen MXFP8 path (mainloop), or 0 where it needs none: 16 for x and w (TMA) and, on the
+ * in-out MXFP8 pre-pass, w_scale; 4 for the epilogue's stores of 4 codes or column scale
+ * bytes, 2 for its stores of 2 row scale bytes. (A workspace of MXFP8 inputs needs 16.) */
+unsigned mxf_cuda_proj_sm90_align(const mxf_proj_problem *p, int mainloop, int i);
+
 #endif

@@ -39,33 +39,26 @@ extern "C" mxf_status mxf_cuda_proj_rope_plan(mxf_plan *plan) {
 }
 
 #if defined(MXF_HAVE_SM90)
-/* The sm_90a kernel's needs of a run's pointers: 16-byte aligned x, w (TMA) and, with MXFP8
- * inputs, workspace and (in-out w on the pre-pass) w_scale; the epilogue's stores of 4
- * codes or column scale bytes and of 2 row scale bytes at once. A plan names the kernel that
- * runs, so a run without them is refused rather than moved to another kernel. */
+/* A run of an sm_90a plan with pointers the kernel cannot take (mxf_cuda_proj_sm90_align)
+ * is refused: a plan names the kernel that runs. A plan made with those pointers in its
+ * descriptor (the one-call form's are) is made for the portable kernel instead. */
 static mxf_status sm90_pointers(const mxf_proj_problem *p, const mxf_cuda_proj_config *cfg,
                                 const mxf_proj_rope_args *a, const void *ws) {
-  const struct {
-    const char *name;
-    const void *ptr;
-    unsigned align;
-    bool needed;
-  } need[] = {
-      {"x", a->x, 16, true},
-      {"w", a->w, 16, true},
-      {"w_scale", a->w_scale, 16, p->mxfp8 && !p->w_out_in && !cfg->sm90.mainloop},
-      {"workspace", ws, 16, p->mxfp8 != 0},
-      {"out_row", a->out_row, 4, true},
-      {"out_col", a->out_col, 4, true},
-      {"out_scales_col", a->out_scales_col, 4, true},
-      {"out_scales_row", a->out_scales_row, 2, true},
-  };
-  for (const auto &n : need)
-    if (n.needed && (n.ptr == nullptr || (reinterpret_cast<uintptr_t>(n.ptr) & (n.align - 1)) != 0))
+  static const char *const names[8] = {"x",       "w",       "x_scale",        "w_scale",
+                                       "out_row", "out_col", "out_scales_row", "out_scales_col"};
+  const void *const ptrs[8] = {a->x,       a->w,       a->x_scale,        a->w_scale,
+                               a->out_row, a->out_col, a->out_scales_row, a->out_scales_col};
+  for (int i = 0; i <= 8; ++i) {
+    const char *name = i < 8 ? names[i] : "workspace";
+    const void *ptr = i < 8 ? ptrs[i] : ws;
+    const unsigned need = i < 8 ? mxf_cuda_proj_sm90_align(p, cfg->sm90.mainloop, i) : p->mxfp8 ? 16u : 0u;
+    if (need && (ptr == nullptr || (reinterpret_cast<uintptr_t>(ptr) & (need - 1)) != 0))
       return mxf_set_error(MXF_ERR_INVALID_VALUE,
-                           "proj_rope: %s at %p is not %u-byte aligned, as the plan's kernel (%s) needs; "
-                           "align it, or make the plan with MXF_CONFIG=proj=portable",
-                           n.name, n.ptr, n.align, "cuda/sm90");
+                           "proj_rope: %s at %p is not %u-byte aligned, as this plan's kernel (cuda/sm90) "
+                           "needs; align it, or make the plan with the tensors' pointers in its descriptor "
+                           "(a plan for them runs cuda/portable)",
+                           name, ptr, need);
+  }
   return MXF_OK;
 }
 #endif

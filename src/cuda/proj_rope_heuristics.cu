@@ -6,7 +6,9 @@
  *   cc 9.0 and the sm_90a kernel takes the problem  -> cuda/sm90     (sm90/proj_rope_sm90.cu)
  *   any other problem on cc >= 8.0                  -> cuda/portable (portable/proj_rope_portable.cu)
  * MXFP8 inputs on the sm_90a kernel take the dequantize pre-pass. MXF_CONFIG may ask for
- * proj=portable|sm90 and mxfp8=mainloop|prepass.
+ * proj=portable|sm90 and mxfp8=mainloop|prepass. The sm_90a kernel needs aligned tensors:
+ * a plan whose descriptor gave pointers it cannot take is made for the portable kernel;
+ * a run of an sm_90a plan with such pointers is refused (proj_rope_cuda.cu).
  */
 #include <stdio.h>
 #include <string.h>
@@ -92,6 +94,28 @@ static void sm90_geometry(const mxf_proj_problem *p, int sms, int mainloop, mxf_
   }
 }
 
+unsigned mxf_cuda_proj_sm90_align(const mxf_proj_problem *p, int mainloop, int i) {
+  switch (i) {
+  case MXF_PROJ_T_X:
+  case MXF_PROJ_T_W: return 16;
+  case MXF_PROJ_T_W_SCALE: return p->mxfp8 && !p->w_out_in && !mainloop ? 16 : 0;
+  case MXF_PROJ_T_OUT_ROW:
+  case MXF_PROJ_T_OUT_COL:
+  case MXF_PROJ_T_OUT_SCALES_COL: return 4;
+  case MXF_PROJ_T_OUT_SCALES_ROW: return 2;
+  default: return 0;
+  }
+}
+
+/* Whether the pointers the plan's descriptor gave (p->addr_low) suit the sm_90a kernel. */
+static bool sm90_aligned(const mxf_proj_problem *p, int mainloop) {
+  for (int i = 0; i < 8; ++i) {
+    const unsigned a = mxf_cuda_proj_sm90_align(p, mainloop, i);
+    if (a && (p->addr_low[i] & (a - 1))) return false;
+  }
+  return true;
+}
+
 mxf_status mxf_cuda_proj_rope_choose(const mxf_proj_problem *p, const mxf_cuda_device_info_t *info,
                                      const mxf_cuda_override *ov, mxf_cuda_proj_config *cfg, char *name,
                                      size_t name_len) {
@@ -102,9 +126,9 @@ mxf_status mxf_cuda_proj_rope_choose(const mxf_proj_problem *p, const mxf_cuda_d
   cfg->workspace = cfg->portable.workspace;
   snprintf(name, name_len, "cuda/portable");
 #if defined(MXF_HAVE_SM90)
-  if (info->cc == 90 && ov->proj != MXF_KERNEL_PORTABLE && sm90_supports(p)) {
+  const int mainloop = ov->mxfp8 == 1 && mainloop_fits(p);
+  if (info->cc == 90 && ov->proj != MXF_KERNEL_PORTABLE && sm90_supports(p) && sm90_aligned(p, mainloop)) {
     cfg->kernel = MXF_KERNEL_SM90;
-    const int mainloop = ov->mxfp8 == 1 && mainloop_fits(p);
     snprintf(name, name_len, "cuda/sm90%s", !p->mxfp8 ? "" : mainloop ? " mainloop" : " prepass");
     sm90_geometry(p, info->sm_count, mainloop, &cfg->sm90);
     cfg->workspace = cfg->sm90.workspace; /* a plan runs its own kernel only (proj_rope_cuda.cu) */
