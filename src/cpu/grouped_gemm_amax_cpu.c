@@ -3,8 +3,10 @@
  * shapes, its run walking the groups of the routing it is given through gemm_amax_cpu.c's
  * GEMM (mxf_cpu_gemm_amax_group), each group a gemm_amax of its rows against its B.
  *
- * The plan lays out the panel tiles once, for a group of every row (M, or Mmax), and the
- * run gives each group those tiles over its own rows: one workspace, sized at plan time,
+ * The plan lays out the panel tiles once, for a group of every row (M, or Mmax), and
+ * sizes the workspace for them. A group runs on the tiles gemm_amax would lay out for its
+ * rows where their workspace fits in that one (the usual case: fewer rows, smaller
+ * blocks), else on the plan's tiles over its rows: one workspace, sized at plan time,
  * serves every routing. A routing is read and checked whole (mxf_validate_routing) before
  * anything is written.
  *
@@ -79,7 +81,8 @@ mxf_status mxf_cpu_grouped_gemm_amax_run(const mxf_plan *plan, const mxf_grouped
   mxf_cpu_gemm_amax_panels(p, &pp);
   pp.core = (const mxf_cpu_core *)plan->impl;
   uint8_t *base = (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-  uint8_t *gather = base + align64(mxf_cpu_panels_workspace(&pp));
+  const size_t panels_ws = mxf_cpu_panels_workspace(&pp);
+  uint8_t *gather = base + align64(panels_ws);
 
   const uint8_t *a = (const uint8_t *)args->a, *b = (const uint8_t *)args->b;
   const uint8_t *sfa = (const uint8_t *)args->sfa, *sfb = (const uint8_t *)args->sfb;
@@ -121,7 +124,13 @@ mxf_status mxf_cpu_grouped_gemm_amax_run(const mxf_plan *plan, const mxf_grouped
       }
       const float group_alpha = gp->group_alpha ? alpha * args->group_alpha[g] : alpha;
       ga.alpha = &group_alpha;
-      st = mxf_cpu_gemm_amax_group(&q, &pp, &ga, base, &group_amax);
+      /* the tiles gemm_amax would take for this group where they fit the plan's
+       * workspace, else the plan's over the group's rows */
+      mxf_cpu_panels gpp;
+      mxf_cpu_gemm_amax_panels(&q, &gpp);
+      gpp.core = pp.core;
+      const mxf_cpu_panels *use = mxf_cpu_panels_workspace(&gpp) <= panels_ws ? &gpp : &pp;
+      st = mxf_cpu_gemm_amax_group(&q, use, &ga, base, &group_amax);
       if (st != MXF_OK) return st;
       if (mxf_f32_isnan(group_amax))
         has_nan = 1;
