@@ -143,7 +143,8 @@ typedef enum mxf_cli_op {
   MXF_CLI_GEMM_AMAX,
   MXF_CLI_PROJ_ROPE,
   MXF_CLI_QUANTIZE,
-  MXF_CLI_DEQUANTIZE
+  MXF_CLI_DEQUANTIZE,
+  MXF_CLI_GROUPED_GEMM_AMAX
 } mxf_cli_op;
 /* mxf_<op>_run on the default stream; args points to the op's args struct. */
 mxf_status mxf_cli_run(mxf_cli_op op, const mxf_plan *plan, const void *args, void *ws, size_t ws_size);
