@@ -49,6 +49,7 @@ extern const mxf_cli_command mxf_cli_commands[];
 int mxf_cmd_demo(int argc, char **argv); /* tools/demo.c */
 /* file-based subcommands: tools/cmd_files.c, cmd_gemm.c, cmd_proj.c, cmd_quant.c */
 int mxf_cmd_gemm_amax(int argc, char **argv);
+int mxf_cmd_grouped_gemm_amax(int argc, char **argv); /* tools/cmd_grouped.c */
 int mxf_cmd_proj_rope(int argc, char **argv);
 int mxf_cmd_quantize(int argc, char **argv);
 int mxf_cmd_dequantize(int argc, char **argv);

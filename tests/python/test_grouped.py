@@ -146,3 +146,23 @@ def test_jax_ragged_group_sizes_match_numpy():
             rows = int(sizes.sum())
             assert (bits(np.asarray(c))[:rows] == bits(cn)[:rows]).all(), (fmt, sizes)
             assert np.asarray(amax)[0] == an[0] and (np.asarray(gam) == gn).all()
+
+
+def test_cli_check(tmp_path):
+    import os
+    import subprocess
+
+    cli = os.environ.get("MXFUSE_CLI")
+    if not cli:
+        pytest.skip("MXFUSE_CLI not set (ctest sets it)")
+    rng = np.random.default_rng(9)
+    a, b, sfa, sfb = operands(rng, "mxfp8", (33,))
+    for name, x in (("a", a), ("b", b), ("sfa", sfa), ("sfb", sfb), ("offs", np.array([4, 4, 20, 31, 31], np.int32)),
+                    ("bad", np.array([4, 3, 20, 31, 31], np.int32))):
+        np.save(tmp_path / f"{name}.npy", x)
+    base = [cli, "grouped-gemm-amax", "--device", "cpu", "--c-dtype", "bf16"] + \
+        [x for n in ("a", "b", "sfa", "sfb") for x in (f"--{n}", str(tmp_path / f"{n}.npy"))]
+    ok = subprocess.run(base + ["--offs", str(tmp_path / "offs.npy"), "--check"], capture_output=True, text=True)
+    assert ok.returncode == 0 and "check: passed" in ok.stdout, ok.stdout + ok.stderr
+    bad = subprocess.run(base + ["--offs", str(tmp_path / "bad.npy")], capture_output=True, text=True)
+    assert bad.returncode != 0 and "offs[1]" in bad.stderr
