@@ -389,6 +389,19 @@ static int bf16_amax_ok(const uint16_t *c, int64_t count, float amax, double max
          (double)amax >= max_ref * (1.0 - 1e-6 * sqrt((double)k)) - 1e-30;
 }
 
+/* The row's verdict on a bf16 C (count values) from the sampled elements' counts and its
+ * amax. */
+static void gemm_verdict(demo_row *row, const mxj_counts *jc, const uint16_t *c, int64_t count, float amax,
+                         double max_ref, int64_t k) {
+  const int amax_ok = bf16_amax_ok(c, count, amax, max_ref, k), ok = jc->wrong == 0 && amax_ok;
+  row->state = ok ? ROW_PASSED : ROW_FAILED;
+  snprintf(row->check, sizeof row->check,
+           "%s (C %d sampled: %" PRId64 " determined and equal, %" PRId64
+           " undetermined within the bound, %" PRId64 " wrong; amax %.6g %s)",
+           ok ? "passed" : "FAILED", GEMM_SAMPLES, jc->exact, jc->within, jc->wrong, (double)amax,
+           amax_ok ? "ok" : "WRONG");
+}
+
 static void gemm_check(demo *dm, demo_row *row, const gemm_case *g, const uint16_t *c, float amax) {
   mxj_counts jc;
   mxj_counts_init(&jc);
@@ -408,14 +421,7 @@ static void gemm_check(demo *dm, demo_row *row, const gemm_case *g, const uint16
               mxf_bf16_to_f32(got), r.ref, r.delta);
   }
   free(ra), free(rb);
-  int amax_ok = bf16_amax_ok(c, g->m * g->n, amax, max_ref, g->k);
-  int ok = jc.wrong == 0 && amax_ok;
-  row->state = ok ? ROW_PASSED : ROW_FAILED;
-  snprintf(row->check, sizeof row->check,
-           "%s (C %d sampled: %" PRId64 " determined and equal, %" PRId64
-           " undetermined within the bound, %" PRId64 " wrong; amax %.6g %s)",
-           ok ? "passed" : "FAILED", GEMM_SAMPLES, jc.exact, jc.within, jc.wrong, (double)amax,
-           amax_ok ? "ok" : "WRONG");
+  gemm_verdict(row, &jc, c, g->m * g->n, amax, max_ref, g->k);
 }
 
 static void demo_gemm(demo *dm, const gemm_case *g) {
@@ -570,13 +576,7 @@ static void demo_moe(demo *dm, int fp4) {
       mxj_gemm_judge(MXF_BF16, &rf, c[m * N + n], &jc, m * N + n);
     }
     free(ra), free(rb);
-    const int amax_ok = bf16_amax_ok(c, M * N, amax, max_ref, K), ok = jc.wrong == 0 && amax_ok;
-    row->state = ok ? ROW_PASSED : ROW_FAILED;
-    snprintf(row->check, sizeof row->check,
-             "%s (C %d sampled: %" PRId64 " determined and equal, %" PRId64
-             " undetermined within the bound, %" PRId64 " wrong; amax %.6g %s)",
-             ok ? "passed" : "FAILED", GEMM_SAMPLES, jc.exact, jc.within, jc.wrong, (double)amax,
-             amax_ok ? "ok" : "WRONG");
+    gemm_verdict(row, &jc, c, M * N, amax, max_ref, K);
   }
   dev_release(dm, da, a), dev_release(dm, db, b), dev_release(dm, dsfb, bs), dev_release(dm, doffs, offs);
   if (dsfa) dev_release(dm, dsfa, sfa);

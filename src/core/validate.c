@@ -635,12 +635,12 @@ mxf_status mxf_validate_routing(const mxf_grouped_problem *p, const int32_t *r) 
   return MXF_OK;
 }
 
-static mxf_status check_grouped_run(const mxf_plan *plan, const mxf_grouped_gemm_amax_args *a) {
-  const char *on = "grouped_gemm_amax";
-  const mxf_grouped_problem *p = &plan->p.grouped;
+/* The pointers of a gemm_amax run (and of each group of a grouped one): present, rows
+ * 16-byte aligned, no sfa for a bf16 a. */
+static mxf_status check_gemm_ptrs(const char *on, const mxf_gemm_problem *p, const mxf_gemm_amax_args *a) {
   TRY(check_ptr(on, "a", a->a, 16, "row starts must be 16-byte aligned"));
   TRY(check_ptr(on, "b", a->b, 16, "row starts must be 16-byte aligned"));
-  if (p->gemm.a_fmt == MXF_BF16) {
+  if (p->a_fmt == MXF_BF16) {
     if (a->sfa)
       FAIL("%s_run: args->sfa is %p; a is bf16, so sfa must be NULL (bf16 a has no scales)", on, a->sfa);
   } else {
@@ -649,6 +649,14 @@ static mxf_status check_grouped_run(const mxf_plan *plan, const mxf_grouped_gemm
   TRY(check_ptr(on, "sfb", a->sfb, 1, ""));
   TRY(check_ptr(on, "c", a->c, 16, "row starts must be 16-byte aligned"));
   TRY(check_ptr(on, "amax", a->amax, 4, "an f32"));
+  return MXF_OK;
+}
+
+static mxf_status check_grouped_run(const mxf_plan *plan, const mxf_grouped_gemm_amax_args *a) {
+  const char *on = "grouped_gemm_amax";
+  const mxf_grouped_problem *p = &plan->p.grouped;
+  const mxf_gemm_amax_args g = {a->a, a->b, a->sfa, a->sfb, a->c, a->amax, NULL};
+  TRY(check_gemm_ptrs(on, &p->gemm, &g));
   const char *given = p->masked ? "counts" : "offs", *other = p->masked ? "offs" : "counts";
   TRY(check_ptr(on, given, p->masked ? (const void *)a->counts : (const void *)a->offs, 4, "int32"));
   if (p->masked ? (const void *)a->offs : (const void *)a->counts)
@@ -931,18 +939,7 @@ mxf_status mxf_validate_run(const mxf_plan *plan, mxf_op op, const void *args, c
   if (!args) FAIL("%s_run: args is NULL", on);
   switch (op) {
   case MXF_OP_GEMM_AMAX: {
-    const mxf_gemm_amax_args *a = args;
-    TRY(check_ptr(on, "a", a->a, 16, "row starts must be 16-byte aligned"));
-    TRY(check_ptr(on, "b", a->b, 16, "row starts must be 16-byte aligned"));
-    if (plan->p.gemm.a_fmt == MXF_BF16) {
-      if (a->sfa)
-        FAIL("%s_run: args->sfa is %p; a is bf16, so sfa must be NULL (bf16 a has no scales)", on, a->sfa);
-    } else {
-      TRY(check_ptr(on, "sfa", a->sfa, 1, ""));
-    }
-    TRY(check_ptr(on, "sfb", a->sfb, 1, ""));
-    TRY(check_ptr(on, "c", a->c, 16, "row starts must be 16-byte aligned"));
-    TRY(check_ptr(on, "amax", a->amax, 4, "an f32"));
+    TRY(check_gemm_ptrs(on, &plan->p.gemm, args));
     break;
   }
   case MXF_OP_PROJ_ROPE: {
