@@ -1,5 +1,5 @@
 /*
- * demo.c — `mxfuse demo`: both fused operations on DeepSeek-V3-shaped random data, on
+ * demo.c — `mxfuse demo`: the fused operations on DeepSeek-V3-shaped random data, on
  * the best backend present, each timed and checked against an f64 oracle computed here.
  *
  * Shapes (T tokens: 4096 on a GPU, 128 on the CPU, --tokens to change):
@@ -827,7 +827,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: mxfuse demo [--device cpu|cuda[:N]|auto] [--seed N] [--tokens T] [--runs N] [--json]\n"
           "\n"
-          "Runs both fused operations on DeepSeek-V3-shaped random data on one backend, times them\n"
+          "Runs the fused operations on DeepSeek-V3-shaped random data on one backend, times them\n"
           "(median of --runs runs after warm-up) and judges a random sample of every result by SPEC\n"
           "section 5 against an f64 reference (determined outputs bit for bit):\n"
           "  gemm_amax MXFP8   M=T, N=24576 (128 heads x 192), K=1536, e4m3 + e8m0/32 swizzled, bf16 C\n"

@@ -17,8 +17,7 @@
   MXF_STR(MXF_VERSION_MAJOR) "." MXF_STR(MXF_VERSION_MINOR) "." MXF_STR(MXF_VERSION_PATCH)
 
 const mxf_cli_command mxf_cli_commands[] = {
-    {"demo", mxf_cmd_demo,
-     "run both fused operations on DeepSeek-V3-shaped random data, check and time them"},
+    {"demo", mxf_cmd_demo, "run the fused operations on DeepSeek-V3-shaped random data, check and time them"},
     {"gemm-amax", mxf_cmd_gemm_amax, "block-scaled GEMM + amax on tensors from .npy / .safetensors files"},
     {"grouped-gemm-amax", mxf_cmd_grouped_gemm_amax,
      "grouped GEMM + amax (MoE experts) on tensors from files"},
