@@ -18,6 +18,8 @@
  * API with a preallocated workspace; 256 sampled elements of each gemm_amax case's C are
  * then judged by SPEC §5 (judge/judge.h), and a wrong one fails the benchmark.
  *
+ * Then (MXF_BENCH_ONLY lists "grouped", or is unset) grouped_gemm_amax against a loop
+ * of gemm_amax on the DeepSeek-V3 MoE shapes: bench_grouped.c.
  * Then the workspace that plans ask for (plan only, nothing run): the cases above and a
  * serving loop's weight, gemm_amax MXFP8 with B = 7168 x 2048 and M = 64 (and the sum
  * over M = 1..64: what one-call plans of those shapes would hold between them).
@@ -43,6 +45,8 @@
 #if defined(MXF_HAVE_CBLAS)
 #include <cblas.h>
 #endif
+
+int mxf_bench_grouped(int runs); /* bench_grouped.c */
 
 static double now_ms(void) {
   struct timespec ts;
@@ -511,6 +515,8 @@ int main(int argc, char **argv) {
 
   for (int c = 0; c < 3; ++c)
     if (missing[c][0]) printf("core %s: not here (%s)\n", cores[c], missing[c]);
+
+  if (wanted("grouped") && mxf_bench_grouped(g_runs < 5 ? g_runs : 5)) return 1;
 
   /* a serving loop's weight: one plan per batch size */
   const int64_t wn = 7168, wk = 2048;

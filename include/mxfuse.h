@@ -87,6 +87,7 @@ typedef enum mxf_dtype {
   MXF_E8M0 = 8,   /* float8_e8m0fnu scale: 2^(b-127), 0xFF = NaN                    */
   MXF_U8 = 9,     /* raw bytes; read as e8m0 for scales, as e2m1x2 for e2m1 operands */
   MXF_I8 = 10,    /* as MXF_U8                                                      */
+  MXF_I32 = 11,   /* int32: the group offsets and counts of grouped_gemm_amax      */
   MXF_DTYPE_COUNT
 } mxf_dtype;
 
@@ -182,6 +183,57 @@ MXF_API mxf_status mxf_gemm_amax(const mxf_gemm_amax_desc *desc, void *stream);
 MXF_API mxf_status mxf_gemm_amax_workspace_size(const mxf_gemm_amax_desc *desc, size_t *workspace_size);
 MXF_API mxf_status mxf_gemm_amax_with_workspace(const mxf_gemm_amax_desc *desc, void *workspace,
                                                 size_t workspace_size, void *stream);
+
+/* ---------------------------------------------------------------- grouped_gemm_amax */
+/**
+ * gemm_amax over G groups in one call (SPEC §6), for mixture-of-experts layers: group g
+ * multiplies its rows of A by its weight B[g]. Two layouts, told by which of offs and
+ * counts is given:
+ *   contiguous  a (M, K), offs (G) i32 nondecreasing ends (group g: rows [offs[g-1],
+ *               offs[g]), offs[-1] = 0; offs[G-1] <= M), c (M, N); rows at or past
+ *               offs[G-1] are not written. sfa compact (M, Kb) or swizzled over A's rows
+ *               (L = 1).
+ *   masked      a (G, Mmax, K), counts (G) i32 in [0, Mmax], c (G, Mmax, N); rows at or
+ *               past counts[g] are not written. sfa compact (G, Mmax, Kb) or swizzled
+ *               with L = G.
+ *   b (G, N, K) (k- or n-major per group); sfb compact (G, N, Kb) or swizzled with L = G.
+ * Formats, sf_vec, c dtypes and strides as gemm_amax (SPEC §1.1), a bf16 a without sfa
+ * included. amax: the max over every group's rows (flags: MXF_AMAX_ACCUMULATE).
+ * Optional, on the tensors' device (absent: data NULL, ndim 0):
+ *   group_alpha (G) f32: group g's results are multiplied by fl(alpha * group_alpha[g])
+ *   group_amax  (G) f32: max |C| over group g's rows (0 for an empty group); overwritten
+ * offs / counts are read at run time (a plan serves every routing); a routing that breaks
+ * the rules is refused with a message naming the group, nothing written.
+ */
+typedef struct mxf_grouped_gemm_amax_desc {
+  mxf_tensor a, b, sfa, sfb, c, amax;
+  mxf_tensor offs;                    /* contiguous layout: (G) i32; absent in the masked layout */
+  mxf_tensor counts;                  /* masked layout: (G) i32; absent in the contiguous layout */
+  mxf_tensor group_alpha, group_amax; /* optional, (G) f32 each */
+  int sf_vec;                         /* 16 or 32 */
+  unsigned flags;                     /* MXF_AMAX_ACCUMULATE (the global amax)  */
+  const float *alpha;                 /* host pointer, one-call form only; NULL means 1 */
+} mxf_grouped_gemm_amax_desc;
+
+typedef struct mxf_grouped_gemm_amax_args {
+  const void *a, *b, *sfa, *sfb;
+  void *c;
+  float *amax;
+  const int32_t *offs;      /* contiguous layout, else NULL */
+  const int32_t *counts;    /* masked layout, else NULL */
+  const float *group_alpha; /* when the plan's desc had it, else NULL */
+  float *group_amax;        /* when the plan's desc had it, else NULL */
+  const float *alpha;       /* host pointer; NULL means 1 */
+} mxf_grouped_gemm_amax_args;
+
+MXF_API mxf_status mxf_grouped_gemm_amax_plan(mxf_plan **plan, const mxf_grouped_gemm_amax_desc *desc);
+MXF_API mxf_status mxf_grouped_gemm_amax_run(const mxf_plan *plan, const mxf_grouped_gemm_amax_args *args,
+                                             void *workspace, size_t workspace_size, void *stream);
+MXF_API mxf_status mxf_grouped_gemm_amax(const mxf_grouped_gemm_amax_desc *desc, void *stream);
+MXF_API mxf_status mxf_grouped_gemm_amax_workspace_size(const mxf_grouped_gemm_amax_desc *desc,
+                                                        size_t *workspace_size);
+MXF_API mxf_status mxf_grouped_gemm_amax_with_workspace(const mxf_grouped_gemm_amax_desc *desc,
+                                                        void *workspace, size_t workspace_size, void *stream);
 
 /* ---------------------------------------------------------------- proj_rope */
 /** Flags of mxf_proj_rope_desc. */

@@ -46,7 +46,7 @@ static void test_dtypes(void) {
     int bits;
   } t[] = {{MXF_F32, "f32", 32},  {MXF_F16, "f16", 16},  {MXF_BF16, "bf16", 16},    {MXF_E4M3, "e4m3", 8},
            {MXF_E5M2, "e5m2", 8}, {MXF_E2M1, "e2m1", 4}, {MXF_E2M1X2, "e2m1x2", 8}, {MXF_E8M0, "e8m0", 8},
-           {MXF_U8, "u8", 8},     {MXF_I8, "i8", 8}};
+           {MXF_U8, "u8", 8},     {MXF_I8, "i8", 8},     {MXF_I32, "i32", 32}};
   TU_CHECK(sizeof t / sizeof *t == MXF_DTYPE_COUNT - 1, "every dtype listed");
   for (size_t i = 0; i < sizeof t / sizeof *t; ++i) {
     TU_CHECK(strcmp(mxf_dtype_name(t[i].d), t[i].name) == 0, "dtype %d name %s", (int)t[i].d,

@@ -49,6 +49,7 @@ extern const mxf_cli_command mxf_cli_commands[];
 int mxf_cmd_demo(int argc, char **argv); /* tools/demo.c */
 /* file-based subcommands: tools/cmd_files.c, cmd_gemm.c, cmd_proj.c, cmd_quant.c */
 int mxf_cmd_gemm_amax(int argc, char **argv);
+int mxf_cmd_grouped_gemm_amax(int argc, char **argv); /* tools/cmd_grouped.c */
 int mxf_cmd_proj_rope(int argc, char **argv);
 int mxf_cmd_quantize(int argc, char **argv);
 int mxf_cmd_dequantize(int argc, char **argv);
@@ -143,7 +144,8 @@ typedef enum mxf_cli_op {
   MXF_CLI_GEMM_AMAX,
   MXF_CLI_PROJ_ROPE,
   MXF_CLI_QUANTIZE,
-  MXF_CLI_DEQUANTIZE
+  MXF_CLI_DEQUANTIZE,
+  MXF_CLI_GROUPED_GEMM_AMAX
 } mxf_cli_op;
 /* mxf_<op>_run on the default stream; args points to the op's args struct. */
 mxf_status mxf_cli_run(mxf_cli_op op, const mxf_plan *plan, const void *args, void *ws, size_t ws_size);

@@ -371,6 +371,7 @@ mxf_status mxf_cli_run(mxf_cli_op op, const mxf_plan *plan, const void *args, vo
   case MXF_CLI_PROJ_ROPE: return mxf_proj_rope_run(plan, args, ws, ws_size, NULL);
   case MXF_CLI_QUANTIZE: return mxf_quantize_run(plan, args, ws, ws_size, NULL);
   case MXF_CLI_DEQUANTIZE: return mxf_dequantize_run(plan, args, ws, ws_size, NULL);
+  case MXF_CLI_GROUPED_GEMM_AMAX: return mxf_grouped_gemm_amax_run(plan, args, ws, ws_size, NULL);
   }
   return MXF_ERR_INTERNAL;
 }

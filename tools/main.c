@@ -17,9 +17,10 @@
   MXF_STR(MXF_VERSION_MAJOR) "." MXF_STR(MXF_VERSION_MINOR) "." MXF_STR(MXF_VERSION_PATCH)
 
 const mxf_cli_command mxf_cli_commands[] = {
-    {"demo", mxf_cmd_demo,
-     "run both fused operations on DeepSeek-V3-shaped random data, check and time them"},
+    {"demo", mxf_cmd_demo, "run the fused operations on DeepSeek-V3-shaped random data, check and time them"},
     {"gemm-amax", mxf_cmd_gemm_amax, "block-scaled GEMM + amax on tensors from .npy / .safetensors files"},
+    {"grouped-gemm-amax", mxf_cmd_grouped_gemm_amax,
+     "grouped GEMM + amax (MoE experts) on tensors from files"},
     {"proj-rope", mxf_cmd_proj_rope, "projection GEMM + RoPE + dual MXFP8 on tensors from files"},
     {"quantize", mxf_cmd_quantize, "MXFP8-quantize a bf16/f32 matrix from a file (rows, cols or both)"},
     {"dequantize", mxf_cmd_dequantize, "MXFP8 codes + e8m0 scales from files -> f32/bf16"},

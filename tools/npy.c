@@ -132,6 +132,7 @@ static int parse_descr(const char *d, tio_tensor *t, int *bits, char *err, size_
     break;
   case 'i':
     if (size == 1) t->dtype = MXF_I8;
+    if (size == 4) t->dtype = MXF_I32; /* group offsets and counts */
     if (size == 1) t->raw_bits = 8;
     if (size != 1 && size != 2 && size != 4 && size != 8)
       return tio_errf(err, errlen, "npy header: unknown dtype '%s'", d);

@@ -41,7 +41,7 @@ static const struct {
     {"F64", MXF_DTYPE_INVALID, 64, 0},
     {"I64", MXF_DTYPE_INVALID, 64, 0},
     {"U64", MXF_DTYPE_INVALID, 64, 0},
-    {"I32", MXF_DTYPE_INVALID, 32, 0},
+    {"I32", MXF_I32, 32, 0}, /* group offsets and counts */
     {"U32", MXF_DTYPE_INVALID, 32, 0},
     {"I16", MXF_DTYPE_INVALID, 16, 0},
     {"U16", MXF_DTYPE_INVALID, 16, 1},

@@ -53,7 +53,8 @@ int64_t tio_numel(const tio_tensor *t) { return tio_shape_numel(t->ndim, t->shap
 
 int64_t tio_dtype_bytes(mxf_dtype dt, int64_t numel) {
   switch (dt) {
-  case MXF_F32: return numel > INT64_MAX / 4 ? -1 : numel * 4;
+  case MXF_F32:
+  case MXF_I32: return numel > INT64_MAX / 4 ? -1 : numel * 4;
   case MXF_F16:
   case MXF_BF16: return numel > INT64_MAX / 2 ? -1 : numel * 2;
   case MXF_E4M3:

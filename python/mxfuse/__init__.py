@@ -4,6 +4,7 @@
     c, amax = mxfuse.gemm_amax(a, b, sfa, sfb, c_dtype=torch.bfloat16)      # GEMM + amax
     row, srow, col, scol = mxfuse.proj_rope(x, w, cos, sin)                 # GEMM + RoPE + dual MXFP8
     q_row, s_row, q_col, s_col = mxfuse.quantize(x)                         # MXFP8 both ways
+    c, amax, group_amax = mxfuse.grouped_gemm_amax(a, b, sfa, sfb, offs=offs)  # MoE: one GEMM per expert
 
 Tensors are torch tensors (CUDA or CPU), NumPy arrays (the CPU backend; ml_dtypes for
 bf16/fp8 dtypes) or JAX arrays (through mxfuse.jax's XLA custom calls); where they live
@@ -23,8 +24,8 @@ import sys
 from . import _eager, _plans, _spec
 from ._abi import (CudaError, InternalError, InvalidValueError, MxfuseError, NotSupportedError, OutOfMemoryError,
                    cuda_device_count, version)
-from ._eager import Dequantize, GemmAmax, ProjRope, Quantize, swizzle_scales, unswizzle_scales
-from ._spec import GemmAmaxResult, ProjRopeResult, QuantizeResult
+from ._eager import Dequantize, GemmAmax, GroupedGemmAmax, ProjRope, Quantize, swizzle_scales, unswizzle_scales
+from ._spec import GemmAmaxResult, GroupedGemmAmaxResult, ProjRopeResult, QuantizeResult
 
 __version__ = version()
 _torch_ops = None  # mxfuse._torch once imported
@@ -74,6 +75,7 @@ gemm_amax = _router("gemm_amax")
 proj_rope = _router("proj_rope")
 quantize = _router("quantize")
 dequantize = _router("dequantize")
+grouped_gemm_amax = _router("grouped_gemm_amax")
 
 
 def clear_cache():
@@ -81,7 +83,8 @@ def clear_cache():
     _plans.clear()
 
 
-__all__ = ["gemm_amax", "proj_rope", "quantize", "dequantize", "swizzle_scales", "unswizzle_scales", "GemmAmax",
+__all__ = ["gemm_amax", "proj_rope", "quantize", "dequantize", "grouped_gemm_amax", "swizzle_scales",
+           "unswizzle_scales", "GemmAmax", "GroupedGemmAmax", "GroupedGemmAmaxResult",
            "ProjRope", "Quantize", "Dequantize", "GemmAmaxResult", "ProjRopeResult", "QuantizeResult",
            "MxfuseError", "InvalidValueError", "NotSupportedError", "CudaError", "OutOfMemoryError",
            "InternalError", "cuda_device_count", "clear_cache", "version", "__version__"]

@@ -14,7 +14,7 @@ MAX_DIMS = 6
 # mxf_status
 OK, ERR_INVALID_VALUE, ERR_NOT_SUPPORTED, ERR_CUDA, ERR_NO_MEMORY, ERR_INTERNAL = range(6)
 # mxf_dtype
-F32, F16, BF16, E4M3, E5M2, E2M1, E2M1X2, E8M0, U8, I8 = range(1, 11)
+F32, F16, BF16, E4M3, E5M2, E2M1, E2M1X2, E8M0, U8, I8, I32 = range(1, 12)
 # flags
 AMAX_ACCUMULATE = 1
 PROJ_W_OUT_IN = 1
@@ -40,6 +40,7 @@ _ARRAYS = {
     E8M0: ("float8_e8m0fnu", (14, 8)),
     U8: ("uint8", (1, 8)),
     I8: ("int8", (0, 8)),
+    I32: ("int32", (0, 32)),
 }
 Dtype = namedtuple("Dtype", ("name", "bits", "array_name", "dlpack"))
 
@@ -115,6 +116,7 @@ PROJ_ROPE_TENSORS = ("x", "w", "x_scale", "w_scale", "cos", "sin", "out_row", "o
                      "out_scales_col")
 QUANTIZE_TENSORS = ("x", "q_row", "s_row", "q_col", "s_col")
 DEQUANTIZE_TENSORS = ("q", "s", "y")
+GROUPED_GEMM_AMAX_TENSORS = ("a", "b", "sfa", "sfb", "c", "amax", "offs", "counts", "group_alpha", "group_amax")
 
 
 def _tensor_fields(names, ctype):
@@ -152,6 +154,16 @@ class DequantizeDesc(ctypes.Structure):
 
 class DequantizeArgs(ctypes.Structure):
     _fields_ = _tensor_fields(DEQUANTIZE_TENSORS, ctypes.c_void_p)
+
+
+class GroupedGemmAmaxDesc(ctypes.Structure):
+    _fields_ = _tensor_fields(GROUPED_GEMM_AMAX_TENSORS, Tensor) + [
+        ("sf_vec", ctypes.c_int), ("flags", ctypes.c_uint), ("alpha", ctypes.POINTER(ctypes.c_float))]
+
+
+class GroupedGemmAmaxArgs(ctypes.Structure):
+    _fields_ = _tensor_fields(GROUPED_GEMM_AMAX_TENSORS, ctypes.c_void_p) + [
+        ("alpha", ctypes.POINTER(ctypes.c_float))]
 
 
 # ------------------------------------------------------------------ the library
@@ -204,8 +216,10 @@ OPS = {"gemm_amax": (GEMM_AMAX_TENSORS, GemmAmaxDesc, GemmAmaxArgs),
        "proj_rope": (PROJ_ROPE_TENSORS, ProjRopeDesc, ProjRopeArgs),
        "quantize": (QUANTIZE_TENSORS, QuantizeDesc, QuantizeArgs),
        "dequantize": (DEQUANTIZE_TENSORS, DequantizeDesc, DequantizeArgs)}
+# with the ops that have no XLA handler yet (mxfuse.jax registers those of OPS)
+ALL_OPS = dict(OPS, grouped_gemm_amax=(GROUPED_GEMM_AMAX_TENSORS, GroupedGemmAmaxDesc, GroupedGemmAmaxArgs))
 # and its functions: mxf_<op>_plan, _run, the one call, _workspace_size, _with_workspace
-for _op, (_, _desc, _args) in OPS.items():
+for _op, (_, _desc, _args) in ALL_OPS.items():
     _PROTOS.update({
         f"mxf_{_op}_plan": (_i32, [_p(_vp), _p(_desc)]),
         f"mxf_{_op}_run": (_i32, [_vp, _p(_args), _vp, _sz, _vp]),

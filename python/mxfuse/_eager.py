@@ -359,3 +359,52 @@ def unswizzle_scales(sf, mn, k_blocks):
     A.check(A.lib.mxf_sf_unswizzle(np.ascontiguousarray(h).ctypes.data, out.ctypes.data, mn, k_blocks * 32, lb,
                                    32))
     return _host_back(out[0] if lb == 1 else out, fw, like)
+
+
+# ------------------------------------------------------------------ grouped_gemm_amax
+class GroupedGemmAmax(_ClassOp):
+    """Class form of grouped_gemm_amax (SPEC §6): planned once for the samples' shapes,
+    strides, dtypes and device (offs or counts give the layout; their values are read by
+    each `execute`). group_alpha and group_amax samples may be None (not used).
+    Options: sf_vec_size, accumulate."""
+
+    _op = S.GROUPED_GEMM_AMAX
+
+    def __init__(self, sample_a, sample_b, sample_sfa, sample_sfb, sample_c, sample_amax, *, sample_offs=None,
+                 sample_counts=None, sample_group_alpha=None, sample_group_amax=None, **options):
+        unknown = sorted(set(options) - set(S.GROUPED_OPTIONS))
+        if unknown:
+            raise TypeError(f"GroupedGemmAmax: unexpected options {unknown}; expected some of "
+                            f"{list(S.GROUPED_OPTIONS)}")
+        call = S.grouped_gemm_amax(sample_a, sample_b, sample_sfa, sample_sfb, offs=sample_offs,
+                                   counts=sample_counts, amax=sample_amax, **options)
+        self._setup((sample_a, sample_b, sample_sfa, sample_sfb, sample_c, sample_amax, sample_offs, sample_counts,
+                     sample_group_alpha, sample_group_amax), call.extra)
+
+    def execute(self, a_tensor, b_tensor, sfa_tensor, sfb_tensor, c_tensor, amax_tensor, offs_tensor=None,
+                counts_tensor=None, group_alpha_tensor=None, group_amax_tensor=None, current_stream=None, alpha=None):
+        """Runs on the given tensors (same geometry as the samples) and the routing they
+        hold now; writes c (the groups' rows), amax and group_amax."""
+        self._execute((a_tensor, b_tensor, sfa_tensor, sfb_tensor, c_tensor, amax_tensor, offs_tensor, counts_tensor,
+                       group_alpha_tensor, group_amax_tensor), current_stream, (_alpha_ptr(alpha),))
+
+
+def grouped_gemm_amax(call):
+    a = call.a
+    fw = _framework((a, call.b, call.sfa, call.sfb, call.offs, call.counts, call.group_alpha, call.c, call.amax,
+                     call.group_amax))
+    ins = (a, call.b, call.sfa, call.sfb)
+    in_metas = _metas(ins, fw)
+    c, amax, gamax = call.c, call.amax, call.group_amax
+    if c is None:
+        mem, extent = S.grouped_c_layout(in_metas[0][2], in_metas[1][2], call.c_code)
+        c = T.empty(fw, a, mem, None, call.c_code, extent)
+    if amax is None:
+        amax = T.empty(fw, a, (1,), None, A.F32)
+    if gamax is None:
+        gamax = T.empty(fw, a, (S.grouped_groups(in_metas[1][2]),), None, A.F32)
+    tensors = ins + (c, amax, call.offs, call.counts, call.group_alpha, gamax)
+    metas = _metas(tensors, fw)
+    plan = P.cached(S.GROUPED_GEMM_AMAX, metas, call.extra)
+    _run(plan, S.GROUPED_GEMM_AMAX, fw, tensors, metas, call.stream, (_alpha_ptr(call.alpha),))
+    return S.GroupedGemmAmaxResult(c, amax, gamax)

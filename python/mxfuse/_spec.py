@@ -72,6 +72,7 @@ def _result_type(name, fields):
 GemmAmaxResult = _result_type("GemmAmaxResult", ("c_tensor", "amax_tensor"))
 ProjRopeResult = _result_type("ProjRopeResult", ("out_fp8_row", "out_scales_row", "out_fp8_col", "out_scales_col"))
 QuantizeResult = _result_type("QuantizeResult", ("q_row", "s_row", "q_col", "s_col"))
+GroupedGemmAmaxResult = _result_type("GroupedGemmAmaxResult", ("c_tensor", "amax_tensor", "group_amax_tensor"))
 
 
 # ------------------------------------------------------------------ the C side
@@ -81,11 +82,12 @@ class Op(namedtuple("Op", ("name", "tensors", "desc", "args", "plan", "run"))):
 
 
 def _op(name):
-    tensors, desc, args = A.OPS[name]
+    tensors, desc, args = A.ALL_OPS[name]
     return Op(name, tensors, desc, args, getattr(A.lib, f"mxf_{name}_plan"), getattr(A.lib, f"mxf_{name}_run"))
 
 
-GEMM_AMAX, PROJ_ROPE, QUANTIZE, DEQUANTIZE = (_op(n) for n in A.OPS)
+GEMM_AMAX, PROJ_ROPE, QUANTIZE, DEQUANTIZE = (_op(n) for n in ("gemm_amax", "proj_rope", "quantize", "dequantize"))
+GROUPED_GEMM_AMAX = _op("grouped_gemm_amax")
 
 
 def front_end(signature, module):
@@ -247,3 +249,50 @@ def direction_flag(direction):
     if direction not in ("rows", "cols"):
         raise ValueError(f"dequantize: direction={direction!r}; expected 'rows' or 'cols'")
     return A.QUANT_ROWS if direction == "rows" else A.QUANT_COLS
+
+
+# ------------------------------------------------------------------ grouped_gemm_amax
+GroupedGemmAmaxCall = namedtuple("GroupedGemmAmaxCall", ("a", "b", "sfa", "sfb", "offs", "counts", "group_alpha",
+                                                         "c", "amax", "group_amax", "c_code", "alpha", "stream",
+                                                         "extra"))
+GROUPED_OPTIONS = ("sf_vec_size", "accumulate")
+
+
+def grouped_gemm_amax(a, b, sfa, sfb, *, offs=None, counts=None, c_dtype="float32", sf_vec_size=32, alpha=None,
+                      group_alpha=None, amax=None, accumulate=False, group_amax=None, c=None, stream=None):
+    """gemm_amax over the G groups (experts) of a mixture-of-experts layer in one call
+    (SPEC §6). Returns (c_tensor, amax_tensor, group_amax_tensor), also by name.
+    Contiguous layout (torch._grouped_mm's 2-D x 3-D): a (M, K), offs int32 (G) the
+    nondecreasing ends of the groups' rows, c (M, N); rows at or past offs[-1] are not
+    written. Masked layout: a (G, Mmax, K), counts int32 (G), c (G, Mmax, N); rows at or
+    past counts[g] are not written. b (G, N, K); sfa / sfb compact ((M, Kb), (G, Mmax, Kb);
+    (G, N, Kb)) or swizzled (L = 1 over a's rows, resp. L = G); a bf16 a has no scales
+    (sfa=None). group_alpha: f32 (G) multiplying group g's results by alpha *
+    group_alpha[g]. amax: max |C| over every group (accumulate: with its previous contents);
+    group_amax_tensor: max |C| of each group (0 when empty). A new c has its rows padded to
+    16 bytes; the rows no group holds keep whatever the new tensor held. offs / counts are
+    read when the op runs: one plan serves every routing."""
+    if (offs is None) == (counts is None):
+        raise ValueError("grouped_gemm_amax: give offs= (contiguous layout, a (M, K)) or counts= (masked layout, "
+                         "a (G, Mmax, K)), exactly one")
+    if accumulate and amax is None:
+        raise ValueError("grouped_gemm_amax: accumulate=True reads the previous amax; pass it as amax=")
+    return GroupedGemmAmaxCall(a, b, sfa, sfb, offs, counts, group_alpha, c, amax, group_amax, dtype_code(c_dtype),
+                               alpha, stream, (("sf_vec", int(sf_vec_size)),
+                                               ("flags", A.AMAX_ACCUMULATE if accumulate else 0)))
+
+
+def grouped_c_layout(a_shape, b_shape, c_code):
+    """How a new C is allocated: (memory shape, extent of its last dimension): a's shape
+    with K replaced by N (bytes for packed e2m1 pairs), rows padded to 16 bytes."""
+    n = b_shape[1] if len(b_shape) == 3 else 0
+    nc = (n + 1) // 2 if c_code == A.E2M1X2 else n
+    per16 = 16 * 8 // max(A.DTYPES[c_code].bits, 8)
+    return tuple(a_shape[:-1]) + (-(-nc // per16) * per16,), nc
+
+
+def grouped_groups(b_shape):
+    """G, from b (G, N, K)."""
+    if len(b_shape) != 3:
+        raise ValueError(f"grouped_gemm_amax: b has shape {tuple(b_shape)}; expected (G, N, K)")
+    return b_shape[0]

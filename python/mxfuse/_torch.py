@@ -104,3 +104,35 @@ def _(q, s, direction, dtype):
 def dequantize(call):
     direction = "rows" if call.direction == A.QUANT_ROWS else "cols"
     return dequantize_op(call.q, call.s, direction, T.torch_dtype(call.y_code))
+
+
+# ------------------------------------------------------------------ grouped_gemm_amax
+@torch.library.custom_op("mxfuse::grouped_gemm_amax", mutates_args=("amax",))
+def grouped_gemm_amax_op(a: torch.Tensor, b: torch.Tensor, sfa: Optional[torch.Tensor], sfb: torch.Tensor,
+                         offs: Optional[torch.Tensor], counts: Optional[torch.Tensor],
+                         group_alpha: Optional[torch.Tensor], amax: torch.Tensor, c_dtype: torch.dtype,
+                         sf_vec_size: int, alpha: Optional[float], accumulate: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    r = E.grouped_gemm_amax(S.grouped_gemm_amax(a, b, sfa, sfb, offs=offs, counts=counts, c_dtype=c_dtype,
+                                                sf_vec_size=sf_vec_size, alpha=alpha, group_alpha=group_alpha,
+                                                amax=amax, accumulate=accumulate))
+    return r.c_tensor, r.group_amax_tensor
+
+
+@grouped_gemm_amax_op.register_fake
+def _(a, b, sfa, sfb, offs, counts, group_alpha, amax, c_dtype, sf_vec_size, alpha, accumulate):
+    mem, extent = S.grouped_c_layout(tuple(a.shape), tuple(b.shape), S.dtype_code(c_dtype))
+    return a.new_empty(mem, dtype=c_dtype)[..., :extent], a.new_empty((b.shape[0],), dtype=torch.float32)
+
+
+def grouped_gemm_amax(call):
+    if call.c is not None or call.group_amax is not None:
+        raise ValueError("grouped_gemm_amax: c= and group_amax= (outputs to write into) are not traced by "
+                         "torch.compile; use the returned tensors")
+    a, amax = call.a, call.amax
+    if amax is None:
+        amax = a.new_empty((1,), dtype=torch.float32)
+    extra = dict(call.extra)
+    c, gamax = grouped_gemm_amax_op(a, call.b, call.sfa, call.sfb, call.offs, call.counts, call.group_alpha, amax,
+                                    T.torch_dtype(call.c_code), extra["sf_vec"], call.alpha,
+                                    bool(extra["flags"] & A.AMAX_ACCUMULATE))
+    return S.GroupedGemmAmaxResult(c, amax, gamax)

@@ -52,6 +52,9 @@ for _op in A.OPS:
     except Exception:  # a jaxlib without its CUDA plugin
         pass
 
+jax.ffi.register_ffi_target("mxfuse_grouped_gemm_amax", jax.ffi.pycapsule(_xla.mxf_xla_grouped_gemm_amax_host),
+                            platform="cpu")
+
 
 def _trace_devices():
     """The library devices a traced call may run on, one of each kind: the CPU and one GPU
@@ -172,3 +175,32 @@ def dequantize(call):
     y = _out(_shape(call.q), call.y_code)
     ws = _plan(S.DEQUANTIZE, (call.q, call.s, y), call.extra)
     return jax.ffi.ffi_call("mxfuse_dequantize", (y, _ws(ws)))(call.q, call.s, direction=np.int32(call.direction))[0]
+
+
+def grouped_gemm_amax(a, b, sfa, sfb, group_sizes, *, c_dtype="float32", sf_vec_size=32, alpha=None,
+                      group_alpha=None):
+    """grouped_gemm_amax (SPEC §6, the contiguous layout) as an XLA custom call, with
+    jax.lax.ragged_dot's group sizes: group g holds rows [sum(group_sizes[:g]),
+    sum(group_sizes[:g+1])) of a (M, K); b (G, N, K); sfa compact (M, Kb) or swizzled over
+    a's rows (None for a bf16 a), sfb (G, N, Kb) or swizzled with L = G. The groups' ends
+    are computed inside the traced graph (jnp.cumsum), so one jitted function serves every
+    routing. Returns (c_tensor, amax_tensor, group_amax_tensor); rows of c past
+    sum(group_sizes) are not written (unspecified). Runs on the CPU platform."""
+    import jax.numpy as jnp
+
+    call = S.grouped_gemm_amax(a, b, sfa, sfb, offs=group_sizes, c_dtype=c_dtype, sf_vec_size=sf_vec_size,
+                               alpha=alpha, group_alpha=group_alpha)
+    offs = jnp.cumsum(jnp.asarray(group_sizes), dtype=jnp.int32)
+    mem, extent = S.grouped_c_layout(_shape(a), _shape(b), call.c_code)
+    c_struct = _out(mem[:-1] + (extent,), call.c_code)
+    amax_struct, gamax_struct = _out((1,), A.F32), _out((S.grouped_groups(_shape(b)),), A.F32)
+    ws = _plan(S.GROUPED_GEMM_AMAX, (a, b, sfa, sfb, c_struct, amax_struct, offs, None, group_alpha, gamax_struct),
+               call.extra)
+    operands = (a, b) + ((sfa,) if sfa is not None else ()) + (sfb, offs) + \
+        ((group_alpha,) if group_alpha is not None else ())
+    attrs = {"sf_vec": np.int32(sf_vec_size), "alpha": np.float32(1.0 if alpha is None else alpha),
+             "has_alpha": np.int32(alpha is not None), "has_sfa": np.int32(sfa is not None),
+             "has_group_alpha": np.int32(group_alpha is not None)}
+    c, amax, gamax, _ = jax.ffi.ffi_call("mxfuse_grouped_gemm_amax",
+                                         (c_struct, amax_struct, gamax_struct, _ws(ws)))(*operands, **attrs)
+    return S.GroupedGemmAmaxResult(c, amax, gamax)

@@ -132,6 +132,8 @@ MXF_DEFINE_OP(quantize, MXF_OP_QUANTIZE, mxf_quantize_desc, mxf_quantize_args, m
               mxf_validate_quantize)
 MXF_DEFINE_OP(dequantize, MXF_OP_DEQUANTIZE, mxf_dequantize_desc, mxf_dequantize_args, mxf_quant_problem,
               mxf_validate_dequantize)
+MXF_DEFINE_OP(grouped_gemm_amax, MXF_OP_GROUPED_GEMM_AMAX, mxf_grouped_gemm_amax_desc,
+              mxf_grouped_gemm_amax_args, mxf_grouped_problem, mxf_validate_grouped_gemm_amax)
 
 /* ------------------------------------------------------------ scale-factor layouts */
 /* Blocks per row and swizzled tile counts of an (mn, k, l) operand; 0 when out of range. */

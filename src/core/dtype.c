@@ -34,6 +34,7 @@ static const mxf_dtype_traits g_traits[MXF_DTYPE_COUNT] = {
     [MXF_E8M0] = {"e8m0", 8, MXF_DK_SCALE_E8M0, load_e8m0, NULL, MXF_E8M0},
     [MXF_U8] = {"u8", 8, MXF_DK_E2M1_BYTES | MXF_DK_SCALE_E8M0 | MXF_DK_RAW, NULL, NULL, MXF_U8},
     [MXF_I8] = {"i8", 8, MXF_DK_E2M1_BYTES | MXF_DK_SCALE_E8M0 | MXF_DK_RAW, NULL, NULL, MXF_I8},
+    [MXF_I32] = {"i32", 32, MXF_DK_INDEX, NULL, NULL, MXF_I32},
 };
 
 const mxf_dtype_traits *mxf_dtype_traits_of(mxf_dtype dtype) {

@@ -34,6 +34,7 @@ typedef enum mxf_op {
   MXF_OP_PROJ_ROPE = 2,
   MXF_OP_QUANTIZE = 3,
   MXF_OP_DEQUANTIZE = 4,
+  MXF_OP_GROUPED_GEMM_AMAX = 5,
 } mxf_op;
 
 /* gemm_amax (SPEC §1). Value (m, k, l) of A is at a[m*a_ms + k*a_ks + l*a_ls] counted in
@@ -61,6 +62,24 @@ MXF_HD int64_t mxf_gemm_sf_offset(mxf_sf_layout layout, int64_t mn, int64_t kb_c
   if (layout == MXF_SF_COMPACT) return (batch * mn + row) * kb_count + kb;
   return mxf_sf_swz_offset(row, kb, batch, mxf_cdiv(mn, 128), mxf_cdiv(kb_count, 4));
 }
+
+/* grouped_gemm_amax (SPEC §6): `gemm` is one group's GEMM with m = rows (M in the
+ * contiguous layout, Mmax in the masked one) and l = 1; group g's B is at b + g*b_gs
+ * values, its SFB at batch g of the SF tensor (L = groups); in the masked layout group
+ * g's A and C start g*a_gs, g*c_gs values in and its SFA is batch g. Which rows a group
+ * holds is data (offs, counts), read when the plan runs. */
+typedef struct mxf_grouped_problem {
+  mxf_gemm_problem gemm;
+  int64_t groups;
+  int masked; /* counts (masked layout), else offs (contiguous layout) */
+  int64_t a_gs, b_gs, c_gs;
+  int group_alpha, group_amax; /* the optional tensors are given */
+} mxf_grouped_problem;
+
+/* The routing of a grouped run, in host memory, against the rules of SPEC §6: offs
+ * nondecreasing in [0, rows], or counts in [0, rows]. Refuses with a message naming the
+ * group (MXF_ERR_INVALID_VALUE). */
+MXF_INTERNAL mxf_status mxf_validate_routing(const mxf_grouped_problem *p, const int32_t *offs_or_counts);
 
 /* proj_rope (SPEC §2). All tensors C-contiguous. */
 typedef struct mxf_proj_problem {
@@ -149,6 +168,7 @@ struct mxf_plan {
     mxf_gemm_problem gemm;
     mxf_proj_problem proj;
     mxf_quant_problem quant; /* quantize and dequantize */
+    mxf_grouped_problem grouped;
   } p;
   const struct mxf_backend *backend;
   mxf_override ov;       /* MXF_CONFIG at plan time (core checks it before the backend plans) */

@@ -22,6 +22,7 @@ typedef struct cache_key {
     mxf_gemm_problem gemm;
     mxf_proj_problem proj;
     mxf_quant_problem quant;
+    mxf_grouped_problem grouped;
   } p;
 } cache_key;
 
@@ -408,5 +409,22 @@ MXF_DEFINE_ONESHOT(proj_rope, MXF_OP_PROJ_ROPE, mxf_proj_rope_desc, mxf_proj_rop
                    mxf_validate_proj_rope, proj_args)
 MXF_DEFINE_ONESHOT(quantize, MXF_OP_QUANTIZE, mxf_quantize_desc, mxf_quantize_args, mxf_quant_problem,
                    mxf_validate_quantize, quant_args)
+static void grouped_args(mxf_grouped_gemm_amax_args *a, const mxf_grouped_gemm_amax_desc *d) {
+  a->a = d->a.data;
+  a->b = d->b.data;
+  a->sfa = d->sfa.data;
+  a->sfb = d->sfb.data;
+  a->c = d->c.data;
+  a->amax = d->amax.data;
+  a->offs = d->offs.data;
+  a->counts = d->counts.data;
+  a->group_alpha = d->group_alpha.data;
+  a->group_amax = d->group_amax.data;
+  a->alpha = d->alpha;
+}
+
 MXF_DEFINE_ONESHOT(dequantize, MXF_OP_DEQUANTIZE, mxf_dequantize_desc, mxf_dequantize_args, mxf_quant_problem,
                    mxf_validate_dequantize, dequant_args)
+MXF_DEFINE_ONESHOT(grouped_gemm_amax, MXF_OP_GROUPED_GEMM_AMAX, mxf_grouped_gemm_amax_desc,
+                   mxf_grouped_gemm_amax_args, mxf_grouped_problem, mxf_validate_grouped_gemm_amax,
+                   grouped_args)

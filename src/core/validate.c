@@ -446,6 +446,236 @@ mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *d, int need_data, mx
   return MXF_OK;
 }
 
+static mxf_status check_ptr(const char *op, const char *name, const void *ptr, uintptr_t align,
+                            const char *why);
+
+/* ------------------------------------------------------------ grouped_gemm_amax (SPEC §6) */
+/* Strides of t, explicit (tensor_strides), into s. */
+static void explicit_strides(const mxf_tensor *t, int64_t s[MXF_MAX_DIMS]) { tensor_strides(t, s); }
+
+/* The view of group 0 of a G-first tensor (G, rows, cols) or SF tensor as gemm_amax
+ * takes it for L = 1: the leading dimension dropped (3-D), or G replaced by 1 (an SF
+ * tensor's 6-D forms). Returns the extent of the group dimension (0: no such form). */
+static int64_t group_view(const mxf_tensor *t, int sf, mxf_tensor *out) {
+  int64_t s[MXF_MAX_DIMS];
+  *out = *t;
+  if (t->ndim < 1 || t->ndim > MXF_MAX_DIMS) return 0;
+  explicit_strides(t, s);
+  if (t->ndim == 3) {
+    out->ndim = 2;
+    for (int i = 0; i < 2; ++i)
+      out->shape[i] = t->shape[i + 1], out->stride[i] = s[i + 1];
+    out->shape[2] = out->stride[2] = 0;
+    return t->shape[0];
+  }
+  if (sf && t->ndim == 6) {
+    for (int i = 0; i < 6; ++i)
+      out->stride[i] = s[i];
+    if (t->shape[3] == 32 && t->shape[4] == 4 && t->shape[5] == 4) { /* physical (G, R, K', 32, 4, 4) */
+      out->shape[0] = 1;
+      return t->shape[0];
+    }
+    out->shape[5] = 1; /* logical (32, 4, R, 4, K', G) */
+    return t->shape[5];
+  }
+  return 0;
+}
+
+/* A (G) tensor of dtype `dt`, one value per group, contiguous. */
+static mxf_status check_per_group(vctx *v, const char *name, const mxf_tensor *t, mxf_dtype dt, int64_t g) {
+  TRY(check_tensor(v, name, t));
+  TRY(check_dtype_is(v, name, t, dt, dt == MXF_I32 ? " (int32)" : ""));
+  const int64_t want[1] = {g};
+  char exp[48];
+  snprintf(exp, sizeof exp, "(G=%" PRId64 ") from b", g);
+  TRY(check_shape(v, name, t, 1, want, exp));
+  if (t->stride[0] > 1 && g > 1)
+    FAIL("%s: %s has stride %" PRId64 "; expected 1 (contiguous)", v->op, name, t->stride[0]);
+  return MXF_OK;
+}
+
+static int tensor_given(const mxf_tensor *t) { return t->data || t->ndim != 0; }
+
+/* A group stride in values (packed e2m1 bytes count two) of the leading dimension. */
+static int64_t group_stride(const mxf_tensor *t) {
+  int64_t s[MXF_MAX_DIMS];
+  explicit_strides(t, s);
+  return s[0] * (mxf_dtype_is(t->dtype, MXF_DK_E2M1_BYTES) ? 2 : 1);
+}
+
+mxf_status mxf_validate_grouped_gemm_amax(const mxf_grouped_gemm_amax_desc *d, int need_data,
+                                          mxf_grouped_problem *p, int32_t *device) {
+  vctx v = {"grouped_gemm_amax", need_data, 0, 0, NULL};
+  strbuf b1;
+  if (!d) FAIL("grouped_gemm_amax: desc is NULL");
+  const int has_offs = tensor_given(&d->offs), has_counts = tensor_given(&d->counts);
+  if (has_offs == has_counts)
+    FAIL("grouped_gemm_amax: %s; give offs (contiguous layout: a (M, K)) or counts (masked layout: a (G, "
+         "Mmax, "
+         "K)), exactly one",
+         has_offs ? "both offs and counts are given" : "neither offs nor counts is given");
+  const int masked = has_counts;
+  /* every given tensor: one device, data in the one-call form */
+  TRY(check_tensor(&v, "a", &d->a));
+  TRY(check_tensor(&v, "b", &d->b));
+  if (tensor_given(&d->sfa)) TRY(check_tensor(&v, "sfa", &d->sfa));
+  TRY(check_tensor(&v, "sfb", &d->sfb));
+  TRY(check_tensor(&v, "c", &d->c));
+  TRY(check_tensor(&v, "amax", &d->amax));
+  if (d->b.ndim != 3) FAIL("grouped_gemm_amax: b has shape %s; expected (G, N, K)", fmt_shape(&b1, &d->b));
+  const int64_t groups = d->b.shape[0];
+  TRY(check_per_group(&v, masked ? "counts" : "offs", masked ? &d->counts : &d->offs, MXF_I32, groups));
+  if (tensor_given(&d->group_alpha))
+    TRY(check_per_group(&v, "group_alpha", &d->group_alpha, MXF_F32, groups));
+  if (tensor_given(&d->group_amax)) TRY(check_per_group(&v, "group_amax", &d->group_amax, MXF_F32, groups));
+  const int a_dims = masked ? 3 : 2;
+  if (d->a.ndim != a_dims)
+    FAIL("grouped_gemm_amax: a has shape %s; expected %s in the %s layout", fmt_shape(&b1, &d->a),
+         masked ? "(G, Mmax, K)" : "(M, K)", masked ? "masked (counts)" : "contiguous (offs)");
+  if (d->c.ndim != a_dims)
+    FAIL("grouped_gemm_amax: c has shape %s; expected %s in the %s layout", fmt_shape(&b1, &d->c),
+         masked ? "(G, Mmax, N)" : "(M, N)", masked ? "masked (counts)" : "contiguous (offs)");
+
+  /* one group's view, judged by gemm_amax's rules (SPEC §1) */
+  mxf_gemm_amax_desc g;
+  memset(&g, 0, sizeof g);
+  g.amax = d->amax;
+  g.sf_vec = d->sf_vec;
+  g.flags = d->flags;
+  struct {
+    const char *name;
+    const mxf_tensor *t;
+    mxf_tensor *view;
+    int grouped, sf;
+  } parts[] = {{"a", &d->a, &g.a, masked, 0},
+               {"b", &d->b, &g.b, 1, 0},
+               {"sfa", &d->sfa, &g.sfa, masked, 1},
+               {"sfb", &d->sfb, &g.sfb, 1, 1},
+               {"c", &d->c, &g.c, masked, 0}};
+  for (size_t i = 0; i < sizeof parts / sizeof *parts; ++i) {
+    const mxf_tensor *t = parts[i].t;
+    if (!parts[i].grouped || !tensor_given(t)) {
+      *parts[i].view = *t;
+      continue;
+    }
+    int64_t gn = group_view(t, parts[i].sf, parts[i].view);
+    if (gn != groups)
+      FAIL("grouped_gemm_amax: %s has shape %s; expected %s with G=%" PRId64 " groups (from b)", v.op,
+           fmt_shape(&b1, t),
+           parts[i].sf ? "(G, MN, Kb) compact or (G, R, K', 32, 4, 4) / (32, 4, R, 4, K', G) swizzled"
+                       : "G leading",
+           groups);
+  }
+  mxf_gemm_problem gp;
+  int32_t dev;
+  memset(&gp, 0, sizeof gp);
+  mxf_status st = mxf_validate_gemm_amax(&g, need_data, &gp, &dev);
+  if (st != MXF_OK) {
+    char msg[1024];
+    const char *e = mxf_last_error();
+    snprintf(msg, sizeof msg, "%s", strncmp(e, "gemm_amax: ", 11) ? e : e + 11);
+    return mxf_set_error(st, "grouped_gemm_amax: %s (a group's operands, as gemm_amax takes them)", msg);
+  }
+  memset(p, 0, sizeof *p);
+  p->gemm = gp;
+  p->groups = groups;
+  p->masked = masked;
+  p->group_alpha = tensor_given(&d->group_alpha);
+  p->group_amax = tensor_given(&d->group_amax);
+  /* group strides: 16-byte aligned; C's groups must not overlap */
+  struct {
+    const char *name;
+    const mxf_tensor *t;
+    int64_t *gs;
+    int bits;
+  } gsv[] = {{"b", &d->b, &p->b_gs, mxf_dtype_bits(gp.b_fmt)},
+             {"a", &d->a, &p->a_gs, mxf_dtype_bits(gp.a_fmt)},
+             {"c", &d->c, &p->c_gs, mxf_dtype_bits(gp.c)}};
+  for (int i = 0; i < (masked ? 3 : 1); ++i) {
+    int64_t gs = group_stride(gsv[i].t);
+    if (groups > 1 && (gs * gsv[i].bits) % 128 != 0)
+      FAIL("grouped_gemm_amax: %s has group stride %" PRId64 " values (%" PRId64 " bits); every group must "
+           "start 16-byte aligned",
+           gsv[i].name, gs, gs * gsv[i].bits);
+    *gsv[i].gs = gs;
+  }
+  if (masked && groups > 1) {
+    int64_t span = (gp.m - 1) * gp.c_ms + (gp.n - 1) * gp.c_ns + 1;
+    if (p->c_gs < span)
+      FAIL("grouped_gemm_amax: c has group stride %" PRId64 " < %" PRId64 " (the span of one group); output "
+           "groups would overlap",
+           p->c_gs, span);
+  }
+  *device = v.device;
+  return MXF_OK;
+}
+
+mxf_status mxf_validate_routing(const mxf_grouped_problem *p, const int32_t *r) {
+  const int64_t rows = p->gemm.m;
+  int64_t prev = 0;
+  for (int64_t g = 0; g < p->groups; ++g) {
+    const int64_t x = r[g];
+    if (p->masked) {
+      if (x < 0 || x > rows)
+        FAIL("grouped_gemm_amax: counts[%" PRId64 "]=%" PRId64
+             "; a group's count must be in [0, Mmax=%" PRId64 "]; nothing written",
+             g, x, rows);
+      continue;
+    }
+    if (x < prev)
+      FAIL("grouped_gemm_amax: offs[%" PRId64 "]=%" PRId64 " < %" PRId64 " (offs[%" PRId64 "]); group ends "
+           "must be nondecreasing from 0; nothing written",
+           g, x, prev, g - 1);
+    if (x > rows)
+      FAIL("grouped_gemm_amax: offs[%" PRId64 "]=%" PRId64 " > M=%" PRId64 "; group ends must be at most M "
+           "(a's rows); nothing written",
+           g, x, rows);
+    prev = x;
+  }
+  return MXF_OK;
+}
+
+/* The pointers of a gemm_amax run (and of each group of a grouped one): present, rows
+ * 16-byte aligned, no sfa for a bf16 a. */
+static mxf_status check_gemm_ptrs(const char *on, const mxf_gemm_problem *p, const mxf_gemm_amax_args *a) {
+  TRY(check_ptr(on, "a", a->a, 16, "row starts must be 16-byte aligned"));
+  TRY(check_ptr(on, "b", a->b, 16, "row starts must be 16-byte aligned"));
+  if (p->a_fmt == MXF_BF16) {
+    if (a->sfa)
+      FAIL("%s_run: args->sfa is %p; a is bf16, so sfa must be NULL (bf16 a has no scales)", on, a->sfa);
+  } else {
+    TRY(check_ptr(on, "sfa", a->sfa, 1, ""));
+  }
+  TRY(check_ptr(on, "sfb", a->sfb, 1, ""));
+  TRY(check_ptr(on, "c", a->c, 16, "row starts must be 16-byte aligned"));
+  TRY(check_ptr(on, "amax", a->amax, 4, "an f32"));
+  return MXF_OK;
+}
+
+static mxf_status check_grouped_run(const mxf_plan *plan, const mxf_grouped_gemm_amax_args *a) {
+  const char *on = "grouped_gemm_amax";
+  const mxf_grouped_problem *p = &plan->p.grouped;
+  const mxf_gemm_amax_args g = {a->a, a->b, a->sfa, a->sfb, a->c, a->amax, NULL};
+  TRY(check_gemm_ptrs(on, &p->gemm, &g));
+  const char *given = p->masked ? "counts" : "offs", *other = p->masked ? "offs" : "counts";
+  TRY(check_ptr(on, given, p->masked ? (const void *)a->counts : (const void *)a->offs, 4, "int32"));
+  if (p->masked ? (const void *)a->offs : (const void *)a->counts)
+    FAIL("%s_run: args->%s is set; the plan is for the %s layout, which takes %s", on, other,
+         p->masked ? "masked" : "contiguous", given);
+  const struct {
+    const char *name;
+    const void *ptr;
+    int want;
+  } opt[] = {{"group_alpha", a->group_alpha, p->group_alpha}, {"group_amax", a->group_amax, p->group_amax}};
+  for (int i = 0; i < 2; ++i) {
+    if (opt[i].want)
+      TRY(check_ptr(on, opt[i].name, opt[i].ptr, 4, "f32"));
+    else if (opt[i].ptr)
+      FAIL("%s_run: args->%s is set, but the plan's desc had no %s", on, opt[i].name, opt[i].name);
+  }
+  return MXF_OK;
+}
+
 /* ------------------------------------------------------------ proj_rope (SPEC §2) */
 static const char *scale_list = "e8m0, u8 or i8 (read as e8m0)";
 
@@ -692,6 +922,7 @@ static const char *op_name(mxf_op op) {
   case MXF_OP_PROJ_ROPE: return "proj_rope";
   case MXF_OP_QUANTIZE: return "quantize";
   case MXF_OP_DEQUANTIZE: return "dequantize";
+  case MXF_OP_GROUPED_GEMM_AMAX: return "grouped_gemm_amax";
   }
   return "unknown op";
 }
@@ -712,18 +943,7 @@ mxf_status mxf_validate_run(const mxf_plan *plan, mxf_op op, const void *args, c
   if (!args) FAIL("%s_run: args is NULL", on);
   switch (op) {
   case MXF_OP_GEMM_AMAX: {
-    const mxf_gemm_amax_args *a = args;
-    TRY(check_ptr(on, "a", a->a, 16, "row starts must be 16-byte aligned"));
-    TRY(check_ptr(on, "b", a->b, 16, "row starts must be 16-byte aligned"));
-    if (plan->p.gemm.a_fmt == MXF_BF16) {
-      if (a->sfa)
-        FAIL("%s_run: args->sfa is %p; a is bf16, so sfa must be NULL (bf16 a has no scales)", on, a->sfa);
-    } else {
-      TRY(check_ptr(on, "sfa", a->sfa, 1, ""));
-    }
-    TRY(check_ptr(on, "sfb", a->sfb, 1, ""));
-    TRY(check_ptr(on, "c", a->c, 16, "row starts must be 16-byte aligned"));
-    TRY(check_ptr(on, "amax", a->amax, 4, "an f32"));
+    TRY(check_gemm_ptrs(on, &plan->p.gemm, args));
     break;
   }
   case MXF_OP_PROJ_ROPE: {
@@ -766,6 +986,7 @@ mxf_status mxf_validate_run(const mxf_plan *plan, mxf_op op, const void *args, c
     TRY(check_ptr(on, "y", a->y, (uintptr_t)mxf_dtype_bits(p->x) / 8, mxf_dtype_name(p->x)));
     break;
   }
+  case MXF_OP_GROUPED_GEMM_AMAX: TRY(check_grouped_run(plan, args)); break;
   }
   if (plan->workspace_size > 0) {
     if (!ws) FAIL("%s_run: workspace is NULL; the plan needs %zu bytes", on, plan->workspace_size);

@@ -21,6 +21,7 @@ enum {
   MXF_DK_SCALE_E8M0 = 1u << 4,  /* read as an e8m0 scale: e8m0, u8, i8 */
   MXF_DK_SCALE_UE4M3 = 1u << 5, /* read as a ue4m3 scale: e4m3 */
   MXF_DK_RAW = 1u << 6,         /* u8, i8 */
+  MXF_DK_INDEX = 1u << 7,       /* i32: group offsets and counts */
 };
 
 typedef struct mxf_dtype_traits {
@@ -46,6 +47,8 @@ MXF_INTERNAL int mxf_dtype_is(mxf_dtype dtype, unsigned kinds);
  * carry data pointers. On failure the error is set and nothing is filled reliably. */
 MXF_INTERNAL mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *desc, int need_data,
                                                mxf_gemm_problem *p, int32_t *device);
+MXF_INTERNAL mxf_status mxf_validate_grouped_gemm_amax(const mxf_grouped_gemm_amax_desc *desc, int need_data,
+                                                       mxf_grouped_problem *p, int32_t *device);
 MXF_INTERNAL mxf_status mxf_validate_proj_rope(const mxf_proj_rope_desc *desc, int need_data,
                                                mxf_proj_problem *p, int32_t *device);
 MXF_INTERNAL mxf_status mxf_validate_quantize(const mxf_quantize_desc *desc, int need_data,

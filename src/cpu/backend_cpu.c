@@ -13,6 +13,7 @@ static mxf_status cpu_plan(mxf_plan *plan) {
   switch (plan->op) {
   case MXF_OP_GEMM_AMAX: return mxf_cpu_gemm_amax_plan(plan, asked);
   case MXF_OP_PROJ_ROPE: return mxf_cpu_proj_rope_plan(plan, asked);
+  case MXF_OP_GROUPED_GEMM_AMAX: return mxf_cpu_grouped_gemm_amax_plan(plan, asked);
   case MXF_OP_QUANTIZE:
     plan->workspace_size = mxf_cpu_quantize_workspace(plan);
     snprintf(plan->kernel, sizeof plan->kernel, "cpu/ref");
@@ -32,6 +33,8 @@ static mxf_status cpu_run(const mxf_plan *plan, const void *args, void *ws, size
   case MXF_OP_PROJ_ROPE: return mxf_cpu_proj_rope_run(plan, (const mxf_proj_rope_args *)args, ws, ws_size);
   case MXF_OP_QUANTIZE: return mxf_cpu_quantize_run(plan, (const mxf_quantize_args *)args, ws, ws_size);
   case MXF_OP_DEQUANTIZE: return mxf_cpu_dequantize_run(plan, (const mxf_dequantize_args *)args);
+  case MXF_OP_GROUPED_GEMM_AMAX:
+    return mxf_cpu_grouped_gemm_amax_run(plan, (const mxf_grouped_gemm_amax_args *)args, ws, ws_size);
   }
   return mxf_set_error(MXF_ERR_INTERNAL, "cpu backend: unknown op %d", (int)plan->op);
 }

@@ -54,6 +54,9 @@ mxf_status mxf_cpu_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args 
 mxf_status mxf_cpu_proj_rope_plan(mxf_plan *plan, int asked_core);
 mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args *args, void *ws,
                                  size_t ws_size);
+mxf_status mxf_cpu_grouped_gemm_amax_plan(mxf_plan *plan, int asked_core);
+mxf_status mxf_cpu_grouped_gemm_amax_run(const mxf_plan *plan, const mxf_grouped_gemm_amax_args *args,
+                                         void *ws, size_t ws_size);
 size_t mxf_cpu_quantize_workspace(const mxf_plan *plan);
 mxf_status mxf_cpu_quantize_run(const mxf_plan *plan, const mxf_quantize_args *args, void *ws,
                                 size_t ws_size);
@@ -114,6 +117,14 @@ typedef struct mxf_cpu_panel_ops {
 /* Runs the tiles in order (row chunks outside, N panels inside), each tile's epilogue
  * before the next tile starts. Fails only when the onednn core does (an internal error). */
 mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops *ops, void *ctx, void *ws);
+
+/* gemm_amax_cpu.c's GEMM for the groups of grouped_gemm_amax_cpu.c: the panel geometry
+ * of problem p (core not set), and one group's GEMM on the grouped plan's geometry pp
+ * (made for at least as many rows), writing C and the group's amax into *amax (NaN when
+ * one value is NaN) but not args->amax. */
+void mxf_cpu_gemm_amax_panels(const mxf_gemm_problem *p, mxf_cpu_panels *pp);
+mxf_status mxf_cpu_gemm_amax_group(const mxf_gemm_problem *p, const mxf_cpu_panels *pp,
+                                   const mxf_gemm_amax_args *args, void *ws, float *amax);
 
 /* ------------------------------------------------------------ choosing the core */
 /* core_choice.c. Chooses the core of a plan whose GEMM has the geometry pp (core not set

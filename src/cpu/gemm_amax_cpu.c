@@ -348,44 +348,55 @@ static void build_luts(gemm_ctx *g) {
   }
 }
 
-mxf_status mxf_cpu_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args *args, void *ws,
-                                 size_t ws_size) {
-  const mxf_gemm_problem *p = &plan->p.gemm;
-  gemm_view v;
-  gemm_view_init(&v, p, (const mxf_cpu_core *)plan->impl);
-  (void)ws_size; /* core checked it against plan->workspace_size */
-
-  const uint8_t *a = (const uint8_t *)args->a, *b = (const uint8_t *)args->b;
-  const uint8_t *sfa = (const uint8_t *)args->sfa, *sfb = (const uint8_t *)args->sfb;
-  v.x.data = v.swapped ? b : a, v.x.sf = v.swapped ? sfb : sfa;
-  v.y.data = v.swapped ? a : b, v.y.sf = v.swapped ? sfa : sfb;
-
+/* The GEMM of view v (its operands' data set) into c: the amax of |alpha * acc| over
+ * every element into *amax_out (NaN when one is NaN). */
+static mxf_status gemm_run_view(const gemm_view *v, float alpha, uint8_t *c, void *ws, float *amax_out) {
   void *base = (void *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
 
   gemm_ctx g;
-  g.v = &v;
+  g.v = v;
   build_luts(&g);
-  g.alpha = args->alpha ? *args->alpha : 1.0f;
-  g.c = (uint8_t *)args->c;
+  g.alpha = alpha;
+  g.c = c;
   g.amax = 0.0f;
   g.has_nan = 0;
   pthread_mutex_init(&g.lock, NULL);
   /* e2m1 C packs two values per byte: rows handled by different threads must not share
    * a byte, which holds when every row starts on an even value index. */
   g.epi_grain = MXF_GEMM_EPI_GRAIN;
-  if (v.c == MXF_E2M1 && ((v.c_rs & 1) || (v.c_ls & 1) || (v.c_cs != 1))) g.epi_grain = INT64_MAX / 2;
+  if (v->c == MXF_E2M1 && ((v->c_rs & 1) || (v->c_ls & 1) || (v->c_cs != 1))) g.epi_grain = INT64_MAX / 2;
 
   static const mxf_cpu_panel_ops ops = {.fill = gemm_fill,
                                         .fill16 = gemm_fill16,
                                         .epilogue_tasks = gemm_epilogue_tasks,
                                         .epilogue = gemm_epilogue};
   mxf_status st = MXF_OK;
-  for (g.batch = 0; g.batch < v.l && st == MXF_OK; ++g.batch)
-    st = mxf_cpu_gemm_panels(&v.pp, &ops, &g, base);
+  for (g.batch = 0; g.batch < v->l && st == MXF_OK; ++g.batch)
+    st = mxf_cpu_gemm_panels(&v->pp, &ops, &g, base);
   pthread_mutex_destroy(&g.lock);
+  *amax_out = g.has_nan ? mxf_f32_from_bits(0x7FC00000u) : g.amax;
+  return st;
+}
+
+/* The operands' data of view v from the args (x, y swapped with the view). */
+static void gemm_view_data(gemm_view *v, const mxf_gemm_amax_args *args) {
+  const uint8_t *a = (const uint8_t *)args->a, *b = (const uint8_t *)args->b;
+  const uint8_t *sfa = (const uint8_t *)args->sfa, *sfb = (const uint8_t *)args->sfb;
+  v->x.data = v->swapped ? b : a, v->x.sf = v->swapped ? sfb : sfa;
+  v->y.data = v->swapped ? a : b, v->y.sf = v->swapped ? sfa : sfb;
+}
+
+mxf_status mxf_cpu_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args *args, void *ws,
+                                 size_t ws_size) {
+  const mxf_gemm_problem *p = &plan->p.gemm;
+  gemm_view v;
+  gemm_view_init(&v, p, (const mxf_cpu_core *)plan->impl);
+  (void)ws_size; /* core checked it against plan->workspace_size */
+  gemm_view_data(&v, args);
+  float amax;
+  mxf_status st = gemm_run_view(&v, args->alpha ? *args->alpha : 1.0f, (uint8_t *)args->c, ws, &amax);
   if (st != MXF_OK) return st;
 
-  float amax = g.has_nan ? mxf_f32_from_bits(0x7FC00000u) : g.amax;
   if (p->flags & MXF_AMAX_ACCUMULATE) {
     /* max(previous, new) with NaN propagating from either side */
     float old = *args->amax;
@@ -393,4 +404,25 @@ mxf_status mxf_cpu_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args 
   }
   *args->amax = amax;
   return MXF_OK;
+}
+
+/* ------------------------------------------------------------ groups of grouped_gemm_amax */
+void mxf_cpu_gemm_amax_panels(const mxf_gemm_problem *p, mxf_cpu_panels *pp) {
+  gemm_view v;
+  gemm_view_init(&v, p, NULL);
+  *pp = v.pp;
+}
+
+mxf_status mxf_cpu_gemm_amax_group(const mxf_gemm_problem *p, const mxf_cpu_panels *pp,
+                                   const mxf_gemm_amax_args *args, void *ws, float *amax) {
+  gemm_view v;
+  gemm_view_init(&v, p, pp->core);
+  /* the plan's tiles, over this group's rows only (fewer rows than the plan's: the same
+   * blocks, partly filled) */
+  const int64_t rows = v.rows, cols = v.cols;
+  v.pp = *pp;
+  v.pp.rows = rows;
+  v.pp.cols = cols;
+  gemm_view_data(&v, args);
+  return gemm_run_view(&v, args->alpha ? *args->alpha : 1.0f, (uint8_t *)args->c, ws, amax);
 }

@@ -89,6 +89,10 @@ static mxf_status cuda_plan(mxf_plan *plan) {
   case MXF_OP_PROJ_ROPE: return mxf_cuda_proj_rope_plan(plan);
   case MXF_OP_QUANTIZE: return mxf_cuda_quantize_plan(plan);
   case MXF_OP_DEQUANTIZE: return mxf_cuda_dequantize_plan(plan);
+  case MXF_OP_GROUPED_GEMM_AMAX:
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
+                         "cuda backend: grouped_gemm_amax: the grouped kernels are not built yet; "
+                         "CPU tensors run it (cpu backend)");
   }
   return mxf_set_error(MXF_ERR_INTERNAL, "cuda backend: unknown op %d", (int)plan->op);
 }

@@ -25,6 +25,9 @@
  *               out_scales_col, workspace; attribute flags
  *   quantize    x -> [q_row, s_row] [q_col, s_col], workspace; attribute directions
  *   dequantize  q, s -> y, workspace; attribute direction
+ *   grouped_gemm_amax  a, b [, sfa], sfb, offs [, group_alpha] -> c, amax, group_amax,
+ *               workspace (the contiguous layout, SPEC §6); attributes has_sfa,
+ *               has_group_alpha, sf_vec, alpha, has_alpha
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -132,6 +135,7 @@ static mxf_dtype dtype_of(XLA_FFI_DataType t) {
   case XLA_FFI_DataType_F8E8M0FNU: return MXF_E8M0;
   case XLA_FFI_DataType_U8: return MXF_U8;
   case XLA_FFI_DataType_S8: return MXF_I8;
+  case XLA_FFI_DataType_S32: return MXF_I32;
   default: return MXF_DTYPE_INVALID; /* refused by the library's validation, with the tensor named */
   }
 }
@@ -304,6 +308,33 @@ static XLA_FFI_Error *dequantize(XLA_FFI_CallFrame *f, int cuda) {
   return call_end(&fr, mxf_dequantize_with_workspace(&d, ws, ws_size, fr.stream));
 }
 
+static XLA_FFI_Error *grouped_gemm_amax(XLA_FFI_CallFrame *f, int cuda) {
+  frame fr;
+  XLA_FFI_Error *err;
+  if (!call_begin(f, cuda, &fr, &err)) return err;
+  void *ws;
+  size_t ws_size;
+  const int has_sfa = attr(&fr, "has_sfa", 1) != 0, has_ga = attr(&fr, "has_group_alpha", 0) != 0;
+  const int64_t n = 4 + has_sfa + has_ga;
+  if ((err = shape_check(&fr, "grouped_gemm_amax", n, n, 4, &ws, &ws_size))) return err;
+  mxf_grouped_gemm_amax_desc d;
+  memset(&d, 0, sizeof d);
+  int64_t i = 0;
+  tensor_of(arg(&fr, i++), fr.device, &d.a);
+  tensor_of(arg(&fr, i++), fr.device, &d.b);
+  if (has_sfa) tensor_of(arg(&fr, i++), fr.device, &d.sfa);
+  tensor_of(arg(&fr, i++), fr.device, &d.sfb);
+  tensor_of(arg(&fr, i++), fr.device, &d.offs);
+  if (has_ga) tensor_of(arg(&fr, i++), fr.device, &d.group_alpha);
+  tensor_of(ret(&fr, 0), fr.device, &d.c);
+  tensor_of(ret(&fr, 1), fr.device, &d.amax);
+  tensor_of(ret(&fr, 2), fr.device, &d.group_amax);
+  d.sf_vec = (int)attr(&fr, "sf_vec", 32);
+  float alpha = (float)attr(&fr, "alpha", 1.0);
+  d.alpha = attr(&fr, "has_alpha", 0) != 0 ? &alpha : NULL;
+  return call_end(&fr, mxf_grouped_gemm_amax_with_workspace(&d, ws, ws_size, fr.stream));
+}
+
 MXF_XLA_API XLA_FFI_Error *mxf_xla_gemm_amax_cuda(XLA_FFI_CallFrame *f) { return gemm_amax(f, 1); }
 MXF_XLA_API XLA_FFI_Error *mxf_xla_gemm_amax_host(XLA_FFI_CallFrame *f) { return gemm_amax(f, 0); }
 MXF_XLA_API XLA_FFI_Error *mxf_xla_proj_rope_cuda(XLA_FFI_CallFrame *f) { return proj_rope(f, 1); }
@@ -312,3 +343,9 @@ MXF_XLA_API XLA_FFI_Error *mxf_xla_quantize_cuda(XLA_FFI_CallFrame *f) { return 
 MXF_XLA_API XLA_FFI_Error *mxf_xla_quantize_host(XLA_FFI_CallFrame *f) { return quantize(f, 0); }
 MXF_XLA_API XLA_FFI_Error *mxf_xla_dequantize_cuda(XLA_FFI_CallFrame *f) { return dequantize(f, 1); }
 MXF_XLA_API XLA_FFI_Error *mxf_xla_dequantize_host(XLA_FFI_CallFrame *f) { return dequantize(f, 0); }
+MXF_XLA_API XLA_FFI_Error *mxf_xla_grouped_gemm_amax_cuda(XLA_FFI_CallFrame *f) {
+  return grouped_gemm_amax(f, 1);
+}
+MXF_XLA_API XLA_FFI_Error *mxf_xla_grouped_gemm_amax_host(XLA_FFI_CallFrame *f) {
+  return grouped_gemm_amax(f, 0);
+}
