@@ -69,6 +69,10 @@ void mxf_cpu_sgemm_nt(mxf_cpu_core_kind core, int64_t m, int64_t n, int64_t k, c
 void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                         int64_t ldb, float *c, int64_t ldc, int accumulate);
 
+/* The instruction set of the core's micro-kernel picked at load time: "avx512", "avx2"
+ * or "baseline" (MXF_CPU_ISA=avx2|baseline asks for a lesser one; all give the same bits). */
+const char *mxf_cpu_isa(void);
+
 /* ------------------------------------------------------------ the panel driver */
 /* sgemm_cpu.c: acc = X (rows x k) Y (cols x k)^T with X and Y produced block by block by
  * the op, in a workspace independent of rows, cols and k. */
