@@ -69,8 +69,10 @@
 
 #define MXF_SG_MR 6
 #define MXF_SG_NR 16
-#define MXF_SG_MC 72  /* multiple of MR */
-#define MXF_SG_NC 128 /* multiple of NR */
+#define MXF_SG_MC 72     /* rows of A packed at a time: multiple of MR */
+#define MXF_SG_NC 192     /* columns of a task, B packed once per K slice: multiple of NR */
+#define MXF_SG_TM_MAX 8   /* MC blocks of a task, at most */
+#define MXF_SG_TASKS 4    /* tasks per thread, at least, where the blocks allow */
 #define MXF_SG_KC 256
 
 #define MXF_PANEL_COLS 2048                  /* nc: rows of Y per tile, at most */
@@ -85,6 +87,7 @@ typedef struct sgemm_ctx {
   const float *a, *b;
   float *c;
   int64_t tiles_n;
+  int64_t tm; /* rows of a task: a multiple of MXF_SG_MC */
   int accumulate;
 } sgemm_ctx;
 
@@ -94,14 +97,23 @@ typedef struct sgemm_ctx {
 static void sgemm_pack(const float *x, int64_t ld, int64_t rows, int64_t k0, int64_t kc, int r, float *dst) {
   for (int64_t p0 = 0; p0 < rows; p0 += r) {
     int64_t live = rows - p0 < r ? rows - p0 : r;
-    for (int64_t i = 0; i < live; ++i) {
-      const float *src = x + (p0 + i) * ld + k0;
+    const float *src[MXF_SG_NR];
+    for (int i = 0; i < r; ++i)
+      src[i] = x + (p0 + (i < live ? i : 0)) * ld + k0;
+    if (live == r) { /* 8 values of each row at a time: whole lines read and written */
+      int64_t kk = 0;
+      for (; kk + 8 <= kc; kk += 8)
+        for (int i = 0; i < r; ++i)
+          for (int q = 0; q < 8; ++q)
+            dst[(kk + q) * r + i] = src[i][kk + q];
+      for (; kk < kc; ++kk)
+        for (int i = 0; i < r; ++i)
+          dst[kk * r + i] = src[i][kk];
+    } else {
       for (int64_t kk = 0; kk < kc; ++kk)
-        dst[kk * r + i] = src[kk];
+        for (int i = 0; i < r; ++i)
+          dst[kk * r + i] = i < live ? src[i][kk] : 0.0f;
     }
-    for (int64_t i = live; i < r; ++i)
-      for (int64_t kk = 0; kk < kc; ++kk)
-        dst[kk * r + i] = 0.0f;
     dst += (int64_t)r * kc;
   }
 }
@@ -236,44 +248,62 @@ static void sgemm_micro(sgemm_micro_fn fn, int64_t kc, const float *pa, const fl
     memcpy(c + i * ldc, tile + i * MXF_SG_NR, (size_t)nr * sizeof(float));
 }
 
-/* One MC x NC tile of C at (i0, j0), all of K: per K slice, A and B packed, then every
- * micro-tile continues its sums from C (the first slice starts them unless accumulate). */
+/* One task's tile of C, mc x nc at (i0, j0), all of K: per K slice, B's nc rows are
+ * packed once and A's in blocks of MXF_SG_MC rows, and every micro-tile continues its
+ * sums from C (the first slice starts them unless accumulate). */
 static void sgemm_tile(const sgemm_ctx *s, sgemm_micro_fn fn, int64_t i0, int64_t j0, int64_t mc, int64_t nc,
                        float *pa, float *pb) {
   for (int64_t k0 = 0; k0 < s->k; k0 += MXF_SG_KC) {
-    int64_t kc = s->k - k0 < MXF_SG_KC ? s->k - k0 : MXF_SG_KC;
-    sgemm_pack(s->a + i0 * s->lda, s->lda, mc, k0, kc, MXF_SG_MR, pa);
+    const int64_t kc = s->k - k0 < MXF_SG_KC ? s->k - k0 : MXF_SG_KC;
+    const int load = k0 > 0 || s->accumulate;
     sgemm_pack(s->b + j0 * s->ldb, s->ldb, nc, k0, kc, MXF_SG_NR, pb);
-    for (int64_t jr = 0; jr < nc; jr += MXF_SG_NR) {
-      int nr = (int)(nc - jr < MXF_SG_NR ? nc - jr : MXF_SG_NR);
-      for (int64_t ir = 0; ir < mc; ir += MXF_SG_MR) {
-        int mr = (int)(mc - ir < MXF_SG_MR ? mc - ir : MXF_SG_MR);
-        sgemm_micro(fn, kc, pa + ir * kc, pb + jr * kc, s->c + (i0 + ir) * s->ldc + j0 + jr, s->ldc, mr, nr,
-                    k0 > 0 || s->accumulate);
+    for (int64_t ib = 0; ib < mc; ib += MXF_SG_MC) {
+      const int64_t mb = mc - ib < MXF_SG_MC ? mc - ib : MXF_SG_MC;
+      sgemm_pack(s->a + (i0 + ib) * s->lda, s->lda, mb, k0, kc, MXF_SG_MR, pa);
+      for (int64_t jr = 0; jr < nc; jr += MXF_SG_NR) {
+        const int nr = (int)(nc - jr < MXF_SG_NR ? nc - jr : MXF_SG_NR);
+        for (int64_t ir = 0; ir < mb; ir += MXF_SG_MR) {
+          const int mr = (int)(mb - ir < MXF_SG_MR ? mb - ir : MXF_SG_MR);
+          sgemm_micro(fn, kc, pa + ir * kc, pb + jr * kc, s->c + (i0 + ib + ir) * s->ldc + j0 + jr, s->ldc,
+                      mr, nr, load);
+        }
       }
     }
   }
 }
 
+/* Pack buffers on the task's stack: 72 KiB of A, 192 KiB of B. */
 static void sgemm_task(void *ctx, int64_t begin, int64_t end) {
   const sgemm_ctx *s = (const sgemm_ctx *)ctx;
   _Alignas(64) float pa[MXF_SG_MC * MXF_SG_KC];
   _Alignas(64) float pb[MXF_SG_NC * MXF_SG_KC];
   const sgemm_micro_fn fn = g_micro.fn;
   for (int64_t t = begin; t < end; ++t) {
-    int64_t i0 = (t / s->tiles_n) * MXF_SG_MC, j0 = (t % s->tiles_n) * MXF_SG_NC;
-    int64_t mc = s->m - i0 < MXF_SG_MC ? s->m - i0 : MXF_SG_MC;
+    int64_t i0 = (t / s->tiles_n) * s->tm, j0 = (t % s->tiles_n) * MXF_SG_NC;
+    int64_t mc = s->m - i0 < s->tm ? s->m - i0 : s->tm;
     int64_t nc = s->n - j0 < MXF_SG_NC ? s->n - j0 : MXF_SG_NC;
     sgemm_tile(s, fn, i0, j0, mc, nc, pa, pb);
   }
 }
 
-/* The core on the calling thread alone (m up to any extent, n at most MXF_SG_NC per
- * tile): what a task of the streaming path runs. */
+/* The problem's tasks: tiles of tm rows (MXF_SG_MC .. MXF_SG_TM_MAX blocks of it, fewer
+ * where the threads would otherwise lack tasks) x MXF_SG_NC columns. The cut sets only
+ * which thread computes an element, never its sum. */
+static sgemm_ctx sgemm_setup(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                             int64_t ldb, float *c, int64_t ldc, int accumulate, int threads) {
+  sgemm_ctx s = {m, n, k, lda, ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC), MXF_SG_MC, accumulate};
+  const int64_t blocks = mxf_cdiv(m, MXF_SG_MC);
+  int64_t per = blocks * s.tiles_n / ((int64_t)threads * MXF_SG_TASKS);
+  per = per < 1 ? 1 : per > MXF_SG_TM_MAX ? MXF_SG_TM_MAX : per;
+  s.tm = per * MXF_SG_MC;
+  return s;
+}
+
+/* The core on the calling thread alone: what a task of the streaming path runs. */
 static void sgemm_serial(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                          int64_t ldb, float *c, int64_t ldc, int accumulate) {
-  sgemm_ctx s = {m, n, k, lda, ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC), accumulate};
-  sgemm_task(&s, 0, mxf_cdiv(m, MXF_SG_MC) * s.tiles_n);
+  sgemm_ctx s = sgemm_setup(m, n, k, a, lda, b, ldb, c, ldc, accumulate, 1);
+  sgemm_task(&s, 0, mxf_cdiv(m, s.tm) * s.tiles_n);
 }
 
 void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
@@ -286,9 +316,8 @@ void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t
     return;
   }
   if (getenv("MXF_CPU_ISA")) micro_pick();
-  sgemm_ctx s = {m, n, k, lda, ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC), accumulate};
-  int64_t tiles = mxf_cdiv(m, MXF_SG_MC) * s.tiles_n;
-  mxf_parallel_for(tiles, 1, sgemm_task, &s);
+  sgemm_ctx s = sgemm_setup(m, n, k, a, lda, b, ldb, c, ldc, accumulate, mxf_cpu_threads());
+  mxf_parallel_for(mxf_cdiv(m, s.tm) * s.tiles_n, 1, sgemm_task, &s);
 }
 
 void mxf_cpu_sgemm_nt(mxf_cpu_core_kind core, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
