@@ -22,11 +22,12 @@
 /* ------------------------------------------------------------ the GEMM core */
 /* The core a plan's GEMM runs on, chosen when the plan is made (core_choice.c) and kept
  * in plan->impl:
+ *   c       the library's own f32 core (mxf_cpu_sgemm_nt_c), the default: SPEC §5.1's
+ *           order, the same bits whatever the shape, the cut and the threads;
+ *   blas    OpenBLAS sgemm on f32 panels (asked for only);
  *   onednn  oneDNN's bf16 matmul (AMX or AVX512-BF16) on operands dequantized exactly to
  *           bf16, f32 accumulation; a K panel whose values would reach the bf16 units'
- *           flushing (below 2^-126) or overflow takes the f32 core (sgemm_cpu.c);
- *   blas    OpenBLAS sgemm on f32 panels;
- *   c       the plain C f32 core (mxf_cpu_sgemm_nt_c).
+ *           flushing (below 2^-126) or overflow takes the f32 core (asked for only).
  * MXF_CONFIG's cpu key (cpu_config.c) asks for one. */
 typedef enum mxf_cpu_core_kind {
   MXF_CPU_CORE_C = 0,
@@ -60,12 +61,13 @@ mxf_status mxf_cpu_quantize_run(const mxf_plan *plan, const mxf_quantize_args *a
 mxf_status mxf_cpu_dequantize_run(const mxf_plan *plan, const mxf_dequantize_args *args);
 
 /* C[m][n] = sum_k A[m][k] * B[n][k] over row-major f32 panels (lda, ldb, ldc in floats),
- * plus the previous C[m][n] when `accumulate` is set (C is not read otherwise): OpenBLAS
- * sgemm when `core` is MXF_CPU_CORE_BLAS (and the library is built with it), else the
- * threaded plain C core. */
+ * continuing from the previous C[m][n] when `accumulate` is set (C is not read
+ * otherwise): OpenBLAS sgemm when `core` is MXF_CPU_CORE_BLAS (and the library is built
+ * with it), else the library's own core. */
 void mxf_cpu_sgemm_nt(mxf_cpu_core_kind core, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                       const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate);
-/* The plain C core behind mxf_cpu_sgemm_nt (cache-blocked, threaded), always built. */
+/* The library's own core (cache-blocked, threaded over M and N): per element, fused
+ * multiply-adds in k order continuing from C (accumulate) or +0 (SPEC §5.1). */
 void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                         int64_t ldb, float *c, int64_t ldc, int accumulate);
 
@@ -123,8 +125,7 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
 /* core_choice.c. Chooses the core of a plan whose GEMM has the geometry pp (core not set
  * yet): `asked` (an mxf_cpu_core_kind, from MXF_CONFIG's cpu=onednn|blas|c) when >= 0
  * (refused with MXF_ERR_NOT_SUPPORTED and the reason when this build or processor lacks
- * it); when < 0, oneDNN where its bf16 matmul runs on bf16 units and the GEMM is large
- * enough to pay for it, else OpenBLAS, else C. Sets plan->impl (freed by
+ * it); when < 0, the library's own core (c). Sets plan->impl (freed by
  * mxf_cpu_core_free) and plan->kernel; pp->core = the choice. */
 mxf_status mxf_cpu_core_plan(mxf_plan *plan, mxf_cpu_panels *pp, int asked);
 void mxf_cpu_core_free(mxf_plan *plan);

@@ -1,7 +1,7 @@
 /*
  * gemm_amax_cpu.c — block-scaled GEMM + amax on the CPU (SPEC §1), on the panel driver
  * and f32 GEMM core shared by the CPU ops (mxf_cpu_gemm_panels, mxf_cpu_sgemm_nt in
- * sgemm_cpu.c: OpenBLAS or plain C).
+ * sgemm_cpu.c: the library's own core, SPEC §5.1's order, or a vendor one asked for).
  *
  * A run works on an "oriented" view of the problem: X (rows x K) times Y (cols x K)^T
  * into an output whose column stride is 1 where possible. That is A, B, C as given when
@@ -11,7 +11,8 @@
  *      block scale, each operand in its own format (SPEC §1.1: the pair may be mixed; a
  *      bf16 A is read as it is); K panels start on scale blocks;
  *   2. acc += Xblock Yblock^T through mxf_cpu_sgemm_nt into the tile's f32 acc, K panel
- *      by K panel (f32 sums, so K's order of summation is the panels' order);
+ *      by K panel, each element's fused multiply-adds continuing in k order (SPEC §5.1;
+ *      with few rows, the driver's streaming path, same order);
  *   3. per finished tile, the epilogue: v = alpha * acc (alpha applied once, after the
  *      sum), amax over |v|, v converted to C's dtype with formats.h and stored with C's
  *      strides.

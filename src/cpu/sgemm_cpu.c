@@ -1,24 +1,25 @@
 /*
  * sgemm_cpu.c — the f32 GEMM core of the CPU ops, C = A B^T on row-major panels
- * (mxf_cpu_sgemm_nt): OpenBLAS's sgemm when the plan's core is blas, else the plain C
- * core below (mxf_cpu_sgemm_nt_c), which also takes what OpenBLAS cannot (extents beyond
- * its int range, and the empty cases).
+ * (mxf_cpu_sgemm_nt): the library's own core (mxf_cpu_sgemm_nt_c), or OpenBLAS's sgemm
+ * when the plan asked for it (cpu=blas), which also leaves to ours what it cannot take
+ * (extents beyond its int range, the empty cases).
  *
- * Classic three-level blocking: C is cut into MXF_SG_MC x MXF_SG_NC tiles, one task
- * each on mxf_parallel_for; inside a task, K goes by MXF_SG_KC slices, each slice of A
- * and B is packed into micro-panels (MR rows of A, NR rows of B, k-interleaved, zero
- * padded at the edges) that stay in L1/L2, and an MR x NR register-blocked micro-kernel
- * sweeps them. The micro-kernel is plain C written so that the compiler vectorizes the
- * NR loop; it is compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time
- * where the toolchain supports function multi-versioning.
+ * Summation order (SPEC §5.1): every element of C is one chain of f32 fused
+ * multiply-adds over k in increasing order, from +0 (or from C's value, accumulate). The
+ * work is cut over M and N only: tasks of tm rows (MXF_SG_MC .. MXF_SG_TM_MAX blocks) x
+ * MXF_SG_NC columns on mxf_parallel_for; inside a task, K goes by MXF_SG_KC slices, B's
+ * rows are packed once per slice and A's in blocks of MXF_SG_MC rows (micro-panels of MR
+ * rows of A, NR rows of B, k-interleaved, zero padded at the edges) that stay in L1/L2,
+ * and an MR x NR register-blocked micro-kernel loads the micro-tile's sums from C, adds
+ * the slice's products in k order and stores them back: the sums continue across slices,
+ * never restart from zero. Hence the bits do not depend on the slices, the tiles, the
+ * threads or the panels the driver below cuts. The micro-kernel is written for AVX-512,
+ * AVX2 + FMA and baseline x86-64 (fmaf), the same bits each, the best picked at load
+ * time. Zero padding of partial micro-panels only touches sums that are never stored,
+ * so NaN/inf in the inputs propagate exactly as in a naive loop.
  *
- * Summation order: per element, K slices in order, each slice summed in k order in f32
- * (no fused multiply-add: the build disables contraction). Zero padding of partial
- * micro-panels only touches accumulators that are never stored, so NaN/inf in the
- * inputs propagate exactly as in a naive loop.
- *
- * Pack buffers live on the stack of the task (about 200 KiB): the CPU ops allocate
- * nothing at run time.
+ * Pack buffers live on the stack of the task (264 KiB): the CPU ops allocate nothing at
+ * run time.
  *
  * Below the core, the panel driver of the CPU ops (mxf_cpu_gemm_panels): an op whose
  * operands exist only as codes and scales hands it a fill callback, which dequantizes
@@ -26,7 +27,8 @@
  * by tile, row chunks (rc rows of X) outside, N panels (nc rows of Y) inside, and per
  * tile the K panels (kc) in order: it fills the Y block of the K panel, the core adds
  * Xblock Yblock^T into the tile's f32 acc (the first K panel sets it), and once the last
- * K panel is in, the epilogue takes the tile. With one N panel, X is filled K panel by
+ * K panel is in, the epilogue takes the tile (with few rows, the streaming path below
+ * instead). With one N panel, X is filled K panel by
  * K panel beside Y; with several, X holds the row chunk's whole K, filled once and read
  * by every N panel (rc shrinks to keep it within MXF_PANEL_X_BYTES, down to
  * MXF_PANEL_ROWS_MIN rows).
@@ -69,10 +71,10 @@
 
 #define MXF_SG_MR 6
 #define MXF_SG_NR 16
-#define MXF_SG_MC 72     /* rows of A packed at a time: multiple of MR */
-#define MXF_SG_NC 192     /* columns of a task, B packed once per K slice: multiple of NR */
-#define MXF_SG_TM_MAX 8   /* MC blocks of a task, at most */
-#define MXF_SG_TASKS 4    /* tasks per thread, at least, where the blocks allow */
+#define MXF_SG_MC 72    /* rows of A packed at a time: multiple of MR */
+#define MXF_SG_NC 192   /* columns of a task, B packed once per K slice: multiple of NR */
+#define MXF_SG_TM_MAX 8 /* MC blocks of a task, at most */
+#define MXF_SG_TASKS 4  /* tasks per thread, at least, where the blocks allow */
 #define MXF_SG_KC 256
 
 #define MXF_PANEL_COLS 2048                  /* nc: rows of Y per tile, at most */
