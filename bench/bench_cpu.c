@@ -661,7 +661,8 @@ int main(int argc, char **argv) {
    * and the process's peak RSS growth over it */
   double rss_mib = one_call_rss_growth(64, 7168, 2048);
   /* the memory's read bandwidth, decode against it, the invariance check */
-  const double read_gbs = wanted("readbw") || wanted("decode") ? read_bandwidth() : 0.0;
+  const int any_decode = wanted("decode") || wanted("dec_mxfp4") || wanted("dec_nvfp4") || wanted("dec_mxfp8");
+  const double read_gbs = wanted("readbw") || any_decode ? read_bandwidth() : 0.0;
   if (bench_decode(read_gbs)) return 1;
   if (wanted("invariance") && bench_invariance()) return 1;
   int64_t T = 256;
