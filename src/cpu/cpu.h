@@ -109,6 +109,12 @@ typedef struct mxf_cpu_panel_ops {
    * written nothing, when they are not (the driver then calls fill). */
   int (*fill16)(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, uint16_t *dst,
                 int64_t ld);
+  /* Optional (may be NULL), for the streaming path: rows [r0, r0 + n) of X or Y, values
+   * [k0, k0 + kn) (kn at most 256), straight into the core's packed layout: panels of 16
+   * rows, value (row p*16 + i, k0 + kk) at dst[p*16*kn + kk*16 + i], the values fill
+   * would give. Returns 0, having written nothing, where it cannot (the driver then calls
+   * fill and packs). */
+  int (*fill_packed)(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, float *dst);
   /* Task count of the epilogue of a tile of rn x cn, and tasks [t0, t1) of the tile at
    * rows [r0, r0 + rn) of X, rows [c0, c0 + cn) of Y: acc holds the full K sums, ld floats
    * a row, and the epilogue may overwrite it. Tasks run concurrently. */

@@ -91,6 +91,7 @@ typedef struct sgemm_ctx {
   int64_t tiles_n;
   int64_t tm; /* rows of a task: a multiple of MXF_SG_MC */
   int accumulate;
+  int b_packed; /* b is already in the packed layout (k <= MXF_SG_KC) */
 } sgemm_ctx;
 
 /* rows [0, rows) of x (ld floats apart), k in [k0, k0 + kc), into micro-panels of r rows:
@@ -258,7 +259,10 @@ static void sgemm_tile(const sgemm_ctx *s, sgemm_micro_fn fn, int64_t i0, int64_
   for (int64_t k0 = 0; k0 < s->k; k0 += MXF_SG_KC) {
     const int64_t kc = s->k - k0 < MXF_SG_KC ? s->k - k0 : MXF_SG_KC;
     const int load = k0 > 0 || s->accumulate;
-    sgemm_pack(s->b + j0 * s->ldb, s->ldb, nc, k0, kc, MXF_SG_NR, pb);
+    if (s->b_packed)
+      pb = (float *)s->b + j0 * kc; /* one slice, packed by the caller */
+    else
+      sgemm_pack(s->b + j0 * s->ldb, s->ldb, nc, k0, kc, MXF_SG_NR, pb);
     for (int64_t ib = 0; ib < mc; ib += MXF_SG_MC) {
       const int64_t mb = mc - ib < MXF_SG_MC ? mc - ib : MXF_SG_MC;
       sgemm_pack(s->a + (i0 + ib) * s->lda, s->lda, mb, k0, kc, MXF_SG_MR, pa);
@@ -293,7 +297,7 @@ static void sgemm_task(void *ctx, int64_t begin, int64_t end) {
  * which thread computes an element, never its sum. */
 static sgemm_ctx sgemm_setup(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                              int64_t ldb, float *c, int64_t ldc, int accumulate, int threads) {
-  sgemm_ctx s = {m, n, k, lda, ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC), MXF_SG_MC, accumulate};
+  sgemm_ctx s = {m, n, k, lda, ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC), MXF_SG_MC, accumulate, 0};
   const int64_t blocks = mxf_cdiv(m, MXF_SG_MC);
   int64_t per = blocks * s.tiles_n / ((int64_t)threads * MXF_SG_TASKS);
   per = per < 1 ? 1 : per > MXF_SG_TM_MAX ? MXF_SG_TM_MAX : per;
@@ -301,10 +305,12 @@ static sgemm_ctx sgemm_setup(int64_t m, int64_t n, int64_t k, const float *a, in
   return s;
 }
 
-/* The core on the calling thread alone: what a task of the streaming path runs. */
+/* The core on the calling thread alone: what a task of the streaming path runs. With
+ * b_packed, b holds n rows x k (<= MXF_SG_KC) values in the packed layout (ldb unused). */
 static void sgemm_serial(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                         int64_t ldb, float *c, int64_t ldc, int accumulate) {
+                         int64_t ldb, float *c, int64_t ldc, int accumulate, int b_packed) {
   sgemm_ctx s = sgemm_setup(m, n, k, a, lda, b, ldb, c, ldc, accumulate, 1);
+  s.b_packed = b_packed;
   sgemm_task(&s, 0, mxf_cdiv(m, s.tm) * s.tiles_n);
 }
 
@@ -637,12 +643,15 @@ static void stream_task(void *vctx, int64_t begin, int64_t end) {
     for (int64_t k0 = 0; k0 < pp->k; k0 += MXF_STREAM_K) {
       const int64_t kn = pp->k - k0 < MXF_STREAM_K ? pp->k - k0 : MXF_STREAM_K;
       if (s->side == 1) {
-        r->ops->fill(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
-        sgemm_serial(r->rn, cnt, kn, s->few + k0, s->ldk, buf, MXF_STREAM_K, r->acc + i0, r->ldc, k0 > 0);
+        const int packed =
+            r->ops->fill_packed && r->ops->fill_packed(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf);
+        if (!packed) r->ops->fill(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
+        sgemm_serial(r->rn, cnt, kn, s->few + k0, s->ldk, buf, MXF_STREAM_K, r->acc + i0, r->ldc, k0 > 0,
+                     packed);
       } else {
         r->ops->fill(r->ctx, 0, r->r0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
         sgemm_serial(cnt, r->cn, kn, buf, MXF_STREAM_K, s->few + k0, s->ldk, r->acc + i0 * r->ldc, r->ldc,
-                     k0 > 0);
+                     k0 > 0, 0);
       }
     }
   }
