@@ -286,6 +286,31 @@ __attribute__((target("avx512f"))) static void e2m1_block16(const uint8_t *const
     _mm512_store_ps(dst + (2 * j + 1) * 16, _mm512_mul_ps(hi[j], sc));
   }
 }
+/* 16 rows x 16 fp8 codes (src[i]), scales s[i]: into dst[kk * 16 + i], kk in [0, 16). The
+ * code's sign, exponent and mantissa moved into f32's fields (code & 0x7F shifted by
+ * `shift`: 20 for e4m3, 21 for e5m2) and scaled by 2^bias (120, 112) is the code's value,
+ * subnormals included; codes whose exponent field is all ones (e5m2 inf / NaN, e4m3 NaN
+ * at 0x7F) take their value from the table instead. */
+__attribute__((target("avx512f"))) static void fp8_block16(const uint8_t *const *src, const float *s,
+                                                           const float *table, int shift, float bias,
+                                                           uint32_t special, float *dst) {
+  __m512 v[16];
+  const __m512i m7f = _mm512_set1_epi32(0x7F), sp = _mm512_set1_epi32((int)special);
+  const __m512 scale = _mm512_set1_ps(bias);
+  for (int i = 0; i < 16; ++i) {
+    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)src[i]));
+    const __m512i mag = _mm512_and_si512(b, m7f);
+    const __m512i bits = _mm512_or_si512(_mm512_slli_epi32(_mm512_andnot_si512(m7f, b), 24),
+                                         _mm512_sll_epi32(mag, _mm_cvtsi32_si128(shift)));
+    const __m512 x = _mm512_mul_ps(_mm512_castsi512_ps(bits), scale);
+    const __mmask16 odd = _mm512_cmpeq_epi32_mask(_mm512_and_si512(mag, sp), sp);
+    v[i] = _mm512_mask_i32gather_ps(x, odd, b, table, 4);
+  }
+  transpose16(v);
+  const __m512 sc = _mm512_loadu_ps(s);
+  for (int j = 0; j < 16; ++j)
+    _mm512_store_ps(dst + j * 16, _mm512_mul_ps(v[j], sc));
+}
 #else
 #define MXF_GEMM_PACKED_X86 0
 #endif
@@ -295,9 +320,28 @@ static int gemm_fill_packed(void *ctx, int which, int64_t r0, int64_t n, int64_t
   const gemm_ctx *d = (const gemm_ctx *)ctx;
   const gemm_view *v = d->v;
   const gemm_operand *op = which ? &v->y : &v->x;
-  if (op->fmt != MXF_E2M1 || op->ks != 1 || (op->rs & 1) || (op->ls & 1) || (k0 & 31) || (kn & 31) ||
-      (n & 15) || v->sf_vec > 32 || !d->packed_ok)
+  if (op->fmt == MXF_BF16 || op->ks != 1 || (k0 & 31) || (kn & 31) || (n & 15) || v->sf_vec > 32 ||
+      !d->packed_ok)
     return 0;
+  if (op->fmt != MXF_E2M1) {
+    const operand_luts *lut = &d->lut[which];
+    const int e4 = op->fmt == MXF_E4M3;
+    for (int64_t p = 0; p < n; p += 16)
+      for (int64_t kk = 0; kk < kn; kk += 16) {
+        const uint8_t *src[16];
+        _Alignas(64) float sc[16];
+        for (int i = 0; i < 16; ++i) {
+          const int64_t r = r0 + p + i;
+          src[i] = op->data + r * op->rs + d->batch * op->ls + k0 + kk;
+          sc[i] = lut->sf[op->sf[mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r, (k0 + kk) / v->sf_vec,
+                                                    d->batch)]];
+        }
+        fp8_block16(src, sc, lut->code, e4 ? 20 : 21, e4 ? 0x1p120f : 0x1p112f, e4 ? 0x7Fu : 0x7Cu,
+                    dst + p * kn + kk * 16);
+      }
+    return 1;
+  }
+  if ((op->rs & 1) || (op->ls & 1)) return 0;
   const operand_luts *lut = &d->lut[which];
   const int64_t per = 32 / v->sf_vec; /* scale blocks per 32 values */
   for (int64_t p = 0; p < n; p += 16) {
