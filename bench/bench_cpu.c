@@ -400,7 +400,7 @@ typedef struct read_job {
   uint64_t sum;
 } read_job;
 
-static void *read_worker(void *v) {
+static void *read_thread(void *v) {
   read_job *j = (read_job *)v;
   uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   for (size_t i = 0; i + 4 <= j->n; i += 4)
@@ -430,7 +430,7 @@ static double read_bandwidth(void) {
     const double t0 = now_ms();
     for (int i = 0; i < nt; ++i) {
       jobs[i] = (read_job){buf + words / (size_t)nt * (size_t)i, words / (size_t)nt, 0};
-      pthread_create(&th[i], NULL, read_worker, &jobs[i]);
+      pthread_create(&th[i], NULL, read_thread, &jobs[i]);
     }
     for (int i = 0; i < nt; ++i)
       pthread_join(th[i], NULL);
