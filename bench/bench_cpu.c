@@ -18,6 +18,19 @@
  * API with a preallocated workspace; 256 sampled elements of each gemm_amax case's C are
  * then judged by SPEC §5 (judge/judge.h), and a wrong one fails the benchmark.
  *
+ * Before them (cases readbw, decode, invariance; dec_mxfp4, dec_nvfp4, dec_mxfp8 pick one
+ * weight format, MXF_BENCH_DECODE_M=1,4 some batch sizes):
+ *   readbw      the memory's read bandwidth: all threads summing a buffer of
+ *               MXF_BENCH_READ_MIB (default 256) MiB, beyond the last-level cache
+ *   decode      bf16 A (M x K) x weights (N x K) for M in {1, 4, 16, 64} and (N, K) in
+ *               {(7168, 2048), (2048, 7168), (24576, 1536)}, MXFP4 / NVFP4-style / MXFP8
+ *               weights with compact scales, f32 C on the default core: time, GB/s of
+ *               weight bytes (codes + scales), its share of the read bandwidth, and
+ *               OpenBLAS sgemm on the weights dequantized to f32 beforehand, alternating
+ *               in one process
+ *   invariance  one bf16 x MXFP4 problem computed whole, by rows of 1, by column halves,
+ *               with 1 and 2 threads: bytes of C that differ (0 by SPEC §5.1; a nonzero
+ *               count fails the benchmark)
  * Then (MXF_BENCH_ONLY lists "grouped", or is unset) grouped_gemm_amax against a loop
  * of gemm_amax on the DeepSeek-V3 MoE shapes: bench_grouped.c.
  * Then the workspace that plans ask for (plan only, nothing run): the cases above and a
@@ -34,8 +47,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "formats.h"
 #include "judge.h"
@@ -379,6 +394,263 @@ static double one_call_rss_growth(int64_t max_m, int64_t n, int64_t k) {
 /* Whether case `name` runs: MXF_BENCH_ONLY unset, or it lists the name. */
 static int wanted(const char *name) { return tu_env_lists("MXF_BENCH_ONLY", name); }
 
+/* ------------------------------------------------------------ read bandwidth, decode, invariance */
+/* The machine's read bandwidth: every thread (MXF_NUM_THREADS, else the online cores)
+ * sums its share of a buffer of MXF_BENCH_READ_MIB (default 256 MiB, beyond any last-level
+ * cache) as 64-bit words; GB/s of the median run. */
+typedef struct read_job {
+  const uint64_t *p;
+  size_t n;
+  uint64_t sum;
+} read_job;
+
+static void *read_thread(void *v) {
+  read_job *j = (read_job *)v;
+  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (size_t i = 0; i + 4 <= j->n; i += 4)
+    s0 += j->p[i], s1 += j->p[i + 1], s2 += j->p[i + 2], s3 += j->p[i + 3];
+  j->sum = s0 + s1 + s2 + s3;
+  return NULL;
+}
+
+static int bench_threads(void) {
+  const char *e = getenv("MXF_NUM_THREADS");
+  if (e && atoi(e) >= 1) return atoi(e);
+  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+static double read_bandwidth(void) {
+  const char *e = getenv("MXF_BENCH_READ_MIB");
+  const size_t bytes = (size_t)(e && atoi(e) > 0 ? atoi(e) : 256) << 20, words = bytes / 8;
+  uint64_t *buf = xalloc(bytes);
+  for (size_t i = 0; i < words; ++i)
+    buf[i] = i;
+  const int nt = bench_threads();
+  pthread_t th[64];
+  read_job jobs[64];
+  double t[64];
+  for (int round = -1; round < g_runs; ++round) {
+    const double t0 = now_ms();
+    for (int i = 0; i < nt; ++i) {
+      jobs[i] = (read_job){buf + words / (size_t)nt * (size_t)i, words / (size_t)nt, 0};
+      pthread_create(&th[i], NULL, read_thread, &jobs[i]);
+    }
+    for (int i = 0; i < nt; ++i)
+      pthread_join(th[i], NULL);
+    if (round >= 0) t[round] = now_ms() - t0;
+  }
+  uint64_t s = 0;
+  for (int i = 0; i < nt; ++i)
+    s += jobs[i].sum;
+  free(buf);
+  const double ms = median(t, g_runs);
+  return s == 0 ? 0.0 : (double)(words / (size_t)nt * (size_t)nt * 8) / (ms * 1e6);
+}
+
+/* A decode problem: bf16 A (M x K), weights B (N x K) in format `fmt` (e2m1 with e8m0
+ * scales per 32 = MXFP4, e2m1 with ue4m3 per 16 = NVFP4-style, e4m3 with e8m0 per 32 =
+ * MXFP8), compact scales, f32 C. */
+typedef struct decode_op {
+  int64_t m, n, k;
+  mxf_dtype fmt, sf;
+  int sf_vec;
+  uint16_t *a;
+  uint8_t *b, *sb;
+  float *c, amax;
+  size_t b_bytes, sb_bytes; /* what a run reads of the weights */
+  mxf_plan *plan;
+  void *ws;
+  size_t wsn;
+} decode_op;
+
+static int decode_plan(decode_op *o, int64_t m0, int64_t m, int64_t n0, int64_t n, float *c, int64_t ldc,
+                       mxf_plan **plan) {
+  mxf_gemm_amax_desc d;
+  memset(&d, 0, sizeof d);
+  const int64_t kb = o->k / o->sf_vec;
+  const int e2 = o->fmt == MXF_E2M1;
+  d.a = (mxf_tensor){o->a + m0 * o->k, MXF_BF16, MXF_DEVICE_CPU, 2, {m, o->k}, {0}};
+  d.b = (mxf_tensor){o->b + (e2 ? n0 * o->k / 2 : n0 * o->k), o->fmt, MXF_DEVICE_CPU, 2, {n, o->k}, {0}};
+  d.sfb = (mxf_tensor){o->sb + n0 * kb, o->sf, MXF_DEVICE_CPU, 2, {n, kb}, {0}};
+  d.c = (mxf_tensor){c, MXF_F32, MXF_DEVICE_CPU, 2, {m, n}, {ldc, 1}};
+  d.amax = (mxf_tensor){&o->amax, MXF_F32, MXF_DEVICE_CPU, 1, {1}, {0}};
+  d.sf_vec = o->sf_vec;
+  if (mxf_gemm_amax_plan(plan, &d) != MXF_OK) {
+    fprintf(stderr, "bench: decode plan failed: %s\n", mxf_last_error());
+    return -1;
+  }
+  return 0;
+}
+
+static int decode_run(decode_op *o, mxf_plan *plan, int64_t m0, int64_t n0, float *c) {
+  const int64_t kb = o->k / o->sf_vec;
+  const int e2 = o->fmt == MXF_E2M1;
+  const size_t wsn = mxf_plan_workspace_size(plan);
+  if (wsn > o->wsn) {
+    free(o->ws);
+    o->ws = xalloc(wsn), o->wsn = wsn;
+  }
+  mxf_gemm_amax_args args = {
+      o->a + m0 * o->k, o->b + (e2 ? n0 * o->k / 2 : n0 * o->k), NULL, o->sb + n0 * kb, c, &o->amax, NULL};
+  return mxf_gemm_amax_run(plan, &args, o->ws, o->wsn, NULL) == MXF_OK ? 0 : -1;
+}
+
+static void decode_alloc(decode_op *o, int64_t m, int64_t n, int64_t k, mxf_dtype fmt, mxf_dtype sf,
+                         int sf_vec) {
+  memset(o, 0, sizeof *o);
+  o->m = m, o->n = n, o->k = k, o->fmt = fmt, o->sf = sf, o->sf_vec = sf_vec;
+  const int e2 = fmt == MXF_E2M1;
+  o->b_bytes = (size_t)(e2 ? n * k / 2 : n * k), o->sb_bytes = (size_t)(n * (k / sf_vec));
+  o->a = xalloc((size_t)(m * k) * 2), o->b = xalloc(o->b_bytes), o->sb = xalloc(o->sb_bytes);
+  o->c = xalloc((size_t)(m * n) * 4);
+  for (int64_t i = 0; i < m * k; ++i)
+    o->a[i] = mxf_f32_to_bf16((float)nrand());
+  for (size_t i = 0; i < o->b_bytes; ++i)
+    o->b[i] = e2 ? mxf_e2m1_pack(mxf_f32_to_e2m1((float)(2 * nrand())), mxf_f32_to_e2m1((float)(2 * nrand())))
+                 : mxf_f32_to_e4m3((float)(96 * nrand()));
+  for (size_t i = 0; i < o->sb_bytes; ++i)
+    o->sb[i] = sf == MXF_E4M3 ? mxf_f32_to_e4m3((float)(0.5 + 4 * urand())) : (uint8_t)(120 + urand() * 14);
+}
+
+static void decode_free(decode_op *o) {
+  free(o->a), free(o->b), free(o->sb), free(o->c), free(o->ws);
+  mxf_plan_destroy(o->plan);
+}
+
+/* B dequantized into f32 (what sgemm is given: 4 bytes a value). */
+static float *decode_weights_f32(const decode_op *o) {
+  float *f = xalloc((size_t)(o->n * o->k) * 4);
+  const int64_t kb = o->k / o->sf_vec;
+  for (int64_t r = 0; r < o->n; ++r)
+    for (int64_t k = 0; k < o->k; ++k) {
+      const float code = o->fmt == MXF_E2M1
+                             ? mxf_e2m1_to_f32((uint8_t)(o->b[(r * o->k + k) / 2] >> ((k & 1) * 4)) & 0xF)
+                             : mxf_e4m3_to_f32(o->b[r * o->k + k]);
+      f[r * o->k + k] = code * mxf_scale_to_f32(o->sb[r * kb + k / o->sf_vec], o->sf == MXF_E4M3);
+    }
+  return f;
+}
+
+typedef struct decode_result {
+  const char *fmt;
+  int64_t m, n, k;
+  double ms, gbs, of_read, sgemm_ms;
+} decode_result;
+
+static decode_result g_dec[64];
+static int g_ndec;
+
+/* The decode table: M x (N, K) x weight format; MXF_BENCH_DECODE_M=1,4,... narrows M. */
+static int bench_decode(double read_gbs) {
+  static const int64_t shapes[][2] = {{7168, 2048}, {2048, 7168}, {24576, 1536}};
+  static const int64_t ms[] = {1, 4, 16, 64};
+  static const struct {
+    const char *name;
+    mxf_dtype fmt, sf;
+    int sf_vec;
+  } fmts[] = {{"mxfp4", MXF_E2M1, MXF_E8M0, 32},
+              {"nvfp4", MXF_E2M1, MXF_E4M3, 16},
+              {"mxfp8", MXF_E4M3, MXF_E8M0, 32}};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; ++s)
+    for (size_t f = 0; f < sizeof fmts / sizeof *fmts; ++f) {
+      char fname[16];
+      snprintf(fname, sizeof fname, "dec_%s", fmts[f].name);
+      if (!wanted("decode") && !wanted(fname)) continue;
+      decode_op o;
+      decode_alloc(&o, 64, shapes[s][0], shapes[s][1], fmts[f].fmt, fmts[f].sf, fmts[f].sf_vec);
+      float *bf = decode_weights_f32(&o), *af = xalloc((size_t)(64 * o.k) * 4),
+            *cf = xalloc((size_t)(64 * o.n) * 4);
+      for (int64_t i = 0; i < 64 * o.k; ++i)
+        af[i] = mxf_bf16_to_f32(o.a[i]);
+      for (size_t mi = 0; mi < sizeof ms / sizeof *ms; ++mi) {
+        char mname[32];
+        snprintf(mname, sizeof mname, "%lld", (long long)ms[mi]);
+        if (!tu_env_lists("MXF_BENCH_DECODE_M", mname)) continue;
+        mxf_plan *plan = NULL;
+        if (decode_plan(&o, 0, ms[mi], 0, o.n, o.c, o.n, &plan)) return -1;
+        double t[64], ts[64];
+        for (int round = -2; round < g_runs; ++round) {
+          double t0 = now_ms();
+          if (decode_run(&o, plan, 0, 0, o.c)) return -1;
+          double t1 = now_ms();
+#if defined(MXF_HAVE_CBLAS)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ms[mi], (int)o.n, (int)o.k, 1.0f, af,
+                      (int)o.k, bf, (int)o.k, 0.0f, cf, (int)o.n);
+#endif
+          double t2 = now_ms();
+          if (round >= 0) t[round] = t1 - t0, ts[round] = t2 - t1;
+        }
+        mxf_plan_destroy(plan);
+        decode_result *r = &g_dec[g_ndec++];
+        r->fmt = fmts[f].name, r->m = ms[mi], r->n = o.n, r->k = o.k;
+        r->ms = median(t, g_runs);
+#if defined(MXF_HAVE_CBLAS)
+        r->sgemm_ms = median(ts, g_runs);
+#else
+        r->sgemm_ms = 0;
+#endif
+        r->gbs = (double)(o.b_bytes + o.sb_bytes) / (r->ms * 1e6);
+        r->of_read = read_gbs > 0 ? r->gbs / read_gbs : 0;
+      }
+      free(bf), free(af), free(cf);
+      decode_free(&o);
+    }
+  return 0;
+}
+
+/* The invariance check: bf16 x MXFP4 (compact scales), M x N x K = 96 x 1024 x 2048, f32
+ * C, computed whole (2 threads), by rows of 1, by column halves, with 1 thread and with 2
+ * threads: the bytes of C that differ from the whole (0 by SPEC §5.1). */
+typedef struct inv_result {
+  const char *how;
+  size_t diff;
+} inv_result;
+static inv_result g_inv[4];
+static int g_ninv;
+
+static int bench_invariance(void) {
+  decode_op o;
+  decode_alloc(&o, 96, 1024, 2048, MXF_E2M1, MXF_E8M0, 32);
+  float *whole = xalloc((size_t)(o.m * o.n) * 4), *got = xalloc((size_t)(o.m * o.n) * 4);
+  mxf_plan *plan = NULL;
+  setenv("MXF_NUM_THREADS", "2", 1);
+  if (decode_plan(&o, 0, o.m, 0, o.n, whole, o.n, &plan) || decode_run(&o, plan, 0, 0, whole)) return -1;
+  mxf_plan_destroy(plan);
+  for (int how = 0; how < 4; ++how) {
+    memset(got, 0xA5, (size_t)(o.m * o.n) * 4);
+    if (how == 0) {
+      for (int64_t m = 0; m < o.m; ++m) {
+        if (decode_plan(&o, m, 1, 0, o.n, got + m * o.n, o.n, &plan) ||
+            decode_run(&o, plan, m, 0, got + m * o.n))
+          return -1;
+        mxf_plan_destroy(plan);
+      }
+    } else if (how == 1) {
+      for (int h = 0; h < 2; ++h) {
+        const int64_t n0 = h * o.n / 2;
+        if (decode_plan(&o, 0, o.m, n0, o.n / 2, got + n0, o.n, &plan) ||
+            decode_run(&o, plan, 0, n0, got + n0))
+          return -1;
+        mxf_plan_destroy(plan);
+      }
+    } else {
+      setenv("MXF_NUM_THREADS", how == 2 ? "1" : "2", 1);
+      if (decode_plan(&o, 0, o.m, 0, o.n, got, o.n, &plan) || decode_run(&o, plan, 0, 0, got)) return -1;
+      mxf_plan_destroy(plan);
+    }
+    size_t diff = 0;
+    for (size_t i = 0; i < (size_t)(o.m * o.n) * 4; ++i)
+      diff += ((const uint8_t *)whole)[i] != ((const uint8_t *)got)[i];
+    static const char *const hows[] = {"rows of 1", "column halves", "1 thread", "2 threads"};
+    g_inv[g_ninv++] = (inv_result){hows[how], diff};
+  }
+  unsetenv("MXF_NUM_THREADS");
+  free(whole), free(got);
+  decode_free(&o);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   const char *out = argc > 1 ? argv[1] : "bench_cpu.json";
   int64_t M = 2048, N = 2048, K = 2048;
@@ -392,6 +664,11 @@ int main(int argc, char **argv) {
   /* first, before anything else raises the peak: a serving loop through the one-call form,
    * and the process's peak RSS growth over it */
   double rss_mib = one_call_rss_growth(64, 7168, 2048);
+  /* the memory's read bandwidth, decode against it, the invariance check */
+  const int any_decode = wanted("decode") || wanted("dec_mxfp4") || wanted("dec_nvfp4") || wanted("dec_mxfp8");
+  const double read_gbs = wanted("readbw") || any_decode ? read_bandwidth() : 0.0;
+  if (bench_decode(read_gbs)) return 1;
+  if (wanted("invariance") && bench_invariance()) return 1;
   int64_t T = 256;
   env = getenv("MXF_BENCH_PROJ_T");
   if (env && atoll(env) >= 0) T = atoll(env);
@@ -418,7 +695,7 @@ int main(int argc, char **argv) {
     mxf_plan_destroy(probe.plan);
     for (int j = 0; j < 10; ++j)
       free(probe.bufs[j]);
-    if (c == 1 && ncores > 0 && strcmp(core_on[ncores - 1], "blas") == 0) break; /* c: only without blas */
+    /* every core: the default (c) and the vendor ones asked for by name */
   }
   unsetenv("MXF_CONFIG");
 
@@ -516,6 +793,28 @@ int main(int argc, char **argv) {
   for (int c = 0; c < 3; ++c)
     if (missing[c][0]) printf("core %s: not here (%s)\n", cores[c], missing[c]);
 
+  if (read_gbs > 0)
+    printf("\nread bandwidth: %.1f GB/s (%d threads, median of %d reads of a buffer beyond the LLC)\n",
+           read_gbs, bench_threads(), g_runs);
+  if (g_ndec) {
+    printf(
+        "\ndecode: bf16 A (M x K) x weights (N x K), compact scales, f32 C, default core; sgemm: OpenBLAS on "
+        "the weights dequantized to f32 beforehand\n");
+    printf("%-6s %5s %6s %6s %10s %12s %10s %10s %12s\n", "format", "M", "N", "K", "ms", "weight GB/s",
+           "of read", "sgemm ms", "time/sgemm");
+    for (int i = 0; i < g_ndec; ++i)
+      printf("%-6s %5lld %6lld %6lld %10.3f %12.2f %9.0f%% %10.3f %12.3f\n", g_dec[i].fmt,
+             (long long)g_dec[i].m, (long long)g_dec[i].n, (long long)g_dec[i].k, g_dec[i].ms, g_dec[i].gbs,
+             100.0 * g_dec[i].of_read, g_dec[i].sgemm_ms,
+             g_dec[i].sgemm_ms > 0 ? g_dec[i].ms / g_dec[i].sgemm_ms : 0.0);
+  }
+  if (g_ninv) {
+    printf("\ninvariance: bf16 x MXFP4, 96 x 1024 x 2048, f32 C, against the whole computed with 2 threads: "
+           "bytes of C that differ (must be 0)\n");
+    for (int i = 0; i < g_ninv; ++i)
+      printf("  %-14s %zu\n", g_inv[i].how, g_inv[i].diff);
+  }
+
   if (wanted("grouped") && mxf_bench_grouped(g_runs < 5 ? g_runs : 5)) return 1;
 
   /* a serving loop's weight: one plan per batch size */
@@ -555,6 +854,17 @@ int main(int argc, char **argv) {
               base[g], res[i].ms / base[g]);
     fprintf(f, "},\n");
   }
+  if (read_gbs > 0) fprintf(f, "    {\"op\": \"read_bandwidth\", \"gbs\": %.3f},\n", read_gbs);
+  for (int i = 0; i < g_ndec; ++i)
+    fprintf(
+        f,
+        "    {\"op\": \"decode\", \"what\": \"bf16 x %s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"ms\": "
+        "%.4f, \"weight_gbs\": %.3f, \"of_read\": %.4f, \"sgemm_ms\": %.4f},\n",
+        g_dec[i].fmt, (long long)g_dec[i].m, (long long)g_dec[i].n, (long long)g_dec[i].k, g_dec[i].ms,
+        g_dec[i].gbs, g_dec[i].of_read, g_dec[i].sgemm_ms);
+  for (int i = 0; i < g_ninv; ++i)
+    fprintf(f, "    {\"op\": \"invariance\", \"how\": \"%s\", \"differing_bytes\": %zu},\n", g_inv[i].how,
+            g_inv[i].diff);
   fprintf(f,
           "    {\"op\": \"workspace\", \"what\": \"gemm_amax MXFP8 plans, B %lldx%lld\", \"n\": %lld, \"k\": "
           "%lld, "
@@ -568,5 +878,7 @@ int main(int argc, char **argv) {
   fprintf(f, "  ]\n}\n");
   fclose(f);
   printf("wrote %s\n", out);
+  for (int i = 0; i < g_ninv; ++i)
+    if (g_inv[i].diff) return 1; /* the invariance check failed */
   return 0;
 }

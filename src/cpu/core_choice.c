@@ -5,43 +5,34 @@
 
 #include "cpu/cpu.h"
 
-/* oneDNN by default from this many rows and columns of the oriented GEMM (both): at
- * 256 x 7168 x 2048 it took 0.29x the f32 core's time (16 threads, AMX); at 64 rows,
- * where the weights' bytes bind, runs were erratic (docs/kernels/cpu.md), so decode
- * sizes keep the f32 core until measured better. */
-#define MXF_ONEDNN_MIN_ROWS 128
-
+/* The default is the library's own core (sgemm_cpu.c): its sums follow the order SPEC
+ * §5 fixes, whatever the shape, the cut and the threads. OpenBLAS (cpu=blas) and oneDNN's
+ * bf16 matmul (cpu=onednn) are taken only when asked for, and give that up. */
 #if defined(MXF_HAVE_CBLAS)
-#define MXF_CPU_F32_DEFAULT MXF_CPU_CORE_BLAS
+#define MXF_CPU_HAVE_BLAS 1
 #else
-#define MXF_CPU_F32_DEFAULT MXF_CPU_CORE_C
+#define MXF_CPU_HAVE_BLAS 0
 #endif
 
 mxf_status mxf_cpu_core_plan(mxf_plan *plan, mxf_cpu_panels *pp, int asked) {
-  if (asked == MXF_CPU_CORE_BLAS && MXF_CPU_F32_DEFAULT != MXF_CPU_CORE_BLAS)
+  if (asked == MXF_CPU_CORE_BLAS && !MXF_CPU_HAVE_BLAS)
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, MXF_CONFIG_ENV " cpu=blas: this build has no OpenBLAS");
   mxf_cpu_core *c = (mxf_cpu_core *)calloc(1, sizeof *c);
   if (!c) return mxf_set_error(MXF_ERR_NO_MEMORY, "cpu backend: out of memory");
-  c->f32 = asked == MXF_CPU_CORE_C ? MXF_CPU_CORE_C : MXF_CPU_F32_DEFAULT;
+  c->f32 = asked == MXF_CPU_CORE_BLAS ? MXF_CPU_CORE_BLAS : MXF_CPU_CORE_C;
   c->kind = c->f32;
   snprintf(c->name, sizeof c->name, "%s", c->f32 == MXF_CPU_CORE_BLAS ? "blas" : "c");
   /* an empty GEMM has no work for oneDNN, asked for or not */
   const int empty = pp->rows <= 0 || pp->cols <= 0 || pp->k <= 0;
-  const int large = pp->rows >= MXF_ONEDNN_MIN_ROWS && pp->cols >= MXF_ONEDNN_MIN_ROWS;
-  if (!empty && (asked == MXF_CPU_CORE_ONEDNN || (asked < 0 && large))) {
-    char name[sizeof c->name], before[1024];
-    snprintf(before, sizeof before, "%s", mxf_last_error());
-    mxf_status st = mxf_cpu_bf16_create(pp, asked == MXF_CPU_CORE_ONEDNN, &c->bf16, name, sizeof name);
-    if (st == MXF_OK) {
-      c->kind = MXF_CPU_CORE_ONEDNN;
-      snprintf(c->name, sizeof c->name, "%s", name);
-    } else if (asked == MXF_CPU_CORE_ONEDNN) {
+  if (!empty && asked == MXF_CPU_CORE_ONEDNN) {
+    char name[sizeof c->name];
+    mxf_status st = mxf_cpu_bf16_create(pp, 1, &c->bf16, name, sizeof name);
+    if (st != MXF_OK) {
       free(c);
       return st;
-    } else {
-      mxf_set_error(MXF_OK, "%s", before); /* chosen, not asked for: the f32 core takes it, and
-                                              a successful plan leaves the last error as it was */
     }
+    c->kind = MXF_CPU_CORE_ONEDNN;
+    snprintf(c->name, sizeof c->name, "%s", name);
   }
   plan->impl = c;
   pp->core = c;

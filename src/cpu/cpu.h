@@ -22,11 +22,12 @@
 /* ------------------------------------------------------------ the GEMM core */
 /* The core a plan's GEMM runs on, chosen when the plan is made (core_choice.c) and kept
  * in plan->impl:
+ *   c       the library's own f32 core (mxf_cpu_sgemm_nt_c), the default: SPEC §5.1's
+ *           order, the same bits whatever the shape, the cut and the threads;
+ *   blas    OpenBLAS sgemm on f32 panels (asked for only);
  *   onednn  oneDNN's bf16 matmul (AMX or AVX512-BF16) on operands dequantized exactly to
  *           bf16, f32 accumulation; a K panel whose values would reach the bf16 units'
- *           flushing (below 2^-126) or overflow takes the f32 core (sgemm_cpu.c);
- *   blas    OpenBLAS sgemm on f32 panels;
- *   c       the plain C f32 core (mxf_cpu_sgemm_nt_c).
+ *           flushing (below 2^-126) or overflow takes the f32 core (asked for only).
  * MXF_CONFIG's cpu key (cpu_config.c) asks for one. */
 typedef enum mxf_cpu_core_kind {
   MXF_CPU_CORE_C = 0,
@@ -63,14 +64,19 @@ mxf_status mxf_cpu_quantize_run(const mxf_plan *plan, const mxf_quantize_args *a
 mxf_status mxf_cpu_dequantize_run(const mxf_plan *plan, const mxf_dequantize_args *args);
 
 /* C[m][n] = sum_k A[m][k] * B[n][k] over row-major f32 panels (lda, ldb, ldc in floats),
- * plus the previous C[m][n] when `accumulate` is set (C is not read otherwise): OpenBLAS
- * sgemm when `core` is MXF_CPU_CORE_BLAS (and the library is built with it), else the
- * threaded plain C core. */
+ * continuing from the previous C[m][n] when `accumulate` is set (C is not read
+ * otherwise): OpenBLAS sgemm when `core` is MXF_CPU_CORE_BLAS (and the library is built
+ * with it), else the library's own core. */
 void mxf_cpu_sgemm_nt(mxf_cpu_core_kind core, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                       const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate);
-/* The plain C core behind mxf_cpu_sgemm_nt (cache-blocked, threaded), always built. */
+/* The library's own core (cache-blocked, threaded over M and N): per element, fused
+ * multiply-adds in k order continuing from C (accumulate) or +0 (SPEC §5.1). */
 void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                         int64_t ldb, float *c, int64_t ldc, int accumulate);
+
+/* The instruction set of the core's micro-kernel picked at load time: "avx512", "avx2"
+ * or "baseline" (MXF_CPU_ISA=avx2|baseline asks for a lesser one; all give the same bits). */
+const char *mxf_cpu_isa(void);
 
 /* ------------------------------------------------------------ the panel driver */
 /* sgemm_cpu.c: acc = X (rows x k) Y (cols x k)^T with X and Y produced block by block by
@@ -106,6 +112,12 @@ typedef struct mxf_cpu_panel_ops {
    * written nothing, when they are not (the driver then calls fill). */
   int (*fill16)(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, uint16_t *dst,
                 int64_t ld);
+  /* Optional (may be NULL), for the streaming path: rows [r0, r0 + n) of X or Y, values
+   * [k0, k0 + kn) (kn at most 256), straight into the core's packed layout: panels of 16
+   * rows, value (row p*16 + i, k0 + kk) at dst[p*16*kn + kk*16 + i], the values fill
+   * would give. Returns 0, having written nothing, where it cannot (the driver then calls
+   * fill and packs). */
+  int (*fill_packed)(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, float *dst);
   /* Task count of the epilogue of a tile of rn x cn, and tasks [t0, t1) of the tile at
    * rows [r0, r0 + rn) of X, rows [c0, c0 + cn) of Y: acc holds the full K sums, ld floats
    * a row, and the epilogue may overwrite it. Tasks run concurrently. */
@@ -130,8 +142,7 @@ mxf_status mxf_cpu_gemm_amax_group(const mxf_gemm_problem *p, const mxf_cpu_pane
 /* core_choice.c. Chooses the core of a plan whose GEMM has the geometry pp (core not set
  * yet): `asked` (an mxf_cpu_core_kind, from MXF_CONFIG's cpu=onednn|blas|c) when >= 0
  * (refused with MXF_ERR_NOT_SUPPORTED and the reason when this build or processor lacks
- * it); when < 0, oneDNN where its bf16 matmul runs on bf16 units and the GEMM is large
- * enough to pay for it, else OpenBLAS, else C. Sets plan->impl (freed by
+ * it); when < 0, the library's own core (c). Sets plan->impl (freed by
  * mxf_cpu_core_free) and plan->kernel; pp->core = the choice. */
 mxf_status mxf_cpu_core_plan(mxf_plan *plan, mxf_cpu_panels *pp, int asked);
 void mxf_cpu_core_free(mxf_plan *plan);

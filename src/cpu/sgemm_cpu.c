@@ -1,24 +1,25 @@
 /*
  * sgemm_cpu.c — the f32 GEMM core of the CPU ops, C = A B^T on row-major panels
- * (mxf_cpu_sgemm_nt): OpenBLAS's sgemm when the plan's core is blas, else the plain C
- * core below (mxf_cpu_sgemm_nt_c), which also takes what OpenBLAS cannot (extents beyond
- * its int range, and the empty cases).
+ * (mxf_cpu_sgemm_nt): the library's own core (mxf_cpu_sgemm_nt_c), or OpenBLAS's sgemm
+ * when the plan asked for it (cpu=blas), which also leaves to ours what it cannot take
+ * (extents beyond its int range, the empty cases).
  *
- * Classic three-level blocking: C is cut into MXF_SG_MC x MXF_SG_NC tiles, one task
- * each on mxf_parallel_for; inside a task, K goes by MXF_SG_KC slices, each slice of A
- * and B is packed into micro-panels (MR rows of A, NR rows of B, k-interleaved, zero
- * padded at the edges) that stay in L1/L2, and an MR x NR register-blocked micro-kernel
- * sweeps them. The micro-kernel is plain C written so that the compiler vectorizes the
- * NR loop; it is compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time
- * where the toolchain supports function multi-versioning.
+ * Summation order (SPEC §5.1): every element of C is one chain of f32 fused
+ * multiply-adds over k in increasing order, from +0 (or from C's value, accumulate). The
+ * work is cut over M and N only: tasks of tm rows (MXF_SG_MC .. MXF_SG_TM_MAX blocks) x
+ * MXF_SG_NC columns on mxf_parallel_for; inside a task, K goes by MXF_SG_KC slices, B's
+ * rows are packed once per slice and A's in blocks of MXF_SG_MC rows (micro-panels of MR
+ * rows of A, NR rows of B, k-interleaved, zero padded at the edges) that stay in L1/L2,
+ * and an MR x NR register-blocked micro-kernel loads the micro-tile's sums from C, adds
+ * the slice's products in k order and stores them back: the sums continue across slices,
+ * never restart from zero. Hence the bits do not depend on the slices, the tiles, the
+ * threads or the panels the driver below cuts. The micro-kernel is written for AVX-512,
+ * AVX2 + FMA and baseline x86-64 (fmaf), the same bits each, the best picked at load
+ * time. Zero padding of partial micro-panels only touches sums that are never stored,
+ * so NaN/inf in the inputs propagate exactly as in a naive loop.
  *
- * Summation order: per element, K slices in order, each slice summed in k order in f32
- * (no fused multiply-add: the build disables contraction). Zero padding of partial
- * micro-panels only touches accumulators that are never stored, so NaN/inf in the
- * inputs propagate exactly as in a naive loop.
- *
- * Pack buffers live on the stack of the task (about 200 KiB): the CPU ops allocate
- * nothing at run time.
+ * Pack buffers live on the stack of the task (264 KiB): the CPU ops allocate nothing at
+ * run time.
  *
  * Below the core, the panel driver of the CPU ops (mxf_cpu_gemm_panels): an op whose
  * operands exist only as codes and scales hands it a fill callback, which dequantizes
@@ -26,7 +27,8 @@
  * by tile, row chunks (rc rows of X) outside, N panels (nc rows of Y) inside, and per
  * tile the K panels (kc) in order: it fills the Y block of the K panel, the core adds
  * Xblock Yblock^T into the tile's f32 acc (the first K panel sets it), and once the last
- * K panel is in, the epilogue takes the tile. With one N panel, X is filled K panel by
+ * K panel is in, the epilogue takes the tile (with few rows, the streaming path below
+ * instead). With one N panel, X is filled K panel by
  * K panel beside Y; with several, X holds the row chunk's whole K, filled once and read
  * by every N panel (rc shrinks to keep it within MXF_PANEL_X_BYTES, down to
  * MXF_PANEL_ROWS_MIN rows).
@@ -48,6 +50,8 @@
  * (MXF_PANEL_*) make both happen once up to 2048 x 2048 outputs.
  * The backend's story and measurements: docs/kernels/cpu.md.
  */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu/cpu.h"
@@ -58,10 +62,19 @@
 #include <limits.h>
 #endif
 
+#if defined(__x86_64__) && defined(__GNUC__)
+#define MXF_SG_X86 1
+#include <immintrin.h>
+#else
+#define MXF_SG_X86 0
+#endif
+
 #define MXF_SG_MR 6
 #define MXF_SG_NR 16
-#define MXF_SG_MC 72  /* multiple of MR */
-#define MXF_SG_NC 128 /* multiple of NR */
+#define MXF_SG_MC 72    /* rows of A packed at a time: multiple of MR */
+#define MXF_SG_NC 192   /* columns of a task, B packed once per K slice: multiple of NR */
+#define MXF_SG_TM_MAX 8 /* MC blocks of a task, at most */
+#define MXF_SG_TASKS 4  /* tasks per thread, at least, where the blocks allow */
 #define MXF_SG_KC 256
 
 #define MXF_PANEL_COLS 2048                  /* nc: rows of Y per tile, at most */
@@ -69,13 +82,16 @@
 #define MXF_PANEL_ROWS 2048                  /* rc: rows of X per tile, at most */
 #define MXF_PANEL_ROWS_MIN 256               /* ... and at least, with a full-K X */
 #define MXF_PANEL_X_BYTES ((size_t)16 << 20) /* full-K X chunk, at most (above the minimum) */
+#define MXF_STREAM_ROWS 64                   /* the streaming path: X or Y of at most this many rows */
 
 typedef struct sgemm_ctx {
   int64_t m, n, k, lda, ldb, ldc;
   const float *a, *b;
   float *c;
   int64_t tiles_n;
+  int64_t tm; /* rows of a task: a multiple of MXF_SG_MC */
   int accumulate;
+  int b_packed; /* b is already in the packed layout (k <= MXF_SG_KC) */
 } sgemm_ctx;
 
 /* rows [0, rows) of x (ld floats apart), k in [k0, k0 + kc), into micro-panels of r rows:
@@ -84,70 +100,218 @@ typedef struct sgemm_ctx {
 static void sgemm_pack(const float *x, int64_t ld, int64_t rows, int64_t k0, int64_t kc, int r, float *dst) {
   for (int64_t p0 = 0; p0 < rows; p0 += r) {
     int64_t live = rows - p0 < r ? rows - p0 : r;
-    for (int64_t i = 0; i < live; ++i) {
-      const float *src = x + (p0 + i) * ld + k0;
+    const float *src[MXF_SG_NR];
+    for (int i = 0; i < r; ++i)
+      src[i] = x + (p0 + (i < live ? i : 0)) * ld + k0;
+    if (live == r) { /* 8 values of each row at a time: whole lines read and written */
+      int64_t kk = 0;
+      for (; kk + 8 <= kc; kk += 8)
+        for (int i = 0; i < r; ++i)
+          for (int q = 0; q < 8; ++q)
+            dst[(kk + q) * r + i] = src[i][kk + q];
+      for (; kk < kc; ++kk)
+        for (int i = 0; i < r; ++i)
+          dst[kk * r + i] = src[i][kk];
+    } else {
       for (int64_t kk = 0; kk < kc; ++kk)
-        dst[kk * r + i] = src[kk];
+        for (int i = 0; i < r; ++i)
+          dst[kk * r + i] = i < live ? src[i][kk] : 0.0f;
     }
-    for (int64_t i = live; i < r; ++i)
-      for (int64_t kk = 0; kk < kc; ++kk)
-        dst[kk * r + i] = 0.0f;
     dst += (int64_t)r * kc;
   }
 }
 
-/* acc = sum over kc of pa (MR x kc) times pb (NR x kc); then C (mr x nr live part) is
- * set (first slice) or incremented. One accumulator vector per row of the micro-tile;
- * the generic vector type maps to one zmm, two ymm or four xmm registers. */
-typedef float sgemm_vec __attribute__((vector_size(MXF_SG_NR * sizeof(float))));
+/* ---------------------------------------------------------------- micro-kernels
+ * c (MR x NR, ldc floats a row) = fma(pa[k][i], pb[k][j], c) for k = 0 .. kc-1 in order,
+ * starting from c's values when `load`, else from +0. One accumulator per (i, j), each a
+ * single chain of fused multiply-adds in k order: the order SPEC §5 fixes. The three
+ * versions give the same bits; one is picked at load time (MXF_CPU_ISA overrides it). */
+typedef void (*sgemm_micro_fn)(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc, int load);
 
-MXF_CPU_MULTIVERSION
-static void sgemm_micro(int64_t kc, const float *restrict pa, const float *restrict pb, float *restrict c,
-                        int64_t ldc, int mr, int nr, int first) {
-  sgemm_vec acc[MXF_SG_MR];
+static void micro_base(int64_t kc, const float *restrict pa, const float *restrict pb, float *restrict c,
+                       int64_t ldc, int load) {
+  float acc[MXF_SG_MR][MXF_SG_NR];
   for (int i = 0; i < MXF_SG_MR; ++i)
-    acc[i] = (sgemm_vec){0};
-  for (int64_t kk = 0; kk < kc; ++kk) {
-    sgemm_vec bv = *(const sgemm_vec *)(pb + kk * MXF_SG_NR); /* panels are 64-byte aligned */
-    const float *ap = pa + kk * MXF_SG_MR;
+    for (int j = 0; j < MXF_SG_NR; ++j)
+      acc[i][j] = load ? c[i * ldc + j] : 0.0f;
+  for (int64_t kk = 0; kk < kc; ++kk)
     for (int i = 0; i < MXF_SG_MR; ++i)
-      acc[i] += ap[i] * bv;
-  }
-  float tile[MXF_SG_MR][MXF_SG_NR];
-  memcpy(tile, acc, sizeof tile);
-  for (int i = 0; i < mr; ++i) {
-    float *cr = c + i * ldc;
-    if (first)
-      for (int j = 0; j < nr; ++j)
-        cr[j] = tile[i][j];
-    else
-      for (int j = 0; j < nr; ++j)
-        cr[j] += tile[i][j];
-  }
+      for (int j = 0; j < MXF_SG_NR; ++j)
+        acc[i][j] = fmaf(pa[kk * MXF_SG_MR + i], pb[kk * MXF_SG_NR + j], acc[i][j]);
+  for (int i = 0; i < MXF_SG_MR; ++i)
+    for (int j = 0; j < MXF_SG_NR; ++j)
+      c[i * ldc + j] = acc[i][j];
 }
 
-static void sgemm_task(void *ctx, int64_t begin, int64_t end) {
-  const sgemm_ctx *s = (const sgemm_ctx *)ctx;
-  _Alignas(64) float pa[MXF_SG_MC * MXF_SG_KC];
-  _Alignas(64) float pb[MXF_SG_NC * MXF_SG_KC];
-  for (int64_t t = begin; t < end; ++t) {
-    int64_t i0 = (t / s->tiles_n) * MXF_SG_MC, j0 = (t % s->tiles_n) * MXF_SG_NC;
-    int64_t mc = s->m - i0 < MXF_SG_MC ? s->m - i0 : MXF_SG_MC;
-    int64_t nc = s->n - j0 < MXF_SG_NC ? s->n - j0 : MXF_SG_NC;
-    for (int64_t k0 = 0; k0 < s->k; k0 += MXF_SG_KC) {
-      int64_t kc = s->k - k0 < MXF_SG_KC ? s->k - k0 : MXF_SG_KC;
-      sgemm_pack(s->a + i0 * s->lda, s->lda, mc, k0, kc, MXF_SG_MR, pa);
+#if MXF_SG_X86
+__attribute__((target("avx2,fma"))) static void micro_avx2(int64_t kc, const float *restrict pa,
+                                                           const float *restrict pb, float *restrict c,
+                                                           int64_t ldc, int load) {
+  __m256 a0, a1, a2, a3, a4, a5, b0, b1;
+  __m256 c00, c01, c10, c11, c20, c21, c30, c31, c40, c41, c50, c51;
+  if (load) {
+    c00 = _mm256_loadu_ps(c), c01 = _mm256_loadu_ps(c + 8);
+    c10 = _mm256_loadu_ps(c + ldc), c11 = _mm256_loadu_ps(c + ldc + 8);
+    c20 = _mm256_loadu_ps(c + 2 * ldc), c21 = _mm256_loadu_ps(c + 2 * ldc + 8);
+    c30 = _mm256_loadu_ps(c + 3 * ldc), c31 = _mm256_loadu_ps(c + 3 * ldc + 8);
+    c40 = _mm256_loadu_ps(c + 4 * ldc), c41 = _mm256_loadu_ps(c + 4 * ldc + 8);
+    c50 = _mm256_loadu_ps(c + 5 * ldc), c51 = _mm256_loadu_ps(c + 5 * ldc + 8);
+  } else {
+    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _mm256_setzero_ps();
+  }
+  for (int64_t kk = 0; kk < kc; ++kk, pa += MXF_SG_MR, pb += MXF_SG_NR) {
+    b0 = _mm256_load_ps(pb), b1 = _mm256_load_ps(pb + 8);
+    a0 = _mm256_broadcast_ss(pa), a1 = _mm256_broadcast_ss(pa + 1);
+    c00 = _mm256_fmadd_ps(a0, b0, c00), c01 = _mm256_fmadd_ps(a0, b1, c01);
+    c10 = _mm256_fmadd_ps(a1, b0, c10), c11 = _mm256_fmadd_ps(a1, b1, c11);
+    a2 = _mm256_broadcast_ss(pa + 2), a3 = _mm256_broadcast_ss(pa + 3);
+    c20 = _mm256_fmadd_ps(a2, b0, c20), c21 = _mm256_fmadd_ps(a2, b1, c21);
+    c30 = _mm256_fmadd_ps(a3, b0, c30), c31 = _mm256_fmadd_ps(a3, b1, c31);
+    a4 = _mm256_broadcast_ss(pa + 4), a5 = _mm256_broadcast_ss(pa + 5);
+    c40 = _mm256_fmadd_ps(a4, b0, c40), c41 = _mm256_fmadd_ps(a4, b1, c41);
+    c50 = _mm256_fmadd_ps(a5, b0, c50), c51 = _mm256_fmadd_ps(a5, b1, c51);
+  }
+  _mm256_storeu_ps(c, c00), _mm256_storeu_ps(c + 8, c01);
+  _mm256_storeu_ps(c + ldc, c10), _mm256_storeu_ps(c + ldc + 8, c11);
+  _mm256_storeu_ps(c + 2 * ldc, c20), _mm256_storeu_ps(c + 2 * ldc + 8, c21);
+  _mm256_storeu_ps(c + 3 * ldc, c30), _mm256_storeu_ps(c + 3 * ldc + 8, c31);
+  _mm256_storeu_ps(c + 4 * ldc, c40), _mm256_storeu_ps(c + 4 * ldc + 8, c41);
+  _mm256_storeu_ps(c + 5 * ldc, c50), _mm256_storeu_ps(c + 5 * ldc + 8, c51);
+}
+
+__attribute__((target("avx512f,fma"))) static void micro_avx512(int64_t kc, const float *restrict pa,
+                                                                const float *restrict pb, float *restrict c,
+                                                                int64_t ldc, int load) {
+  __m512 c0, c1, c2, c3, c4, c5, b;
+  if (load) {
+    c0 = _mm512_loadu_ps(c), c1 = _mm512_loadu_ps(c + ldc), c2 = _mm512_loadu_ps(c + 2 * ldc);
+    c3 = _mm512_loadu_ps(c + 3 * ldc), c4 = _mm512_loadu_ps(c + 4 * ldc), c5 = _mm512_loadu_ps(c + 5 * ldc);
+  } else {
+    c0 = c1 = c2 = c3 = c4 = c5 = _mm512_setzero_ps();
+  }
+  for (int64_t kk = 0; kk < kc; ++kk, pa += MXF_SG_MR, pb += MXF_SG_NR) {
+    b = _mm512_load_ps(pb);
+    c0 = _mm512_fmadd_ps(_mm512_set1_ps(pa[0]), b, c0);
+    c1 = _mm512_fmadd_ps(_mm512_set1_ps(pa[1]), b, c1);
+    c2 = _mm512_fmadd_ps(_mm512_set1_ps(pa[2]), b, c2);
+    c3 = _mm512_fmadd_ps(_mm512_set1_ps(pa[3]), b, c3);
+    c4 = _mm512_fmadd_ps(_mm512_set1_ps(pa[4]), b, c4);
+    c5 = _mm512_fmadd_ps(_mm512_set1_ps(pa[5]), b, c5);
+  }
+  _mm512_storeu_ps(c, c0), _mm512_storeu_ps(c + ldc, c1), _mm512_storeu_ps(c + 2 * ldc, c2);
+  _mm512_storeu_ps(c + 3 * ldc, c3), _mm512_storeu_ps(c + 4 * ldc, c4), _mm512_storeu_ps(c + 5 * ldc, c5);
+}
+#endif
+
+static struct {
+  sgemm_micro_fn fn;
+  const char *name;
+} g_micro = {micro_base, "baseline"};
+
+/* The processor's best version, or MXF_CPU_ISA's (avx512, avx2, baseline; one the
+ * processor lacks falls back to the next). */
+static void micro_pick(void) {
+  const char *want = getenv("MXF_CPU_ISA");
+  g_micro.fn = micro_base, g_micro.name = "baseline";
+#if MXF_SG_X86
+  __builtin_cpu_init();
+  const int fma = __builtin_cpu_supports("fma");
+  const int avx2 = fma && __builtin_cpu_supports("avx2") && !(want && !strcmp(want, "baseline"));
+  const int avx512 = avx2 && __builtin_cpu_supports("avx512f") && !(want && strcmp(want, "avx512"));
+  if (avx512)
+    g_micro.fn = micro_avx512, g_micro.name = "avx512";
+  else if (avx2)
+    g_micro.fn = micro_avx2, g_micro.name = "avx2";
+#else
+  (void)want;
+#endif
+}
+
+__attribute__((constructor)) static void micro_init(void) { micro_pick(); }
+
+const char *mxf_cpu_isa(void) {
+  if (getenv("MXF_CPU_ISA")) micro_pick();
+  return g_micro.name;
+}
+
+/* A micro-tile of mr x nr live values: the kernel on C itself when whole, else through a
+ * zero-padded copy (the padding's sums are never stored). */
+static void sgemm_micro(sgemm_micro_fn fn, int64_t kc, const float *pa, const float *pb, float *c,
+                        int64_t ldc, int mr, int nr, int load) {
+  if (mr == MXF_SG_MR && nr == MXF_SG_NR) {
+    fn(kc, pa, pb, c, ldc, load);
+    return;
+  }
+  float tile[MXF_SG_MR * MXF_SG_NR] = {0};
+  if (load)
+    for (int i = 0; i < mr; ++i)
+      memcpy(tile + i * MXF_SG_NR, c + i * ldc, (size_t)nr * sizeof(float));
+  fn(kc, pa, pb, tile, MXF_SG_NR, load);
+  for (int i = 0; i < mr; ++i)
+    memcpy(c + i * ldc, tile + i * MXF_SG_NR, (size_t)nr * sizeof(float));
+}
+
+/* One task's tile of C, mc x nc at (i0, j0), all of K: per K slice, B's nc rows are
+ * packed once and A's in blocks of MXF_SG_MC rows, and every micro-tile continues its
+ * sums from C (the first slice starts them unless accumulate). */
+static void sgemm_tile(const sgemm_ctx *s, sgemm_micro_fn fn, int64_t i0, int64_t j0, int64_t mc, int64_t nc,
+                       float *pa, float *pb) {
+  for (int64_t k0 = 0; k0 < s->k; k0 += MXF_SG_KC) {
+    const int64_t kc = s->k - k0 < MXF_SG_KC ? s->k - k0 : MXF_SG_KC;
+    const int load = k0 > 0 || s->accumulate;
+    if (s->b_packed)
+      pb = (float *)s->b + j0 * kc; /* one slice, packed by the caller */
+    else
       sgemm_pack(s->b + j0 * s->ldb, s->ldb, nc, k0, kc, MXF_SG_NR, pb);
+    for (int64_t ib = 0; ib < mc; ib += MXF_SG_MC) {
+      const int64_t mb = mc - ib < MXF_SG_MC ? mc - ib : MXF_SG_MC;
+      sgemm_pack(s->a + (i0 + ib) * s->lda, s->lda, mb, k0, kc, MXF_SG_MR, pa);
       for (int64_t jr = 0; jr < nc; jr += MXF_SG_NR) {
-        int nr = (int)(nc - jr < MXF_SG_NR ? nc - jr : MXF_SG_NR);
-        for (int64_t ir = 0; ir < mc; ir += MXF_SG_MR) {
-          int mr = (int)(mc - ir < MXF_SG_MR ? mc - ir : MXF_SG_MR);
-          sgemm_micro(kc, pa + ir * kc, pb + jr * kc, s->c + (i0 + ir) * s->ldc + j0 + jr, s->ldc, mr, nr,
-                      k0 == 0 && !s->accumulate);
+        const int nr = (int)(nc - jr < MXF_SG_NR ? nc - jr : MXF_SG_NR);
+        for (int64_t ir = 0; ir < mb; ir += MXF_SG_MR) {
+          const int mr = (int)(mb - ir < MXF_SG_MR ? mb - ir : MXF_SG_MR);
+          sgemm_micro(fn, kc, pa + ir * kc, pb + jr * kc, s->c + (i0 + ib + ir) * s->ldc + j0 + jr, s->ldc,
+                      mr, nr, load);
         }
       }
     }
   }
+}
+
+/* Pack buffers on the task's stack: 72 KiB of A, 192 KiB of B. */
+static void sgemm_task(void *ctx, int64_t begin, int64_t end) {
+  const sgemm_ctx *s = (const sgemm_ctx *)ctx;
+  _Alignas(64) float pa[MXF_SG_MC * MXF_SG_KC];
+  _Alignas(64) float pb[MXF_SG_NC * MXF_SG_KC];
+  const sgemm_micro_fn fn = g_micro.fn;
+  for (int64_t t = begin; t < end; ++t) {
+    int64_t i0 = (t / s->tiles_n) * s->tm, j0 = (t % s->tiles_n) * MXF_SG_NC;
+    int64_t mc = s->m - i0 < s->tm ? s->m - i0 : s->tm;
+    int64_t nc = s->n - j0 < MXF_SG_NC ? s->n - j0 : MXF_SG_NC;
+    sgemm_tile(s, fn, i0, j0, mc, nc, pa, pb);
+  }
+}
+
+/* The problem's tasks: tiles of tm rows (MXF_SG_MC .. MXF_SG_TM_MAX blocks of it, fewer
+ * where the threads would otherwise lack tasks) x MXF_SG_NC columns. The cut sets only
+ * which thread computes an element, never its sum. */
+static sgemm_ctx sgemm_setup(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                             int64_t ldb, float *c, int64_t ldc, int accumulate, int threads) {
+  sgemm_ctx s = {m, n, k, lda, ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC), MXF_SG_MC, accumulate, 0};
+  const int64_t blocks = mxf_cdiv(m, MXF_SG_MC);
+  int64_t per = blocks * s.tiles_n / ((int64_t)threads * MXF_SG_TASKS);
+  per = per < 1 ? 1 : per > MXF_SG_TM_MAX ? MXF_SG_TM_MAX : per;
+  s.tm = per * MXF_SG_MC;
+  return s;
+}
+
+/* The core on the calling thread alone: what a task of the streaming path runs. With
+ * b_packed, b holds n rows x k (<= MXF_SG_KC) values in the packed layout (ldb unused). */
+static void sgemm_serial(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
+                         int64_t ldb, float *c, int64_t ldc, int accumulate, int b_packed) {
+  sgemm_ctx s = sgemm_setup(m, n, k, a, lda, b, ldb, c, ldc, accumulate, 1);
+  s.b_packed = b_packed;
+  sgemm_task(&s, 0, mxf_cdiv(m, s.tm) * s.tiles_n);
 }
 
 void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
@@ -159,9 +323,9 @@ void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t
         memset(c + i * ldc, 0, (size_t)n * sizeof(float));
     return;
   }
-  sgemm_ctx s = {m, n, k, lda, ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC), accumulate};
-  int64_t tiles = mxf_cdiv(m, MXF_SG_MC) * s.tiles_n;
-  mxf_parallel_for(tiles, 1, sgemm_task, &s);
+  if (getenv("MXF_CPU_ISA")) micro_pick();
+  sgemm_ctx s = sgemm_setup(m, n, k, a, lda, b, ldb, c, ldc, accumulate, mxf_cpu_threads());
+  mxf_parallel_for(mxf_cdiv(m, s.tm) * s.tiles_n, 1, sgemm_task, &s);
 }
 
 void mxf_cpu_sgemm_nt(mxf_cpu_core_kind core, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
@@ -230,8 +394,24 @@ typedef struct panels_layout {
 
 static int panels_bf16(const mxf_cpu_panels *pp) { return pp->core && pp->core->kind == MXF_CPU_CORE_ONEDNN; }
 
+/* The streaming path's side (sgemm_cpu.c's header): 1 when X has at most
+ * MXF_STREAM_ROWS rows, 2 when Y does (and X more), 0 otherwise or on a vendor core. */
+static int panels_stream(const mxf_cpu_panels *pp) {
+  if (pp->core && (pp->core->kind != MXF_CPU_CORE_C || pp->core->f32 != MXF_CPU_CORE_C)) return 0;
+  if (pp->k <= 0) return 0;
+  return pp->rows <= MXF_STREAM_ROWS ? 1 : pp->cols <= MXF_STREAM_ROWS ? 2 : 0;
+}
+
 static panels_layout panels_layout_of(const mxf_cpu_panels *pp) {
   panels_layout l;
+  if (panels_stream(pp)) { /* the few rows' whole K, then acc */
+    const int64_t few = pp->rows <= MXF_STREAM_ROWS ? pp->rows : pp->cols;
+    l.x = l.y = 0;
+    l.x_panels = 1;
+    l.acc = align64((size_t)few * (size_t)mxf_round_up(pp->k, 16) * sizeof(float));
+    l.xf = l.yf = l.stats = l.scratch = l.total = l.acc + align64((size_t)(pp->rc * pp->ldn) * sizeof(float));
+    return l;
+  }
   const size_t vb = panels_bf16(pp) ? 2 : 4; /* bytes of an X or Y value */
   const int64_t k_panels = pp->k > 0 ? mxf_cdiv(pp->k, pp->kc) : 1;
   l.x_panels = pp->x_full_k ? k_panels : 1;
@@ -436,6 +616,47 @@ static void panels_fill(panels_run *r, int fill_x, int fill_y, int bf16, void *x
   r->pfor(r->x_groups + r->y_groups, 1, panels_fill_task, r);
 }
 
+/* ---------------------------------------------------------------- streaming path
+ * The few rows (X's, or Y's: side 2) are dequantized once over their whole K into the
+ * workspace (ldk floats a row); the many are cut into chunks of MXF_CPU_FILL_ROWS, one
+ * task each, which dequantizes its chunk MXF_STREAM_K values of K at a time into a
+ * buffer on its stack and runs the core on it at once, continuing the tile's sums in
+ * acc. Each code and scale of the large operand is read once; its f32 values never
+ * leave the core's caches. */
+#define MXF_STREAM_K 256 /* a multiple of every k_unit (32) */
+
+typedef struct stream_run {
+  const panels_run *r;
+  int side;
+  const float *few; /* the few rows, whole K */
+  int64_t ldk;
+} stream_run;
+
+static void stream_task(void *vctx, int64_t begin, int64_t end) {
+  const stream_run *s = (const stream_run *)vctx;
+  const panels_run *r = s->r;
+  const mxf_cpu_panels *pp = r->pp;
+  _Alignas(64) float buf[MXF_CPU_FILL_ROWS * MXF_STREAM_K];
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t i0 = t * MXF_CPU_FILL_ROWS, many = s->side == 1 ? r->cn : r->rn;
+    const int64_t cnt = many - i0 < MXF_CPU_FILL_ROWS ? many - i0 : MXF_CPU_FILL_ROWS;
+    for (int64_t k0 = 0; k0 < pp->k; k0 += MXF_STREAM_K) {
+      const int64_t kn = pp->k - k0 < MXF_STREAM_K ? pp->k - k0 : MXF_STREAM_K;
+      if (s->side == 1) {
+        const int packed =
+            r->ops->fill_packed && r->ops->fill_packed(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf);
+        if (!packed) r->ops->fill(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
+        sgemm_serial(r->rn, cnt, kn, s->few + k0, s->ldk, buf, MXF_STREAM_K, r->acc + i0, r->ldc, k0 > 0,
+                     packed);
+      } else {
+        r->ops->fill(r->ctx, 0, r->r0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
+        sgemm_serial(cnt, r->cn, kn, buf, MXF_STREAM_K, s->few + k0, s->ldk, r->acc + i0 * r->ldc, r->ldc,
+                     k0 > 0, 0);
+      }
+    }
+  }
+}
+
 mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops *ops, void *ctx, void *ws) {
   if (pp->rows <= 0 || pp->cols <= 0) return MXF_OK;
   panels_run r;
@@ -450,6 +671,25 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
   void *xblk = r.base + r.lay.x, *yblk = r.base + r.lay.y;
   float *xf = (float *)(r.base + r.lay.xf), *yf = (float *)(r.base + r.lay.yf);
   const int64_t k_panels = pp->k > 0 ? mxf_cdiv(pp->k, pp->kc) : 1;
+  const int side = panels_stream(pp);
+  if (side) {
+    (void)mxf_cpu_isa(); /* MXF_CPU_ISA read before the tasks start */
+    stream_run s = {&r, side, (const float *)r.base, mxf_round_up(pp->k, 16)};
+    for (r.r0 = 0; r.r0 < pp->rows; r.r0 += pp->rc) {
+      r.rn = pp->rows - r.r0 < pp->rc ? pp->rows - r.r0 : pp->rc;
+      for (r.c0 = 0; r.c0 < pp->cols; r.c0 += pp->nc) {
+        r.cn = pp->cols - r.c0 < pp->nc ? pp->cols - r.c0 : pp->nc;
+        r.ldc = pp->ldn;
+        if (side == 1 ? r.c0 == 0 : r.r0 == 0) { /* the few rows, once */
+          r.xk0 = r.yk0 = 0, r.xkn = r.ykn = pp->k;
+          panels_fill(&r, side == 1, side == 2, 0, r.base, s.ldk, r.base, s.ldk);
+        }
+        r.pfor(mxf_cdiv(side == 1 ? r.cn : r.rn, MXF_CPU_FILL_ROWS), 1, stream_task, &s);
+        r.pfor(ops->epilogue_tasks(ctx, r.rn, r.cn), 1, panels_epilogue_task, &r);
+      }
+    }
+    return MXF_OK;
+  }
   /* With one K panel and one N panel, the Y block stays valid across row chunks. */
   const int keep_y = k_panels == 1 && pp->cols <= pp->nc;
   for (r.r0 = 0; r.r0 < pp->rows; r.r0 += pp->rc) {
