@@ -82,6 +82,7 @@ const char *mxf_cpu_isa(void);
 /* sgemm_cpu.c: acc = X (rows x k) Y (cols x k)^T with X and Y produced block by block by
  * the op, in a workspace independent of rows, cols and k. */
 #define MXF_CPU_FILL_ROWS 64 /* rows per fill call, at most */
+#define MXF_STREAM_ROWS 64   /* the streaming path (sgemm_cpu.c): X or Y of at most this many rows */
 
 typedef struct mxf_cpu_panels {
   int64_t rows, cols, k;

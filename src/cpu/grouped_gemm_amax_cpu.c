@@ -3,16 +3,16 @@
  * shapes, its run walking the groups of the routing it is given through gemm_amax_cpu.c's
  * GEMM (mxf_cpu_gemm_amax_group), each group a gemm_amax of its rows against its B.
  *
- * The plan lays out the panel tiles once, for a group of every row (M, or Mmax), and
- * sizes the workspace for them. A group runs on the tiles gemm_amax would lay out for its
- * rows where their workspace fits in that one (the usual case: fewer rows, smaller
- * blocks), else on the plan's tiles over its rows: one workspace, sized at plan time,
- * serves every routing. A routing is read and checked whole (mxf_validate_routing) before
- * anything is written.
+ * A group runs on the tiles gemm_amax lays out for its rows where they fit the plan's
+ * workspace (sized at plan time for M rows' tiles and the streaming path's few rows:
+ * group_panels_ws), else on the plan's tiles over its rows; one workspace serves every
+ * routing, and either way each element's bits are gemm_amax's (SPEC §5.1). A routing is read and checked
+ * whole (mxf_validate_routing) before anything is written.
  *
- * The GEMM core is the f32 one (OpenBLAS, else the library's C core): oneDNN's
- * primitives are made per tile shape when a plan is made, and a group's rows are known
- * only when it runs. MXF_CONFIG's cpu=onednn is refused as not supported.
+ * The GEMM core is gemm_amax's default, the library's own (SPEC §5.1: each element's bits
+ * do not depend on the group it is computed in), or OpenBLAS when asked (cpu=blas).
+ * oneDNN's primitives are made per tile shape when a plan is made, and a group's rows are
+ * known only when it runs: MXF_CONFIG's cpu=onednn is refused as not supported.
  *
  * Per group, the operands are the group's slices: its rows of A and C (contiguous layout:
  * from the previous group's end; masked: group g's matrix), B[g], SFB's batch g, and SFA's
@@ -40,6 +40,26 @@ static size_t sfa_gather_bytes(const mxf_grouped_problem *gp) {
   return (size_t)(p->m * p->kb);
 }
 
+/* The panels of this problem's M rows (what a plan lays out) on the plan's core. */
+static mxf_cpu_panels plan_panels(const mxf_gemm_problem *p, int64_t m, const mxf_cpu_core *core) {
+  mxf_gemm_problem q = *p;
+  q.m = m;
+  mxf_cpu_panels pp;
+  mxf_cpu_gemm_amax_panels(&q, &pp);
+  pp.core = core;
+  return pp;
+}
+
+/* The plan's panel workspace: that of M rows' tiles, or of min(M, MXF_STREAM_ROWS) rows'
+ * on the streaming path (sgemm_cpu.c), whose layout for a few rows grows with them and
+ * differs from the tiles' (a group of those rows runs on its own tiles, which fit). */
+static size_t group_panels_ws(const mxf_grouped_problem *gp, const mxf_cpu_core *core) {
+  const int64_t m = gp->gemm.m, few = m < MXF_STREAM_ROWS ? m : MXF_STREAM_ROWS;
+  const mxf_cpu_panels a = plan_panels(&gp->gemm, m, core), b = plan_panels(&gp->gemm, few, core);
+  const size_t wa = mxf_cpu_panels_workspace(&a), wb = mxf_cpu_panels_workspace(&b);
+  return wa > wb ? wa : wb;
+}
+
 mxf_status mxf_cpu_grouped_gemm_amax_plan(mxf_plan *plan, int asked_core) {
   const mxf_grouped_problem *gp = &plan->p.grouped;
   if (asked_core == MXF_CPU_CORE_ONEDNN)
@@ -47,13 +67,6 @@ mxf_status mxf_cpu_grouped_gemm_amax_plan(mxf_plan *plan, int asked_core) {
                          " cpu=onednn: grouped_gemm_amax runs on the f32 core (cpu=blas or cpu=c); "
                          "oneDNN's primitives are made per tile shape and a group's rows are "
                          "known only at run time");
-  if (asked_core < 0) {
-#if defined(MXF_HAVE_CBLAS)
-    asked_core = MXF_CPU_CORE_BLAS;
-#else
-    asked_core = MXF_CPU_CORE_C;
-#endif
-  }
   mxf_cpu_panels pp;
   mxf_cpu_gemm_amax_panels(&gp->gemm, &pp);
   mxf_status st = mxf_cpu_core_plan(plan, &pp, asked_core);
@@ -61,7 +74,7 @@ mxf_status mxf_cpu_grouped_gemm_amax_plan(mxf_plan *plan, int asked_core) {
   const mxf_cpu_core *core = (const mxf_cpu_core *)plan->impl;
   snprintf(plan->kernel, sizeof plan->kernel, "cpu/grouped %s", core->name);
   /* + 64: the run aligns the start of the caller's buffer itself */
-  plan->workspace_size = align64(mxf_cpu_panels_workspace(&pp)) + sfa_gather_bytes(gp) + 64;
+  plan->workspace_size = align64(group_panels_ws(gp, core)) + sfa_gather_bytes(gp) + 64;
   return MXF_OK;
 }
 
@@ -77,11 +90,10 @@ mxf_status mxf_cpu_grouped_gemm_amax_run(const mxf_plan *plan, const mxf_grouped
   mxf_status st = mxf_validate_routing(gp, route);
   if (st != MXF_OK) return st;
 
-  mxf_cpu_panels pp;
-  mxf_cpu_gemm_amax_panels(p, &pp);
-  pp.core = (const mxf_cpu_core *)plan->impl;
+  const mxf_cpu_core *core = (const mxf_cpu_core *)plan->impl;
+  const mxf_cpu_panels pp = plan_panels(p, p->m, core);
   uint8_t *base = (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
-  const size_t panels_ws = mxf_cpu_panels_workspace(&pp);
+  const size_t panels_ws = group_panels_ws(gp, core);
   uint8_t *gather = base + align64(panels_ws);
 
   const uint8_t *a = (const uint8_t *)args->a, *b = (const uint8_t *)args->b;
@@ -124,11 +136,10 @@ mxf_status mxf_cpu_grouped_gemm_amax_run(const mxf_plan *plan, const mxf_grouped
       }
       const float group_alpha = gp->group_alpha ? alpha * args->group_alpha[g] : alpha;
       ga.alpha = &group_alpha;
-      /* the tiles gemm_amax would take for this group where they fit the plan's
-       * workspace, else the plan's over the group's rows */
-      mxf_cpu_panels gpp;
-      mxf_cpu_gemm_amax_panels(&q, &gpp);
-      gpp.core = pp.core;
+      /* the tiles gemm_amax takes for this group's rows where they fit the plan's
+       * workspace, else (a group of more than MXF_STREAM_ROWS rows whose balanced tiles
+       * are larger) the plan's tiles over its rows: the bits are the same (SPEC §5.1) */
+      const mxf_cpu_panels gpp = plan_panels(&q, rows, core);
       const mxf_cpu_panels *use = mxf_cpu_panels_workspace(&gpp) <= panels_ws ? &gpp : &pp;
       st = mxf_cpu_gemm_amax_group(&q, use, &ga, base, &group_amax);
       if (st != MXF_OK) return st;

@@ -82,7 +82,6 @@
 #define MXF_PANEL_ROWS 2048                  /* rc: rows of X per tile, at most */
 #define MXF_PANEL_ROWS_MIN 256               /* ... and at least, with a full-K X */
 #define MXF_PANEL_X_BYTES ((size_t)16 << 20) /* full-K X chunk, at most (above the minimum) */
-#define MXF_STREAM_ROWS 64                   /* the streaming path: X or Y of at most this many rows */
 
 typedef struct sgemm_ctx {
   int64_t m, n, k, lda, ldb, ldc;
