@@ -38,6 +38,16 @@ def _run(plan, op, fw, tensors, metas, stream, extra_args=()):
     del ws, keep
 
 
+def refuse_grad(op, tensors):
+    """Raises where a torch tensor of the call requires grad with grad mode on: no op has a
+    backward formula, and a result without grad_fn would drop the gradient silently."""
+    t = sys.modules.get("torch")
+    if t is not None and t.is_grad_enabled():
+        for n, x in zip(op.tensors, tensors):
+            if getattr(x, "requires_grad", False):
+                raise RuntimeError(S.no_backward(op.name, n))
+
+
 def _alpha_ptr(alpha):
     return ctypes.pointer(ctypes.c_float(alpha)) if alpha is not None else None
 
@@ -92,6 +102,7 @@ class _ClassOp:
         return self.check_support() and self._plan.workspace_size
 
     def _execute(self, tensors, stream, extra_args=()):
+        refuse_grad(self._op, tensors)
         if self._plan is None or (self._plan.workspace_size and self._ws is None):
             self.compile()
         if self._tkeys is not None and _same_torch_geometry(tensors, self._tkeys):
@@ -149,6 +160,7 @@ def gemm_amax(call):
     a = call.a
     t = sys.modules.get("torch")
     if t is not None and isinstance(a, t.Tensor):
+        refuse_grad(S.GEMM_AMAX, (a, call.b, call.sfa, call.sfb, call.c, call.amax))
         fast = _gemm_torch_fast(call)
         if fast is not None:
             return fast
@@ -235,6 +247,8 @@ class ProjRope(_ClassOp):
 def proj_rope(call):
     fw = _framework((call.x, call.w, call.cos, call.sin, call.x_scale, call.w_scale))
     ins = (call.x, call.w, call.x_scale, call.w_scale, call.cos, call.sin)
+    if fw == "torch":
+        refuse_grad(S.PROJ_ROPE, ins)
     in_metas = _metas(ins, fw)
     outs = tuple(T.empty(fw, call.x, shape, None, code)
                  for shape, code in S.proj_outputs(in_metas[0][2], in_metas[1][2], call.w_out_in, call.head_dim))
@@ -260,6 +274,8 @@ class Quantize(_ClassOp):
 
 def quantize(call):
     fw = _framework((call.x,))
+    if fw == "torch":
+        refuse_grad(S.QUANTIZE, (call.x,))
     xm = T.meta(call.x, fw)
     outs = tuple(T.empty(fw, call.x, o[0], None, o[1]) if o is not None else None
                  for o in S.quantize_outputs(xm[2], call.directions))
@@ -283,6 +299,8 @@ class Dequantize(_ClassOp):
 
 def dequantize(call):
     fw = _framework((call.q, call.s))
+    if fw == "torch":
+        refuse_grad(S.DEQUANTIZE, (call.q, call.s))
     qm, sm = T.meta(call.q, fw), T.meta(call.s, fw)
     y = T.empty(fw, call.q, qm[2], None, call.y_code)
     metas = (qm, sm, T.meta(y, fw))
