@@ -380,8 +380,10 @@ mxf_status mxf_cpu_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args 
                                         .epilogue_tasks = gemm_epilogue_tasks,
                                         .epilogue = gemm_epilogue};
   mxf_status st = MXF_OK;
+  const int par = mxf_parallel_small(p->m * p->n * p->k * p->l);
   for (g.batch = 0; g.batch < v.l && st == MXF_OK; ++g.batch)
     st = mxf_cpu_gemm_panels(&v.pp, &ops, &g, base);
+  mxf_parallel_restore(par);
   pthread_mutex_destroy(&g.lock);
   if (st != MXF_OK) return st;
 
