@@ -161,7 +161,11 @@ def gemm_amax(call):
     t = sys.modules.get("torch")
     if t is not None and isinstance(a, t.Tensor):
         refuse_grad(S.GEMM_AMAX, (a, call.b, call.sfa, call.sfb, call.c, call.amax))
-        fast = _gemm_torch_fast(call)
+        fast = _gemm_fast(call, "torch")
+        if fast is not None:
+            return fast
+    elif type(a).__name__ == "ndarray" and type(a).__module__ == "numpy":
+        fast = _gemm_fast(call, "numpy")
         if fast is not None:
             return fast
     fw = _framework((a, call.b, call.sfa, call.sfb, call.amax, call.c))
@@ -178,49 +182,68 @@ def gemm_amax(call):
     metas = in_metas + (T.meta(c, fw), T.meta(amax, fw))
     plan = P.cached(S.GEMM_AMAX, metas, call.extra)
     _run(plan, S.GEMM_AMAX, fw, ins + (c, amax), metas, call.stream, (_alpha_ptr(call.alpha),))
-    if fw == "torch":
+    if fw in _FAST:
         c_alloc = c_alloc and c_alloc[:3] + (c.dtype,)
-        P.put(_torch_fast_key(call), (plan, c_alloc, amax_shape, T.call_device(metas)))
+        P.put(_fast_key(call, fw), (plan, c_alloc, amax_shape, T.call_device(metas)))
     return S.GemmAmaxResult(c, amax)
 
 
-def _torch_fast_key(call):
-    k = T.torch_key
-    return ("gemm_amax/torch", k(call.a), k(call.b), None if call.sfa is None else k(call.sfa), k(call.sfb),
+def _numpy_key(x):
+    return (x.dtype, x.shape, x.strides)
+
+
+# framework: (geometry key of one tensor, its data pointer)
+_FAST = {"torch": (T.torch_key, lambda x: x.data_ptr()), "numpy": (_numpy_key, lambda x: x.ctypes.data)}
+
+
+def _fast_key(call, fw):
+    k = _FAST[fw][0]
+    return ("gemm_amax/" + fw, k(call.a), k(call.b), None if call.sfa is None else k(call.sfa), k(call.sfb),
             None if call.c is None else k(call.c), None if call.amax is None else k(call.amax), call.c_major,
             call.c_code, call.extra)
 
 
-def _gemm_torch_fast(call):
-    """The one call on torch tensors seen before with this call's geometry: no Metas, no
-    validation in Python (the plan was validated when it was made). None on a miss."""
+def _gemm_fast(call, fw):
+    """The one call on torch tensors or NumPy arrays seen before with this call's geometry:
+    no Metas, no validation in Python (the plan was validated when it was made). None on a
+    miss."""
     try:
-        hit = P.get(_torch_fast_key(call))
-    except (AttributeError, TypeError):  # not all torch tensors: the general path
+        hit = P.get(_fast_key(call, fw))
+    except (AttributeError, TypeError):  # not all of one framework: the general path
         return None
     if hit is None:
         return None
     plan, c_alloc, amax_shape, dev = hit
-    t = sys.modules["torch"]
-    device = call.a.device
     c, amax = call.c, call.amax
-    if c is None:
-        mem, extent, perm, dtype = c_alloc
-        c = t.empty(mem, dtype=dtype, device=device)
+    torch = fw == "torch"
+    if torch:
+        t = sys.modules["torch"]
+        device = call.a.device
+        if c is None:
+            c = t.empty(c_alloc[0], dtype=c_alloc[3], device=device)
+        if amax is None:
+            amax = t.empty(amax_shape, dtype=t.float32, device=device)
+    else:
+        np = sys.modules["numpy"]
+        if c is None:
+            c = np.empty(c_alloc[0], dtype=c_alloc[3])
+        if amax is None:
+            amax = np.empty(amax_shape, dtype=np.float32)
+    if call.c is None:
+        mem, extent, perm = c_alloc[:3]
         if extent != mem[-1]:
             c = c[..., :extent]
         if perm:
-            c = c.permute(perm)
-    if amax is None:
-        amax = t.empty(amax_shape, dtype=t.float32, device=device)
+            c = c.permute(perm) if torch else c.transpose(perm)
+    ptr = _FAST[fw][1]
     ws = ws_ptr = None
     if plan.workspace_size:
-        ws = t.empty(plan.workspace_size, dtype=t.uint8, device=device)
-        ws_ptr = ws.data_ptr()
+        ws, ws_ptr = T.workspace(fw, plan.workspace_size, dev)
     sfa = call.sfa
-    args = A.GemmAmaxArgs(call.a.data_ptr(), call.b.data_ptr(), None if sfa is None else sfa.data_ptr(),
-                          call.sfb.data_ptr(), c.data_ptr(), amax.data_ptr(), _alpha_ptr(call.alpha))
-    plan.run(args, ws_ptr, T.stream_handle("torch", dev, call.stream))
+    args = A.GemmAmaxArgs(ptr(call.a), ptr(call.b), None if sfa is None else ptr(sfa), ptr(call.sfb), ptr(c),
+                          ptr(amax), _alpha_ptr(call.alpha))
+    plan.run(args, ws_ptr, T.stream_handle(fw, dev, call.stream))
+    del ws
     return S.GemmAmaxResult(c, amax)
 
 
