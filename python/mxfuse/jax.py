@@ -14,7 +14,8 @@ asks XLA to allocate as its last (dropped) result. At run time the handler plans
 the device XLA runs it on, as XLA's FFI names it, and refuses where the FFI cannot say.
 
 jax.vmap over a leading axis runs each op once per element (a batching rule: lax.map over
-the custom call). Under jax.jit with sharded operands, gemm_amax (with MX A) keeps A's split
+the custom call), but gemm_amax with f32 C on a batch of A against one B: one call, the batch
+stacked along M. Under jax.jit with sharded operands, gemm_amax (with MX A) keeps A's split
 along M and B's along N (whole 128-row blocks with swizzled scales): each device computes its
 block of C, the amax is reduced over the mesh (pmax), nothing is gathered; K is not split.
 
@@ -124,14 +125,19 @@ def _shape(x):
     return tuple(int(s) for s in x.shape)
 
 
-def _batched(fn):
-    """fn(*arrays) -> tuple of arrays, with a batching rule: jax.vmap runs the batch as a
-    sequence of calls (lax.map: one custom call in a loop), each on one element. Inputs
+def _batched(fn, as_one=None):
+    """fn(*arrays) -> tuple of arrays, with a batching rule: jax.vmap runs the batch as one
+    call where as_one(f, in_batched, *args) can (it returns the outputs, else None), else as
+    a sequence of calls (lax.map: one custom call in a loop), each on one element. Inputs
     without the batch axis are passed whole to every call."""
     f = jax.custom_batching.custom_vmap(fn)
 
     @f.def_vmap
     def rule(axis_size, in_batched, *args):
+        outs = as_one(f, in_batched, *args) if as_one is not None else None
+        if outs is not None:
+            return outs, tuple(True for _ in outs)
+
         def one(xs):
             it = iter(xs)
             return f(*(next(it) if b else x for x, b in zip(args, in_batched)))
@@ -165,7 +171,24 @@ def gemm_amax(call):
     fn = functools.partial(_gemm_ffi, params, call.sfa is not None)
     if call.sfa is not None and not accumulate:
         fn = functools.partial(_gemm_sharded, params)
-    return S.GemmAmaxResult(*_batched(fn)(*operands))
+    return S.GemmAmaxResult(*_batched(fn, functools.partial(_gemm_as_one, params))(*operands))
+
+
+def _gemm_as_one(params, f, in_batched, a, b, *rest):
+    """vmap of gemm_amax as one call: a batch of A (and compact SFA) against one B stacks
+    the batch along M (row-major: a free reshape) and runs one product; each element's amax
+    is then max|C| of its rows, which is the amax of SPEC §1 where C is f32 (C is the
+    accumulator times alpha). Other cases (None) run element by element."""
+    if params[3] != A.F32 or len(rest) != 2 or tuple(bool(x) for x in in_batched) != (True, False, True, False):
+        return None
+    sfa, sfb = rest
+    if len(a.shape) != 3 or len(sfa.shape) != 3 or 0 in a.shape[:2]:
+        return None  # (M, K, 1) operands or swizzled scales: element by element
+    bt, m = a.shape[0], a.shape[1]
+    c, _ = f(a.reshape(bt * m, a.shape[2]), b, sfa.reshape(bt * m, sfa.shape[2]), sfb)
+    c = c.reshape(bt, m, c.shape[-1])
+    amax_shape = params[4] if len(params) > 4 else S.gemm_amax_shape(a.shape[1:])
+    return c, jax.numpy.max(jax.numpy.abs(c), axis=(1, 2)).reshape((bt,) + tuple(amax_shape))
 
 
 def _gemm_ffi(params, has_sfa, a, b, *rest):

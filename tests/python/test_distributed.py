@@ -85,7 +85,7 @@ def test_jax_two_processes(seed):
 # ------------------------------------------------------------------ vmap, in this process
 def test_jax_vmap_every_op(rng):
     """jax.vmap over a leading axis (under jit): each element equals the op on it alone;
-    inputs without the axis are shared."""
+    inputs without the axis are shared; gemm_amax with f32 C over a batch of A is one call."""
     jax = pytest.importorskip("jax")
     import jax.numpy as jnp
 
@@ -102,6 +102,12 @@ def test_jax_vmap_every_op(rng):
             want = mxfuse.gemm_amax(ops[i][0], b, ops[i][1], sb, c_dtype="bfloat16")
             assert np.array_equal(np.asarray(c[i]).view(np.uint16), want.c_tensor.view(np.uint16))
             assert float(amax[i, 0]) == float(want.amax_tensor[0])
+        f32 = jax.jit(jax.vmap(lambda a, sa: tuple(mj.gemm_amax(a, b, sa, sb))))  # f32 C: one call, M stacked
+        assert "while" not in f32.lower(a3, sa3).as_text()
+        c, amax = f32(a3, sa3)
+        for i in range(3):
+            want = mxfuse.gemm_amax(ops[i][0], b, ops[i][1], sb)
+            assert np.array_equal(np.asarray(c[i]), want.c_tensor) and float(amax[i, 0]) == float(want.amax_tensor[0])
         x = rng.standard_normal((2, 64, 96)).astype(np.float32)
         q = jax.jit(jax.vmap(lambda x: tuple(mj.quantize(x))))(x)
         y = jax.vmap(lambda q, s: mj.dequantize(q, s, direction="cols"))(q[2], q[3])
