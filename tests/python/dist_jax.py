@@ -44,6 +44,12 @@ def same(x, y, share=0.999):
     return x.shape == y.shape and np.mean(x == y) >= share
 
 
+def same_amax(x, ref, k):
+    """Bit for bit where the split does not change the sums, else within SPEC §5's bound."""
+    x, ref = float(np.asarray(x).reshape(-1)[0]), float(np.asarray(ref).reshape(-1)[0])
+    return x == ref if BITWISE else abs(x - ref) <= 1e-6 * np.sqrt(k) * abs(ref)
+
+
 BITWISE = os.environ.get("MXF_CONFIG", "") in BITWISE_CONFIGS
 
 
@@ -76,7 +82,7 @@ def devices():
         what = "swizzled" if swz else "compact"
         check(c.sharding.spec == P(None, "x") and "all-gather" not in hlo,
               f"jit, {what} scales: C split along N ({c.sharding.spec}), nothing gathered")
-        check(same(c, whole.c_tensor) and float(amax[0]) == float(whole.amax_tensor[0]),
+        check(same(c, whole.c_tensor) and same_amax(amax, whole.amax_tensor, k),
               f"jit, {what} scales: C and the amax equal the whole product's")
         one = [jax.device_put(x, devs[0]) for x in (a, b, SA, SB)]
         t_sh, t_one = bench(lambda: f(*args)), bench(lambda: f(*one))
@@ -86,7 +92,7 @@ def devices():
     args = (jax.device_put(a, NamedSharding(mesh, P("x", None))), b, jax.device_put(sa, NamedSharding(mesh, P("x"))),
             sb)
     c, amax = f(*args)
-    check(c.sharding.spec[0] == "x" and same(c, whole.c_tensor) and float(amax[0]) == float(whole.amax_tensor[0]),
+    check(c.sharding.spec[0] == "x" and same(c, whole.c_tensor) and same_amax(amax, whole.amax_tensor, k),
           "jit: A split along M gives C split along M, equal to the whole product")
 
     # shard_map, column-parallel
@@ -97,7 +103,7 @@ def devices():
     g = jax.jit(jax.shard_map(col, mesh=mesh, in_specs=(P(), P("x"), P(), P("x")), out_specs=(P(None, "x"), P()),
                               check_vma=False))
     c, amax = g(a, b, sa, sb)
-    check(same(c, whole.c_tensor) and float(amax[0]) == float(whole.amax_tensor[0]),
+    check(same(c, whole.c_tensor) and same_amax(amax, whole.amax_tensor, k),
           "shard_map column-parallel (pmax amax) equals the whole product")
 
     # shard_map, proj_rope heads split
@@ -171,7 +177,7 @@ def process(i, port):
     mine = np.asarray(c.addressable_shards[0].data)
     check(same(mine, np.ascontiguousarray(whole.c_tensor[:, half])),
           f"process {i}: its columns of the two-process product equal the whole product's")
-    check(float(np.asarray(amax.addressable_shards[0].data)[0]) == float(whole.amax_tensor[0]),
+    check(same_amax(amax.addressable_shards[0].data, whole.amax_tensor, k),
           f"process {i}: the amax reduced across the processes equals the whole product's")
     jax.distributed.shutdown()
 
