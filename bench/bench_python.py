@@ -1,5 +1,11 @@
-"""bench_python.py — what the Python layer costs, on a CUDA GPU, in one process:
+"""bench_python.py — what the Python layer costs, in one process.
 
+On the CPU (always): host time per call of gemm_amax at small sizes (64^3, 128x256x256
+MXFP8 -> bf16), the C plan run alone (ctypes, prebuilt arguments) against the one-call
+function on torch CPU tensors and on NumPy arrays (what Python adds), and the C run with
+one thread against the default (what the library's thread team costs at that size).
+
+On a CUDA GPU:
 1. host time per eager call (µs): the one-call mxfuse.gemm_amax (allocates C and amax),
    the class API's execute (preallocated outputs), and torch's `a @ b.t()` in bf16, on a
    small problem whose GPU time is below the host time (so the loop is host-bound);
@@ -36,17 +42,22 @@ def mx_inputs(m, n, k, gen):
     return a, b, sa, sb
 
 
+def _sync():
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def host_us(fn, n=2000):
     for _ in range(50):
         fn()
-    torch.cuda.synchronize()
+    _sync()
     best = []
     for _ in range(5):
         t0 = time.perf_counter()
         for _ in range(n):
             fn()
         best.append((time.perf_counter() - t0) / n * 1e6)
-        torch.cuda.synchronize()
+        _sync()
     return min(best)
 
 
@@ -74,28 +85,81 @@ def direct_c(op):
     def bind(*tensors, extra=()):
         nonlocal ptrs
         ptrs = op._op.args(*[t.data_ptr() if t is not None else None for t in tensors], *extra)
-        stream = torch.cuda.current_stream().cuda_stream
+        stream = torch.cuda.current_stream().cuda_stream if tensors[0].is_cuda else None
         run, h, ws, size = plan._run, plan.handle, op._ws_ptr, plan.workspace_size
         return lambda: run(h, ctypes.byref(ptrs), ws, size, stream)
 
     return bind
 
 
+def paired_us(fns, rounds=30, n=200):
+    """Host time per call of each of fns, measured in alternation (rounds of n calls each),
+    the best round of each: on a machine shared with other work, both see the same load."""
+    for f in fns:
+        for _ in range(50):
+            f()
+    best = [float("inf")] * len(fns)
+    for _ in range(rounds):
+        for i, f in enumerate(fns):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                f()
+            best[i] = min(best[i], (time.perf_counter() - t0) / n * 1e6)
+    return best
+
+
+def cpu_part(row):
+    """Python's cost over the C call on the CPU, and the thread team's at small sizes."""
+    gen = torch.Generator().manual_seed(1)
+    for m, n, k in ((64, 64, 64), (128, 256, 256)):
+        a = (torch.randn(m, k, generator=gen) * 2).to(torch.float8_e4m3fn)
+        b = (torch.randn(n, k, generator=gen) * 2).to(torch.float8_e4m3fn)
+        sa = torch.randint(122, 130, (m, k // 32), dtype=torch.uint8, generator=gen)
+        sb = torch.randint(122, 130, (n, k // 32), dtype=torch.uint8, generator=gen)
+        c, amax = mxfuse.gemm_amax(a, b, sa, sb, c_dtype=torch.bfloat16)
+        op = mxfuse.GemmAmax(a, b, sa, sb, c, amax).compile()
+        npa = [t.view(torch.uint8).numpy() if t.dtype == torch.float8_e4m3fn else t.numpy() for t in (a, b, sa, sb)]
+        import ml_dtypes
+
+        npa[0], npa[1] = npa[0].view(ml_dtypes.float8_e4m3fn), npa[1].view(ml_dtypes.float8_e4m3fn)
+        shape = f"{m}x{n}x{k} MXFP8->bf16, CPU"
+        t_c, t_t, t_n = paired_us([direct_c(op)(a, b, sa, sb, c, amax, extra=(None,)),
+                                   lambda: mxfuse.gemm_amax(a, b, sa, sb, c_dtype=torch.bfloat16),
+                                   lambda: mxfuse.gemm_amax(*npa, c_dtype="bfloat16")], n=max(20, 2**24 // (m * n * k)))
+        row("CPU host time / call: the C plan run alone (ctypes)", t_c, "us", shape)
+        row("CPU: mxfuse.gemm_amax on torch tensors, over the C run", t_t - t_c, "us", f"{t_t:.1f} us in all")
+        row("CPU: mxfuse.gemm_amax on NumPy arrays, over the C run", t_n - t_c, "us", f"{t_n:.1f} us in all")
+        old = os.environ.get("MXF_NUM_THREADS")
+        os.environ["MXF_NUM_THREADS"] = "1"  # read by the library at each call
+        t_1 = paired_us([direct_c(op)(a, b, sa, sb, c, amax, extra=(None,))], rounds=10,
+                        n=max(20, 2**24 // (m * n * k)))[0]
+        if old is None:
+            del os.environ["MXF_NUM_THREADS"]
+        else:
+            os.environ["MXF_NUM_THREADS"] = old
+        row("CPU: the C plan run on one thread (MXF_NUM_THREADS=1)", t_1, "us", f"default threads: {t_c:.1f} us")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     args = ap.parse_args()
-    if not torch.cuda.is_available() or mxfuse.cuda_device_count() == 0:
-        print("bench_python: no CUDA GPU (or mxfuse without CUDA); nothing to measure")
-        return 0
-    gen = torch.Generator(device="cuda").manual_seed(1)
     rows = []
 
     def row(what, value, unit, note=""):
         rows.append({"what": what, "value": value, "unit": unit, "note": note})
         print(f"{what:58s} {value:10.3f} {unit:4s} {note}")
 
-    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  mxfuse {mxfuse.__version__}")
+    print(f"torch {torch.__version__}  mxfuse {mxfuse.__version__}  {os.cpu_count()} cores")
+    cpu_part(row)
+    if not torch.cuda.is_available() or mxfuse.cuda_device_count() == 0:
+        print("bench_python: no CUDA GPU (or mxfuse without CUDA): the GPU part is not measured")
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"device": "cpu", "rows": rows}, fh, indent=1)
+        return 0
+    gen = torch.Generator(device="cuda").manual_seed(1)
+    print(f"device: {torch.cuda.get_device_name()}")
     # 1. host time per call
     a, b, sa, sb = mx_inputs(128, 256, 256, gen)
     c = torch.empty(128, 256, dtype=torch.bfloat16, device="cuda")

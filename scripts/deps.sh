@@ -8,7 +8,9 @@
 #           OpenBLAS and oneDNN (optional: faster CPU GEMM cores)
 #   test    build, plus python3 with pip and the Python test packages (numpy, ml_dtypes,
 #           pytest, safetensors, jax); clang with libFuzzer (optional: the fuzz tests)
-#   ci      test, plus scikit-build-core (the `pip install .` check of .ci/run)
+#   ci      test, plus scikit-build-core (the `pip install .` check of .ci/run) and torch (the
+#           torch tests on CPU tensors: `pip install torch` from PyPI, the only index assumed
+#           reachable: the full wheel with its CUDA libraries, ~4 GB, 70-95 s here)
 #   --check list what is missing and exit 1 if anything is, install nothing
 #
 # System packages go through apt-get when run as root or where sudo needs no password;
@@ -41,7 +43,7 @@ if [ "$mode" != build ]; then
   apt_optional="$apt_optional clang libclang-rt-14-dev"
   py_packages="numpy ml_dtypes pytest safetensors jax"
 fi
-if [ "$mode" = ci ]; then py_packages="$py_packages scikit-build-core"; fi
+if [ "$mode" = ci ]; then py_packages="$py_packages scikit-build-core torch"; fi
 
 # ---------------------------------------------------------------- system packages
 installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
@@ -116,6 +118,7 @@ fi
 [ ${#missing_py[@]} != 0 ] || exit 0
 
 say "pip install ${missing_py[*]} ($PY)"
+t_pip=$(date +%s)
 if ! "$PY" -m pip --version >/dev/null 2>&1; then "$PY" -m ensurepip --upgrade >/dev/null 2>&1 || true; fi
 if ! out=$("$PY" -m pip install -q "${missing_py[@]}" 2>&1); then
   if grep -q "externally-managed-environment" <<<"$out"; then
@@ -126,3 +129,4 @@ if ! out=$("$PY" -m pip install -q "${missing_py[@]}" 2>&1); then
     exit 1
   fi
 fi
+say "pip install done in $(($(date +%s) - t_pip)) s"

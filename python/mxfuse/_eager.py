@@ -42,6 +42,16 @@ def _run(plan, op, fw, tensors, metas, stream, extra_args=(), keep=None, ptrs=No
     del ws, keep
 
 
+def refuse_grad(op, tensors):
+    """Raises where a torch tensor of the call requires grad with grad mode on: no op has a
+    backward formula, and a result without grad_fn would drop the gradient silently."""
+    t = sys.modules.get("torch")
+    if t is not None and t.is_grad_enabled():
+        for n, x in zip(op.tensors, tensors):
+            if getattr(x, "requires_grad", False):
+                raise RuntimeError(S.no_backward(op.name, n))
+
+
 def _alpha_ptr(alpha):
     return ctypes.pointer(ctypes.c_float(alpha)) if alpha is not None else None
 
@@ -98,6 +108,7 @@ class _ClassOp:
         return self.check_support() and self._plan.workspace_size
 
     def _execute(self, tensors, stream, extra_args=()):
+        refuse_grad(self._op, tensors)
         if self._plan is None or (self._plan.workspace_size and self._ws is None):
             self.compile()
         if self._tkeys is not None and _same_torch_geometry(tensors, self._tkeys):
@@ -155,7 +166,12 @@ def gemm_amax(call):
     a = call.a
     t = sys.modules.get("torch")
     if t is not None and isinstance(a, t.Tensor):
-        fast = _gemm_torch_fast(call)
+        refuse_grad(S.GEMM_AMAX, (a, call.b, call.sfa, call.sfb, call.c, call.amax))
+        fast = _gemm_fast(call, "torch")
+        if fast is not None:
+            return fast
+    elif type(a).__name__ == "ndarray" and type(a).__module__ == "numpy":
+        fast = _gemm_fast(call, "numpy")
         if fast is not None:
             return fast
     fw = _framework((a, call.b, call.sfa, call.sfb, call.amax, call.c))
@@ -172,49 +188,68 @@ def gemm_amax(call):
     metas = in_metas + (T.meta(c, fw), T.meta(amax, fw))
     plan = P.cached(S.GEMM_AMAX, metas, call.extra)
     _run(plan, S.GEMM_AMAX, fw, ins + (c, amax), metas, call.stream, (_alpha_ptr(call.alpha),))
-    if fw == "torch":
+    if fw in _FAST:
         c_alloc = c_alloc and c_alloc[:3] + (c.dtype,)
-        P.put(_torch_fast_key(call), (plan, c_alloc, amax_shape, T.call_device(metas)))
+        P.put(_fast_key(call, fw), (plan, c_alloc, amax_shape, T.call_device(metas)))
     return S.GemmAmaxResult(c, amax)
 
 
-def _torch_fast_key(call):
-    k = T.torch_key
-    return ("gemm_amax/torch", k(call.a), k(call.b), None if call.sfa is None else k(call.sfa), k(call.sfb),
+def _numpy_key(x):
+    return (x.dtype, x.shape, x.strides)
+
+
+# framework: (geometry key of one tensor, its data pointer)
+_FAST = {"torch": (T.torch_key, lambda x: x.data_ptr()), "numpy": (_numpy_key, lambda x: x.ctypes.data)}
+
+
+def _fast_key(call, fw):
+    k = _FAST[fw][0]
+    return ("gemm_amax/" + fw, k(call.a), k(call.b), None if call.sfa is None else k(call.sfa), k(call.sfb),
             None if call.c is None else k(call.c), None if call.amax is None else k(call.amax), call.c_major,
             call.c_code, call.extra)
 
 
-def _gemm_torch_fast(call):
-    """The one call on torch tensors seen before with this call's geometry: no Metas, no
-    validation in Python (the plan was validated when it was made). None on a miss."""
+def _gemm_fast(call, fw):
+    """The one call on torch tensors or NumPy arrays seen before with this call's geometry:
+    no Metas, no validation in Python (the plan was validated when it was made). None on a
+    miss."""
     try:
-        hit = P.get(_torch_fast_key(call))
-    except (AttributeError, TypeError):  # not all torch tensors: the general path
+        hit = P.get(_fast_key(call, fw))
+    except (AttributeError, TypeError):  # not all of one framework: the general path
         return None
     if hit is None:
         return None
     plan, c_alloc, amax_shape, dev = hit
-    t = sys.modules["torch"]
-    device = call.a.device
     c, amax = call.c, call.amax
-    if c is None:
-        mem, extent, perm, dtype = c_alloc
-        c = t.empty(mem, dtype=dtype, device=device)
+    torch = fw == "torch"
+    if torch:
+        t = sys.modules["torch"]
+        device = call.a.device
+        if c is None:
+            c = t.empty(c_alloc[0], dtype=c_alloc[3], device=device)
+        if amax is None:
+            amax = t.empty(amax_shape, dtype=t.float32, device=device)
+    else:
+        np = sys.modules["numpy"]
+        if c is None:
+            c = np.empty(c_alloc[0], dtype=c_alloc[3])
+        if amax is None:
+            amax = np.empty(amax_shape, dtype=np.float32)
+    if call.c is None:
+        mem, extent, perm = c_alloc[:3]
         if extent != mem[-1]:
             c = c[..., :extent]
         if perm:
-            c = c.permute(perm)
-    if amax is None:
-        amax = t.empty(amax_shape, dtype=t.float32, device=device)
+            c = c.permute(perm) if torch else c.transpose(perm)
+    ptr = _FAST[fw][1]
     ws = ws_ptr = None
     if plan.workspace_size:
-        ws = t.empty(plan.workspace_size, dtype=t.uint8, device=device)
-        ws_ptr = ws.data_ptr()
+        ws, ws_ptr = T.workspace(fw, plan.workspace_size, dev)
     sfa = call.sfa
-    args = A.GemmAmaxArgs(call.a.data_ptr(), call.b.data_ptr(), None if sfa is None else sfa.data_ptr(),
-                          call.sfb.data_ptr(), c.data_ptr(), amax.data_ptr(), _alpha_ptr(call.alpha))
-    plan.run(args, ws_ptr, T.stream_handle("torch", dev, call.stream))
+    args = A.GemmAmaxArgs(ptr(call.a), ptr(call.b), None if sfa is None else ptr(sfa), ptr(call.sfb), ptr(c),
+                          ptr(amax), _alpha_ptr(call.alpha))
+    plan.run(args, ws_ptr, T.stream_handle(fw, dev, call.stream))
+    del ws
     return S.GemmAmaxResult(c, amax)
 
 
@@ -241,6 +276,8 @@ class ProjRope(_ClassOp):
 def proj_rope(call):
     fw = _framework((call.x, call.w, call.cos, call.sin, call.x_scale, call.w_scale))
     ins = (call.x, call.w, call.x_scale, call.w_scale, call.cos, call.sin)
+    if fw == "torch":
+        refuse_grad(S.PROJ_ROPE, ins)
     in_metas = _metas(ins, fw)
     outs = tuple(T.empty(fw, call.x, shape, None, code)
                  for shape, code in S.proj_outputs(in_metas[0][2], in_metas[1][2], call.w_out_in, call.head_dim))
@@ -268,6 +305,8 @@ class Quantize(_ClassOp):
 
 def quantize(call):
     fw = _framework((call.x,))
+    if fw == "torch":
+        refuse_grad(S.QUANTIZE, (call.x,))
     xm = T.meta(call.x, fw)
     outs = tuple(T.empty(fw, call.x, o[0], None, o[1]) if o is not None else None
                  for o in S.quantize_outputs(xm[2], call.directions))
@@ -291,6 +330,8 @@ class Dequantize(_ClassOp):
 
 def dequantize(call):
     fw = _framework((call.q, call.s))
+    if fw == "torch":
+        refuse_grad(S.DEQUANTIZE, (call.q, call.s))
     qm, sm = T.meta(call.q, fw), T.meta(call.s, fw)
     y = T.empty(fw, call.q, qm[2], None, call.y_code)
     metas = (qm, sm, T.meta(y, fw))

@@ -90,6 +90,13 @@ GEMM_AMAX, PROJ_ROPE, QUANTIZE, DEQUANTIZE = (_op(n) for n in ("gemm_amax", "pro
 GROUPED_GEMM_AMAX = _op("grouped_gemm_amax")
 
 
+def no_backward(op, name):
+    """The error of an input that requires grad reaching an op: none has a backward formula
+    (their inputs are quantized codes or their outputs are), so the gradient would be lost."""
+    return (f"mxfuse.{op}: input '{name}' requires grad, but mxfuse.{op} has no backward formula (no gradient "
+            f"flows through it); detach '{name}' (.detach()) or run the op under torch.no_grad()")
+
+
 def front_end(signature, module):
     """Decorates a front end's `impl(call)`: the function made has the parameters and the
     documentation of `signature` (one of the functions below) and runs impl on the call

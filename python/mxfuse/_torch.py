@@ -7,6 +7,10 @@ torch tensors (or by `import mxfuse.torch`). In eager mode mxfuse.gemm_amax & co
 the library directly (no dispatcher on the way); under torch.compile mxfuse routes them
 to the functions at the end of this file, which call the ops. Each runs on
 torch.cuda.current_stream() and can be captured in a CUDA graph.
+
+No op has a backward formula: an input that requires grad (with grad mode on) is refused
+with an error naming the op and the input, by the eager forms (_eager.refuse_grad) and by
+the custom ops' autograd kernels registered here, so that no path drops a gradient.
 """
 from typing import List, Optional, Tuple
 
@@ -16,6 +20,28 @@ from . import _abi as A
 from . import _eager as E
 from . import _spec as S
 from . import _tensors as T
+
+
+_impl = torch.library.Library("mxfuse", "IMPL")
+
+
+def _no_backward(op_name, names):
+    """The Autograd-key kernel of the custom op mxfuse::<op_name>: where an input requires
+    grad, it raises naming the op and the input (eager, torch.ops.mxfuse and torch.compile
+    alike, at the op's call), rather than returning a result whose gradient is lost; else it
+    runs the op below autograd. (torch.library.register_autograd refuses ops that mutate an
+    input, as gemm_amax does its amax: one mechanism serves the four.)"""
+    overload = getattr(torch.ops.mxfuse, op_name).default
+
+    def kernel(*args, **kwargs):
+        if torch.is_grad_enabled():
+            for n, x in zip(names, args):
+                if isinstance(x, torch.Tensor) and x.requires_grad:
+                    raise RuntimeError(S.no_backward(op_name, n))
+        with torch._C._AutoDispatchBelowAutograd():
+            return overload(*args, **kwargs)
+
+    _impl.impl(op_name, kernel, "Autograd")
 
 
 def _new(like, shape_code):
@@ -37,6 +63,9 @@ def _(a, b, sfa, sfb, amax, c_major, c_dtype, sf_vec_size, alpha, accumulate):
     mem, extent, perm = S.gemm_c_layout(tuple(a.shape), tuple(b.shape), S.dtype_code(c_dtype), c_major)
     c = a.new_empty(mem, dtype=c_dtype)[..., :extent]
     return c.permute(perm) if perm else c
+
+
+_no_backward("gemm_amax", ("a", "b", "sfa", "sfb", "amax"))
 
 
 def gemm_amax(call):
@@ -66,6 +95,9 @@ def _(x, w, cos, sin, x_scale, w_scale, w_out_in, fp32_epilogue, head_dim):
     return tuple(_new(x, o) for o in S.proj_outputs(x.shape, w.shape, w_out_in, head_dim))
 
 
+_no_backward("proj_rope", ("x", "w", "cos", "sin", "x_scale", "w_scale"))
+
+
 def proj_rope(call):
     flags = dict(call.extra)["flags"]
     return S.ProjRopeResult(*proj_rope_op(call.x, call.w, call.cos, call.sin, call.x_scale, call.w_scale,
@@ -84,6 +116,9 @@ def _(x, rows, cols):
     return [_new(x, o) for o in S.quantize_outputs(x.shape, d) if o is not None]
 
 
+_no_backward("quantize", ("x",))
+
+
 def quantize(call):
     rows, cols = bool(call.directions & A.QUANT_ROWS), bool(call.directions & A.QUANT_COLS)
     got = iter(quantize_op(call.x, rows, cols))
@@ -99,6 +134,9 @@ def dequantize_op(q: torch.Tensor, s: torch.Tensor, direction: str, dtype: torch
 @dequantize_op.register_fake
 def _(q, s, direction, dtype):
     return q.new_empty(q.shape, dtype=dtype)
+
+
+_no_backward("dequantize", ("q", "s"))
 
 
 def dequantize(call):

@@ -509,8 +509,10 @@ static mxf_status gemm_run_view(const gemm_view *v, float alpha, uint8_t *c, voi
                                         .epilogue_tasks = gemm_epilogue_tasks,
                                         .epilogue = gemm_epilogue};
   mxf_status st = MXF_OK;
+  const int par = mxf_parallel_small(v->rows * v->cols * v->k * v->l);
   for (g.batch = 0; g.batch < v->l && st == MXF_OK; ++g.batch)
     st = mxf_cpu_gemm_panels(&v->pp, &ops, &g, base);
+  mxf_parallel_restore(par);
   pthread_mutex_destroy(&g.lock);
   *amax_out = g.has_nan ? mxf_f32_from_bits(0x7FC00000u) : g.amax;
   return st;

@@ -32,7 +32,24 @@
 
 static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+/* Below this much work (multiply-adds) an op runs on the calling thread: waking the pool,
+ * handing out chunks and joining costs more than it saves. gemm_amax, MXFP8 -> bf16, on 2
+ * cores shared with other work (bench/bench_python.py, best of alternating rounds): 64^3
+ * (2^18) took 77 us a call with the team, 13 us on the calling thread; at 128x256x256
+ * (2^23) the team wins, 109 us against 157 us. */
+#define MXF_SERIAL_WORK ((int64_t)1 << 21)
+static _Thread_local int serial; /* this thread runs an op below the threshold */
+
+int mxf_parallel_small(int64_t work) {
+  const int before = serial;
+  serial = before || work < MXF_SERIAL_WORK;
+  return before;
+}
+
+void mxf_parallel_restore(int before) { serial = before; }
+
 int mxf_cpu_threads(void) {
+  if (serial) return 1;
   const char *env = getenv("MXF_NUM_THREADS");
   if (env) {
     int v = atoi(env);

@@ -16,7 +16,14 @@ void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx);
  * library is built without OpenMP. Inside an OpenMP parallel region it runs serially. */
 void mxf_parallel_for_omp(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx);
 
-/* Worker count: MXF_NUM_THREADS if set (>= 1), else the number of online cores. */
+/* An op of `work` multiply-adds below the library's threshold runs on the calling thread:
+ * mxf_parallel_small(work) at its start (returns the state to restore), then
+ * mxf_parallel_restore(state) at its end; meanwhile mxf_cpu_threads() is 1. */
+int mxf_parallel_small(int64_t work);
+void mxf_parallel_restore(int before);
+
+/* Worker count: 1 inside a small op (above), else MXF_NUM_THREADS if set (>= 1), else the
+ * number of online cores. */
 int mxf_cpu_threads(void);
 
 #endif
