@@ -112,8 +112,25 @@ static void pool_forget_after_fork(void) {
 
 static void pool_register_fork(void) { pthread_atfork(NULL, NULL, pool_forget_after_fork); }
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define MXF_MXCSR_FTZ_DAZ 0x8040u /* flush-to-zero (bit 15), denormals-are-zero (bit 6) */
+unsigned mxf_cpu_fp_enter(void) {
+  const unsigned saved = _mm_getcsr();
+  if (saved & MXF_MXCSR_FTZ_DAZ) _mm_setcsr(saved & ~MXF_MXCSR_FTZ_DAZ);
+  return saved;
+}
+void mxf_cpu_fp_leave(unsigned saved) {
+  if (_mm_getcsr() != saved) _mm_setcsr(saved);
+}
+#else
+unsigned mxf_cpu_fp_enter(void) { return 0; }
+void mxf_cpu_fp_leave(unsigned saved) { (void)saved; }
+#endif
+
 static void *pool_worker(void *arg) {
   const int64_t w = (int64_t)(intptr_t)arg;
+  (void)mxf_cpu_fp_enter(); /* for the thread's life */
   pthread_mutex_lock(&g_pool.lock);
   uint64_t seen = g_pool.born[w]; /* a generation begun before this thread ran is its own */
   for (;;) {
@@ -182,6 +199,7 @@ static int pool_run(mxf_job *job, int64_t nt) {
 
 /* ------------------------------------------------------------ fallback: own threads */
 static void *spawned_main(void *p) {
+  (void)mxf_cpu_fp_enter(); /* for the thread's life */
   job_take((mxf_job *)p);
   return NULL;
 }

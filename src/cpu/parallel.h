@@ -26,4 +26,12 @@ void mxf_parallel_restore(int before);
  * number of online cores. */
 int mxf_cpu_threads(void);
 
+/* The floating-point environment the CPU backend computes in: on x86, MXCSR without
+ * flush-to-zero and denormals-are-zero, whatever the calling thread had set (XLA's CPU
+ * threads set both), so that subnormal inputs, products and sums are what SPEC §1.2 and
+ * §5.1 say. mxf_cpu_fp_enter returns the caller's state for mxf_cpu_fp_leave; the
+ * library's own threads enter it when they start. */
+unsigned mxf_cpu_fp_enter(void);
+void mxf_cpu_fp_leave(unsigned saved);
+
 #endif
