@@ -490,6 +490,9 @@ mxf_status mxf_validate_proj_rope(const mxf_proj_rope_desc *d, int need_data, mx
   int mxfp8 = d->x.dtype == MXF_E4M3;
   TRY(check_tensor(&v, "w", &d->w));
   if (mxfp8) {
+    if (d->x_scale.ndim == 0 || d->w_scale.ndim == 0)
+      FAIL("proj_rope: x is e4m3 (MXFP8 codes), so x_scale and w_scale are required; got an absent %s",
+           d->x_scale.ndim == 0 ? "x_scale" : "w_scale");
     TRY(check_tensor(&v, "x_scale", &d->x_scale));
     TRY(check_tensor(&v, "w_scale", &d->w_scale));
   }
