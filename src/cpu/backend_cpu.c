@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "cpu/cpu.h"
+#include "cpu/parallel.h"
 
 static mxf_status cpu_plan(mxf_plan *plan) {
   mxf_cpu_override ov; /* MXF_CONFIG's cpu=onednn|blas|c, or MXF_CHOOSE */
@@ -25,8 +26,7 @@ static mxf_status cpu_plan(mxf_plan *plan) {
   return mxf_set_error(MXF_ERR_INTERNAL, "cpu backend: unknown op %d", (int)plan->op);
 }
 
-static mxf_status cpu_run(const mxf_plan *plan, const void *args, void *ws, size_t ws_size, void *stream) {
-  (void)stream;
+static mxf_status cpu_run_op(const mxf_plan *plan, const void *args, void *ws, size_t ws_size) {
   switch (plan->op) {
   case MXF_OP_GEMM_AMAX: return mxf_cpu_gemm_amax_run(plan, (const mxf_gemm_amax_args *)args, ws, ws_size);
   case MXF_OP_PROJ_ROPE: return mxf_cpu_proj_rope_run(plan, (const mxf_proj_rope_args *)args, ws, ws_size);
@@ -34,6 +34,15 @@ static mxf_status cpu_run(const mxf_plan *plan, const void *args, void *ws, size
   case MXF_OP_DEQUANTIZE: return mxf_cpu_dequantize_run(plan, (const mxf_dequantize_args *)args);
   }
   return mxf_set_error(MXF_ERR_INTERNAL, "cpu backend: unknown op %d", (int)plan->op);
+}
+
+/* Inside the fork gate (parallel.h): no fork() while a CPU op runs. */
+static mxf_status cpu_run(const mxf_plan *plan, const void *args, void *ws, size_t ws_size, void *stream) {
+  (void)stream;
+  mxf_cpu_op_enter();
+  const mxf_status st = cpu_run_op(plan, args, ws, ws_size);
+  mxf_cpu_op_leave();
+  return st;
 }
 
 static void cpu_plan_free(mxf_plan *plan) { mxf_cpu_core_free(plan); }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "cpu/cpu.h"
+#include "cpu/parallel.h"
 
 /* oneDNN by default from this many rows and columns of the oriented GEMM (both): at
  * 256 x 7168 x 2048 it took 0.29x the f32 core's time (16 threads, AMX); at 64 rows,
@@ -28,7 +29,7 @@ mxf_status mxf_cpu_core_plan(mxf_plan *plan, mxf_cpu_panels *pp, int asked) {
   /* an empty GEMM has no work for oneDNN, asked for or not */
   const int empty = pp->rows <= 0 || pp->cols <= 0 || pp->k <= 0;
   const int large = pp->rows >= MXF_ONEDNN_MIN_ROWS && pp->cols >= MXF_ONEDNN_MIN_ROWS;
-  if (!empty && (asked == MXF_CPU_CORE_ONEDNN || (asked < 0 && large))) {
+  if (!empty && (asked == MXF_CPU_CORE_ONEDNN || (asked < 0 && large && !mxf_cpu_forked_child()))) {
     char name[sizeof c->name], before[1024];
     snprintf(before, sizeof before, "%s", mxf_last_error());
     mxf_status st = mxf_cpu_bf16_create(pp, asked == MXF_CPU_CORE_ONEDNN, &c->bf16, name, sizeof name);

@@ -19,4 +19,12 @@ void mxf_parallel_for_omp(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx);
 /* Worker count: MXF_NUM_THREADS if set (>= 1), else the number of online cores. */
 int mxf_cpu_threads(void);
 
+/* Around every CPU op's run: a fork() waits until no op is in flight (and ops wait while
+ * a fork is under way), so that no thread pool, ours or a vendor's, forks mid-call. */
+void mxf_cpu_op_enter(void);
+void mxf_cpu_op_leave(void);
+/* 1 in a child forked from a process that had loaded mxfuse: no OpenMP there (GNU
+ * OpenMP's pool does not survive a fork), so no oneDNN unless asked for. */
+int mxf_cpu_forked_child(void);
+
 #endif
