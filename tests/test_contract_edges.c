@@ -17,22 +17,6 @@ static mxf_tensor t2(void *data, mxf_dtype dt, int64_t s0, int64_t s1) {
 
 static int has(const char *s) { return strstr(mxf_last_error(), s) != NULL; }
 
-/* A gemm_amax (M, N, K) e4m3 x e4m3 -> f32 over the given buffers (compact scales). */
-static mxf_gemm_amax_desc gemm_desc(int64_t m, int64_t n, int64_t k, void *a, void *b, void *sfa, void *sfb,
-                                    void *c, float *amax) {
-  mxf_gemm_amax_desc d;
-  memset(&d, 0, sizeof d);
-  d.a = t2(a, MXF_E4M3, m, k);
-  d.b = t2(b, MXF_E4M3, n, k);
-  d.sfa = t2(sfa, MXF_E8M0, m, (k + 31) / 32);
-  d.sfb = t2(sfb, MXF_E8M0, n, (k + 31) / 32);
-  d.c = t2(c, MXF_F32, m, n);
-  const int64_t one[1] = {1};
-  d.amax = tu_tensor(amax, MXF_F32, 1, one);
-  d.sf_vec = 32;
-  return d;
-}
-
 static void test_overlap(void) {
   enum { M = 64, N = 48, K = 64 };
   uint8_t *a = tu_malloc(M * K), *b = tu_malloc(N * K), *sfa = tu_malloc(M * 2), *sfb = tu_malloc(N * 2);
@@ -42,13 +26,13 @@ static void test_overlap(void) {
   memset(sfa, 127, M * 2);
   memset(sfb, 127, N * 2);
   /* amax laid over C[0, 0] */
-  mxf_gemm_amax_desc d = gemm_desc(M, N, K, a, b, sfa, sfb, c, c);
+  mxf_gemm_amax_desc d = tu_gemm_e4m3_desc(M, N, K, a, b, sfa, sfb, c, c);
   mxf_status st = mxf_gemm_amax(&d, NULL);
   TU_CHECK(st == MXF_ERR_INVALID_VALUE && has("c [") && has("overlaps amax"), "amax over C[0,0]: %d %s", st,
            mxf_last_error());
   /* C over B's bytes, through the plan form */
   float *big = tu_malloc(sizeof(float) * M * N);
-  d = gemm_desc(M, N, K, a, (uint8_t *)big + 64, sfa, sfb, big, &amax);
+  d = tu_gemm_e4m3_desc(M, N, K, a, (uint8_t *)big + 64, sfa, sfb, big, &amax);
   mxf_plan *plan = NULL;
   st = mxf_gemm_amax_plan(&plan, &d);
   TU_CHECK(st == MXF_OK, "plan: %s", mxf_last_error());
@@ -96,8 +80,8 @@ static void test_empty(void) {
   const int64_t mnl[3][3] = {{0, 48, 1}, {64, 0, 1}, {64, 48, 0}};
   for (int i = 0; i < 3; ++i) {
     const int64_t m = mnl[i][0], n = mnl[i][1];
-    mxf_gemm_amax_desc d = gemm_desc(m, n, 64, m ? buf : NULL, n ? buf + 1024 : NULL, m ? buf + 2048 : NULL,
-                                     n ? buf + 3072 : NULL, NULL, &amax);
+    mxf_gemm_amax_desc d = tu_gemm_e4m3_desc(m, n, 64, m ? buf : NULL, n ? buf + 1024 : NULL,
+                                             m ? buf + 2048 : NULL, n ? buf + 3072 : NULL, NULL, &amax);
     if (mnl[i][2] == 0) {
       d.a.ndim = d.b.ndim = d.c.ndim = 3;
       d.a.shape[2] = d.b.shape[2] = d.c.shape[2] = 0;
@@ -122,7 +106,7 @@ static void test_empty(void) {
     mxf_plan_destroy(plan);
   }
   /* K = 0 refused */
-  mxf_gemm_amax_desc d = gemm_desc(64, 48, 0, buf, buf, buf, buf, buf, &amax);
+  mxf_gemm_amax_desc d = tu_gemm_e4m3_desc(64, 48, 0, buf, buf, buf, buf, buf, &amax);
   mxf_status st = mxf_gemm_amax(&d, NULL);
   TU_CHECK(st == MXF_ERR_INVALID_VALUE && has("K=0 is refused"), "K = 0: %d %s", st, mxf_last_error());
   /* quantize / dequantize with 0 rows */
@@ -150,7 +134,7 @@ static void test_bytes(void) {
   /* M = N = 2^31 with f32 C: 2^62 elements, 2^64 bytes */
   float amax;
   const int64_t big = INT64_C(1) << 31;
-  mxf_gemm_amax_desc d = gemm_desc(big, big, 64, NULL, NULL, NULL, NULL, NULL, &amax);
+  mxf_gemm_amax_desc d = tu_gemm_e4m3_desc(big, big, 64, NULL, NULL, NULL, NULL, NULL, &amax);
   mxf_plan *plan = NULL;
   mxf_status st = mxf_gemm_amax_plan(&plan, &d);
   TU_CHECK(st == MXF_ERR_INVALID_VALUE && has("c has shape") && has("bytes exceed 2^62"),

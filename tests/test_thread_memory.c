@@ -34,17 +34,7 @@ static void *one_call(void *arg) {
   memset(b, 0x38, N * K);
   memset(sfa, 127, M * K / 32);
   memset(sfb, 127, N * K / 32);
-  const int64_t sa[2] = {M, K}, sb[2] = {N, K}, ssa[2] = {M, K / 32}, ssb[2] = {N, K / 32}, sc[2] = {M, N},
-                one[1] = {1};
-  mxf_gemm_amax_desc d;
-  memset(&d, 0, sizeof d);
-  d.a = tu_tensor(a, MXF_E4M3, 2, sa);
-  d.b = tu_tensor(b, MXF_E4M3, 2, sb);
-  d.sfa = tu_tensor(sfa, MXF_E8M0, 2, ssa);
-  d.sfb = tu_tensor(sfb, MXF_E8M0, 2, ssb);
-  d.c = tu_tensor(c, MXF_F32, 2, sc);
-  d.amax = tu_tensor(&amax, MXF_F32, 1, one);
-  d.sf_vec = 32;
+  mxf_gemm_amax_desc d = tu_gemm_e4m3_desc(M, N, K, a, b, sfa, sfb, c, &amax);
   int bad = 0;
   for (int i = 0; i < calls; ++i)
     bad |= mxf_gemm_amax(&d, NULL) != MXF_OK || amax != K;

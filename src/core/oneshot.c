@@ -76,13 +76,14 @@ static pthread_once_t g_thread_key_once = PTHREAD_ONCE_INIT;
 
 static void arena_free_memory(const struct mxf_backend *backend, int32_t device, void *ptr);
 
-static void thread_exit(void *token) {
-  arena freed[MXF_ARENAS];
+/* Empties the arenas of `thread` (NULL: all) into freed[] (their memory the caller's to
+ * free, outside the lock); one in use is marked stale, freed by its last run. Under
+ * g_lock; returns the count. */
+static int arenas_take(const void *thread, arena *freed) {
   int n = 0;
-  pthread_mutex_lock(&g_lock);
   for (int i = 0; i < MXF_ARENAS; ++i) {
     arena *a = &g_arenas[i];
-    if (!a->s.used || a->thread != token) continue;
+    if (!a->s.used || (thread && a->thread != thread)) continue;
     if (a->s.refs > 0) {
       a->s.stale = 1;
       continue;
@@ -90,6 +91,13 @@ static void thread_exit(void *token) {
     freed[n++] = *a;
     memset(a, 0, sizeof *a);
   }
+  return n;
+}
+
+static void thread_exit(void *token) {
+  arena freed[MXF_ARENAS];
+  pthread_mutex_lock(&g_lock);
+  const int n = arenas_take(token, freed);
   pthread_mutex_unlock(&g_lock);
   for (int i = 0; i < n; ++i)
     arena_free_memory(freed[i].backend, freed[i].device, freed[i].ptr);
@@ -359,16 +367,7 @@ void mxf_plan_cache_clear(void) {
     plans[n++] = e->plan;
     memset(e, 0, sizeof *e);
   }
-  for (int i = 0; i < MXF_ARENAS; ++i) {
-    arena *a = &g_arenas[i];
-    if (!a->s.used) continue;
-    if (a->s.refs > 0) {
-      a->s.stale = 1;
-      continue;
-    }
-    freed[na++] = *a;
-    memset(a, 0, sizeof *a);
-  }
+  na = arenas_take(NULL, freed);
   pthread_mutex_unlock(&g_lock);
   for (int i = 0; i < n; ++i)
     mxf_plan_destroy(plans[i]);
