@@ -170,7 +170,10 @@ G(g_amax_f16) { d->amax.dtype = MXF_F16; }
 G(g_amax_two) { d->amax.shape[0] = 2; }
 G(g_amax_absent) { d->amax.ndim = 0; }
 G(g_flags) { d->flags = 0x4; }
-G(g_zero_extent) { d->a.shape[0] = 0; }
+G(g_zero_k) {
+  d->a.shape[1] = 0;
+  d->b.shape[1] = 0;
+}
 G(g_neg_stride) { strides(&d->b, -GK, 1, GN * GK); }
 G(g_device_mix) { d->b.device = MXF_DEVICE_CUDA(0); }
 G(g_device_neg) { d->a.device = -1; }
@@ -264,7 +267,7 @@ static const gemm_case gemm_cases[] = {
     {"amax 2 elements", g_amax_two, MXF_ERR_INVALID_VALUE, "amax has shape (2)", "one element", 0},
     {"amax absent", g_amax_absent, MXF_ERR_INVALID_VALUE, "amax has ndim 0", "1 to 6 dimensions", 0},
     {"unknown flag", g_flags, MXF_ERR_INVALID_VALUE, "flags 0x4", "unknown bits", 0},
-    {"zero extent", g_zero_extent, MXF_ERR_INVALID_VALUE, "a has shape (0, 96, 2)", "must be > 0", 0},
+    {"K = 0", g_zero_k, MXF_ERR_INVALID_VALUE, "a has shape (45, 0, 2)", "K=0 is refused", 0},
     {"negative stride", g_neg_stride, MXF_ERR_INVALID_VALUE, "b has strides (-96, 1, 3840)",
      "strides must be in [0, 2^40]", 0},
     {"mixed devices", g_device_mix, MXF_ERR_INVALID_VALUE, "b is on cuda:0 but a is on cpu", "one device", 0},
@@ -421,8 +424,8 @@ static const proj_case proj_cases[] = {
     {"w_scale orientation", p_wscale_orient, MXF_ERR_INVALID_VALUE,
      "w_scale has shape (2, 192); expected (H*D=192, K/32=2)", "out-in", 0},
     {"w_scale bf16", p_wscale_bf16, MXF_ERR_INVALID_VALUE, "w_scale has dtype bf16", "expected e8m0", 0},
-    {"x_scale absent on MXFP8", p_xscale_absent, MXF_ERR_INVALID_VALUE, "x_scale has ndim 0",
-     "1 to 6 dimensions", 0},
+    {"x_scale absent on MXFP8", p_xscale_absent, MXF_ERR_INVALID_VALUE, "x is e4m3 (MXFP8 codes)",
+     "got an absent x_scale", 0},
     {"sin on another device", p_sin_device, MXF_ERR_INVALID_VALUE, "sin is on cuda:1 but x is on cpu",
      "one device", 0},
     {"out_col data NULL", p_out_col_nodata, MXF_ERR_INVALID_VALUE, "out_col has no data", "one-call form",

@@ -5,6 +5,7 @@
  * receives argv starting at the command name and handles its own --help.
  * The tool's manual: docs/cli.md.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -59,6 +60,9 @@ static void print_help(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+  /* past `ulimit -f` a write fails with EFBIG, reported with the file's name, instead of
+   * the signal killing the tool silently */
+  signal(SIGXFSZ, SIG_IGN);
   if (argc < 2) {
     print_help(stderr);
     return MXF_CLI_USAGE;

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -173,29 +175,32 @@ int tio_tensor_as(tio_tensor *t, mxf_dtype want, const char *what, char *err, si
 }
 
 /* ------------------------------------------------------------ loading */
+/* The file mapped read-only (*len bytes at *buf; tio_unmap), so that memory does not
+ * grow with it beyond what the parsers keep. Special files (FIFOs, devices) are refused
+ * before they are opened for reading: stat first, then open without blocking and check
+ * the opened file again. */
 static int read_whole(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen) {
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return tio_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
   struct stat st;
-  if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fclose(fp);
+  if (stat(path, &st) != 0) return tio_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+  if (!S_ISREG(st.st_mode)) return tio_errf(err, errlen, "%s: not a regular file", path);
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return tio_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
     return tio_errf(err, errlen, "%s: not a regular file", path);
   }
   size_t n = (size_t)st.st_size;
-  uint8_t *p = malloc(n ? n : 1);
-  if (!p) {
-    fclose(fp);
-    return tio_errf(err, errlen, "%s: out of memory reading %zu bytes", path, n);
-  }
-  if (n && fread(p, 1, n, fp) != n) {
-    free(p);
-    fclose(fp);
-    return tio_errf(err, errlen, "%s: read error", path);
-  }
-  fclose(fp);
+  void *p = n ? mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
+  close(fd);
+  if (n && p == MAP_FAILED)
+    return tio_errf(err, errlen, "%s: cannot map %zu bytes: %s", path, n, strerror(errno));
   *buf = p;
   *len = n;
   return 0;
+}
+
+static void tio_unmap(uint8_t *buf, size_t len) {
+  if (buf) munmap(buf, len);
 }
 
 static char *npy_base_name(const char *path) {
@@ -225,7 +230,7 @@ int tio_load(const char *path, tio_file *f, char *err, size_t errlen) {
       free(name);
       free(f->t);
       f->t = NULL;
-      free(buf);
+      tio_unmap(buf, len);
       return tio_errf(err, errlen, "%s: out of memory", path);
     }
     rc = tio_npy_parse(buf, len, name, f->t, msg, sizeof msg);
@@ -245,7 +250,7 @@ int tio_load(const char *path, tio_file *f, char *err, size_t errlen) {
       rc = tio_st_parse(buf, len, f, msg, sizeof msg);
     }
   }
-  free(buf);
+  tio_unmap(buf, len);
   if (rc) return tio_errf(err, errlen, "%s: %s", path, msg);
   return 0;
 }
@@ -295,7 +300,9 @@ char *tio_write_temp(const char *final_path, const uint8_t *buf, size_t len, cha
     }
     off += (size_t)w;
   }
-  if (fchmod(fd, 0644) != 0 || close(fd) != 0) {
+  const mode_t mask = umask(0); /* new files honour the umask (an overwritten file's mode is not kept) */
+  umask(mask);
+  if (fchmod(fd, 0666 & ~mask) != 0 || close(fd) != 0) {
     tio_errf(err, errlen, "%s: cannot finish the file: %s", final_path, strerror(errno));
     unlink(tmp);
     free(tmp);
@@ -371,6 +378,10 @@ int tio_save(const char *dest, const tio_tensor *ts, int n, const char *metadata
     free(buf);
     if (!tmps[i]) rc = -1;
   }
+  /* all or nothing: every final path is checked before the first rename */
+  for (int i = 0; i < n && !rc; ++i)
+    if (lstat(finals[i], &st) == 0 && !S_ISREG(st.st_mode))
+      rc = tio_errf(err, errlen, "%s: exists and is not a regular file; nothing written", finals[i]);
   for (int i = 0; i < n && !rc; ++i) {
     if (rename(tmps[i], finals[i]) != 0) {
       rc = tio_errf(err, errlen, "%s: cannot rename into place: %s", finals[i], strerror(errno));

@@ -30,12 +30,13 @@ def _metas(tensors, fw):
 
 
 def _ptrs(tensors, fw, keep):
+    """Data pointers, unchecked (sample tensors: a plan may depend on their alignment)."""
     return [T.data_ptr(x, fw, keep) if x is not None else None for x in tensors]
 
 
 def _run(plan, op, fw, tensors, metas, stream, extra_args=(), keep=None, ptrs=None):
     keep = [] if keep is None else keep
-    ptrs = _ptrs(tensors, fw, keep) if ptrs is None else ptrs
+    ptrs = T.data_ptrs(op, tensors, fw, keep) if ptrs is None else ptrs
     device = T.call_device(metas)
     ws, ws_ptr = T.workspace(fw, plan.workspace_size, device)
     plan.run(op.args(*ptrs, *extra_args), ws_ptr, T.stream_handle(fw, device, stream))
@@ -123,7 +124,7 @@ class _ClassOp:
                 raise ValueError(f"{self._op.name}.execute: {n} is {_describe(got)}; the plan was made for "
                                  f"{_describe(m)}")
         keep = []
-        ptrs = [T.data_ptr(x, fw, keep) if x is not None else None for x in tensors]
+        ptrs = T.data_ptrs(self._op, tensors, fw, keep)
         self._plan.run(self._op.args(*ptrs, *extra_args), self._ws_ptr, T.stream_handle(fw, self._device, stream))
 
 
@@ -283,7 +284,7 @@ def proj_rope(call):
                  for shape, code in S.proj_outputs(in_metas[0][2], in_metas[1][2], call.w_out_in, call.head_dim))
     metas = in_metas + _metas(outs, fw)
     keep = []
-    ptrs = _ptrs(ins + outs, fw, keep)
+    ptrs = T.data_ptrs(S.PROJ_ROPE, ins + outs, fw, keep)
     plan = P.cached(S.PROJ_ROPE, metas, call.extra, ptrs)  # the kernel may depend on their alignment
     _run(plan, S.PROJ_ROPE, fw, ins + outs, metas, call.stream, keep=keep, ptrs=ptrs)
     return S.ProjRopeResult(*outs)
@@ -380,6 +381,7 @@ def swizzle_scales(sf, *, pad_byte=0):
         raise ValueError(f"swizzle_scales: sf has shape {tuple(sf.shape)}; expected (MN, Kb) or (L, MN, Kb)")
     lb, mn, kb = h.shape
     out = np.empty((lb, (mn + 127) // 128, (kb + 3) // 4, 32, 4, 4), np.uint8)
+    pad_byte = S.int_arg("swizzle_scales", "pad_byte", pad_byte, 0, 255)
     A.check(A.lib.mxf_sf_swizzle(h.ctypes.data, out.ctypes.data, mn, kb * 32, lb, 32, pad_byte))
     return _host_back(out, fw, like)
 
@@ -389,6 +391,8 @@ def unswizzle_scales(sf, mn, k_blocks):
     else (L, MN, Kb); padding bytes dropped. Runs on the host (device tensors are copied)."""
     import numpy as np
 
+    mn = S.int_arg("unswizzle_scales", "mn", mn, 0, S.INT64[1])
+    k_blocks = S.int_arg("unswizzle_scales", "k_blocks", k_blocks, 0, S.INT64[1])
     h, fw, like = _host_bytes(sf)
     if h.ndim != 6 or h.shape[3:] != (32, 4, 4):
         raise ValueError(f"unswizzle_scales: sf has shape {tuple(sf.shape)}; expected (L, R, K', 32, 4, 4)")

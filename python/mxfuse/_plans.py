@@ -8,6 +8,7 @@ import ctypes
 from collections import OrderedDict
 
 from . import _abi as A
+from . import _spec as S
 from . import _tensors as T
 
 
@@ -42,7 +43,12 @@ def make(op, metas, extra, ptrs=None):
     for i, (name, m) in enumerate(zip(op.tensors, metas)):
         if m is not None:
             T.fill(getattr(d, name), m, ptrs[i] if ptrs else None)
+    fields = dict(d._fields_)
     for name, v in extra:
+        ctype = fields[name]
+        if ctype in (ctypes.c_int, ctypes.c_uint):
+            signed = ctype is ctypes.c_int
+            v = S.int_arg(op.name, name, v, *(S.INT32 if signed else S.UINT32))
         setattr(d, name, v)
     return Plan(op, d)
 

@@ -96,6 +96,32 @@ def no_backward(op, name):
     return (f"mxfuse.{op}: input '{name}' requires grad, but mxfuse.{op} has no backward formula (no gradient "
             f"flows through it); detach '{name}' (.detach()) or run the op under torch.no_grad()")
 
+# The tensors each op writes (SPEC §4: writable, overlapping nothing else)
+OUTPUTS = {"gemm_amax": ("c", "amax"),
+           "proj_rope": ("out_row", "out_scales_row", "out_col", "out_scales_col"),
+           "quantize": ("q_row", "s_row", "q_col", "s_col"),
+           "dequantize": ("y",)}
+
+INT32 = (-(1 << 31), (1 << 31) - 1)
+UINT32 = (0, (1 << 32) - 1)
+INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def int_arg(op, name, v, lo, hi, rule=None):
+    """v as a Python int within [lo, hi] (checked before it reaches a C field), else the
+    library's refusal naming the argument."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        try:
+            import operator
+
+            v = operator.index(v)
+        except TypeError:
+            raise A.InvalidValueError(A.ERR_INVALID_VALUE, f"{op}: {name}={v!r}; expected an integer") from None
+    if not lo <= v <= hi:
+        raise A.InvalidValueError(A.ERR_INVALID_VALUE,
+                                  f"{op}: {name}={v}; expected {rule or f'an integer in [{lo}, {hi}]'}")
+    return v
+
 
 def front_end(signature, module):
     """Decorates a front end's `impl(call)`: the function made has the parameters and the
@@ -139,8 +165,9 @@ def gemm_amax(a, b, sfa, sfb, *, c_major="n", c_dtype="float32", sf_vec_size=32,
         raise ValueError(f"gemm_amax: acc_dtype {acc_dtype!r}; only float32 accumulation is supported")
     _check_hints("mma_tiler_mn", mma_tiler_mn)
     _check_hints("cluster_shape_mn", cluster_shape_mn)
+    sf_vec = int_arg("gemm_amax", "sf_vec_size", sf_vec_size, 16, 32, "16 or 32")
     return GemmAmaxCall(a, b, sfa, sfb, c, amax, c_major, dtype_code(c_dtype), alpha, stream,
-                        (("sf_vec", int(sf_vec_size)), ("flags", A.AMAX_ACCUMULATE if accumulate else 0)))
+                        (("sf_vec", sf_vec), ("flags", A.AMAX_ACCUMULATE if accumulate else 0)))
 
 
 # cuDNN's hints by argument: the values its kernels take (0: choose), under its names
@@ -154,7 +181,8 @@ def _check_hints(arg, pair):
     if len(pair) != 2:
         raise ValueError(f"mxfuse: {arg} must be a pair; got {pair!r}")
     for (name, allowed), v in zip(_HINTS[arg], pair):
-        if int(v) not in allowed:
+        v = int_arg("gemm_amax", f"hint {name}", v, *INT32)
+        if v not in allowed:
             expected = ", ".join(str(x) for x in allowed[1:-1])
             expected = f"0 (choose), {expected} or {allowed[-1]}" if expected else f"0 (choose) or {allowed[-1]}"
             raise A.InvalidValueError(A.ERR_INVALID_VALUE, f"gemm_amax: hint {name}={int(v)}; expected {expected}")
@@ -200,7 +228,11 @@ def proj_rope(x, w, cos, sin, *, x_scale=None, w_scale=None, w_out_in=True, fp32
     out_scales_col), also by name."""
     if (x_scale is None) != (w_scale is None):
         raise ValueError("proj_rope: give both x_scale and w_scale (MXFP8 inputs) or neither (bf16 inputs)")
-    return ProjRopeCall(x, w, cos, sin, x_scale, w_scale, bool(w_out_in), int(head_dim), stream,
+    head_dim = int_arg("proj_rope", "head_dim", head_dim, 32, INT32[1] // 32 * 32, "a multiple of 32 and > 0")
+    if head_dim % 32:
+        raise A.InvalidValueError(A.ERR_INVALID_VALUE, f"proj_rope: head_dim={head_dim}; expected a multiple of 32 "
+                                  "and > 0")
+    return ProjRopeCall(x, w, cos, sin, x_scale, w_scale, bool(w_out_in), head_dim, stream,
                         (("flags", proj_flags(w_out_in, fp32_epilogue)),))
 
 
@@ -214,7 +246,11 @@ def proj_outputs(x_shape, w_shape, w_out_in, head_dim):
         raise ValueError(f"proj_rope: x has shape {tuple(x_shape)} and w {tuple(w_shape)}; expected (T, K) and a "
                          "2-D w")
     t = x_shape[0]
-    h, d = (w_shape[0] if w_out_in else w_shape[1]) // head_dim, head_dim
+    hd = w_shape[0] if w_out_in else w_shape[1]
+    if head_dim <= 0 or hd % head_dim:
+        raise A.InvalidValueError(A.ERR_INVALID_VALUE, f"proj_rope: w has shape {tuple(w_shape)}; its H*D={hd} "
+                                  f"({'out-in' if w_out_in else 'in-out'}) is not a multiple of head_dim={head_dim}")
+    h, d = hd // head_dim, head_dim
     return (((t, h, d), A.E4M3), ((t, h, d // 32), A.U8), ((t, h, d), A.E4M3), (((t + 31) // 32, h, d), A.U8))
 
 

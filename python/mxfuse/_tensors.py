@@ -73,6 +73,10 @@ class Meta(tuple):
 
 
 def _torch_meta(x):
+    if x.is_meta:
+        raise A.InvalidValueError(A.ERR_INVALID_VALUE, f"mxfuse: a tensor of shape {tuple(x.shape)} is on torch's "
+                                  "meta device (shapes only, no data); run on CPU or CUDA tensors (torch.compile "
+                                  "traces the custom ops through their fake implementations)")
     code = _torch_dtypes().get(x.dtype)
     if code is None:
         code = S.dtype_code(x.dtype)  # raises with the list
@@ -119,13 +123,23 @@ _capsule_ptr.restype = ctypes.c_void_p
 _capsule_ptr.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
+_DL_FLAG_READ_ONLY = 1  # DLPACK_FLAG_BITMASK_READ_ONLY of DLPack 1.0
+
+
 def _dlpack(x):
-    """(Meta, data pointer, capsule) of a DLPack producer; keep the capsule while the
-    pointer is in use."""
-    cap = x.__dlpack__()
+    """(Meta, data pointer, capsule, read_only) of a DLPack producer; keep the capsule
+    while the pointer is in use. DLPack 1.0 capsules are asked for first: only they carry
+    the read-only flag."""
+    try:
+        cap = x.__dlpack__(max_version=(1, 0))
+    except TypeError:  # a producer older than DLPack 1.0
+        cap = x.__dlpack__()
     name = _capsule_name(cap)
     p = _capsule_ptr(cap, name)
+    read_only = False
     if name == b"dltensor_versioned":  # DLManagedTensorVersioned: version (2 x u32), manager_ctx, deleter, flags
+        flags = ctypes.c_uint64.from_address(p + 8 + 2 * ctypes.sizeof(ctypes.c_void_p)).value
+        read_only = bool(flags & _DL_FLAG_READ_ONLY)
         p += 8 + 2 * ctypes.sizeof(ctypes.c_void_p) + 8
     elif name != b"dltensor":
         raise TypeError(f"mxfuse: DLPack capsule named {name!r}; expected 'dltensor'")
@@ -150,7 +164,7 @@ def _dlpack(x):
             strides[i] = s
             s *= shape[i]
         strides = tuple(strides)
-    return Meta(code, dev, shape, strides), (t.data or 0) + t.byte_offset, cap
+    return Meta(code, dev, shape, strides), (t.data or 0) + t.byte_offset, cap, read_only
 
 
 def meta(x, fw=None):
@@ -169,15 +183,32 @@ def torch_key(x):
     return (x.dtype, x.shape, x.stride(), x.get_device())
 
 
-def data_ptr(x, fw, keep):
-    """The data pointer of one tensor; DLPack capsules are appended to `keep`."""
-    if fw == "torch":
-        return x.data_ptr()
-    if fw == "numpy":
-        return x.__array_interface__["data"][0]
-    m, p, cap = _dlpack(x)
-    keep.append(cap)
-    return p
+def data_ptrs(op, tensors, fw, keep):
+    """The data pointers of an op's tensors (None: absent), its outputs checked writable
+    (SPEC §4): NumPy's writeable flag, DLPack 1.0's read-only flag, and torch inference
+    tensors outside inference mode (which torch itself forbids writing). DLPack capsules
+    are appended to `keep`."""
+    outputs = S.OUTPUTS[op.name]
+    ptrs = []
+    for name, x in zip(op.tensors, tensors):
+        if x is None:
+            ptrs.append(None)
+            continue
+        read_only = False
+        if fw == "torch":
+            p = x.data_ptr()
+            read_only = name in outputs and x.is_inference() and not _torch().is_inference_mode_enabled()
+        elif fw == "numpy":
+            p = x.__array_interface__["data"][0]
+            read_only = not x.flags.writeable
+        else:
+            _, p, cap, read_only = _dlpack(x)
+            keep.append(cap)
+        if read_only and name in outputs:
+            raise A.InvalidValueError(A.ERR_INVALID_VALUE, f"{op.name}: {name} is read-only; outputs must be "
+                                      "writable")
+        ptrs.append(p)
+    return ptrs
 
 
 def fill(t, m, ptr=None):
@@ -189,8 +220,11 @@ def fill(t, m, ptr=None):
     if len(shape) > A.MAX_DIMS:
         raise ValueError(f"mxfuse: a tensor of {len(shape)} dimensions; at most {A.MAX_DIMS}")
     t.ndim = len(shape)
+    empty = 0 in shape  # addresses nothing: C-contiguous (all-zero strides) whatever it says
     for i, (n, s) in enumerate(zip(shape, strides)):
-        if s == 0 and n > 1:
+        if empty:
+            s = 0
+        elif s == 0 and n > 1:
             raise ValueError(f"mxfuse: a tensor of shape {shape} has stride 0 in dimension {i} (a broadcast view); "
                              "materialize it first")
         t.shape[i] = n

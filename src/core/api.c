@@ -4,6 +4,7 @@
  * scale-factor layout helpers. The one-call form is oneshot.c, above this file.
  * Layers and how a call flows: docs/design.md.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,11 @@ mxf_status mxf_plan_create(mxf_op op, const void *problem, size_t problem_size, 
   memcpy(&plan->p, problem, problem_size);
   plan->backend = backend;
   strncpy(plan->kernel, backend->name, sizeof plan->kernel - 1);
+  if (mxf_plan_is_empty(plan)) { /* no backend work (SPEC §4): core runs it */
+    snprintf(plan->kernel, sizeof plan->kernel, "%s/empty", backend->name);
+    *out = plan;
+    return MXF_OK;
+  }
   st = backend->plan(plan);
   if (st != MXF_OK) {
     backend->plan_free(plan);
@@ -88,10 +94,24 @@ mxf_status mxf_plan_create(mxf_op op, const void *problem, size_t problem_size, 
   return MXF_OK;
 }
 
+/* An empty problem (SPEC §4): gemm_amax sets amax to 0 (unless it accumulates), nothing
+ * else is touched. */
+static mxf_status run_empty(const mxf_plan *plan, const void *args) {
+  if (plan->op != MXF_OP_GEMM_AMAX || (plan->p.gemm.flags & MXF_AMAX_ACCUMULATE)) return MXF_OK;
+  if (plan->device != MXF_DEVICE_CPU)
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
+                         "gemm_amax_run: an empty problem (M, N or L of 0) on a CUDA "
+                         "device without MXF_AMAX_ACCUMULATE; accumulate, or skip the call "
+                         "and zero amax yourself");
+  *((const mxf_gemm_amax_args *)args)->amax = 0.0f;
+  return MXF_OK;
+}
+
 mxf_status mxf_plan_run(const mxf_plan *plan, mxf_op op, const void *args, void *workspace,
                         size_t workspace_size, void *stream) {
   mxf_status st = mxf_validate_run(plan, op, args, workspace, workspace_size);
   if (st != MXF_OK) return st;
+  if (mxf_plan_is_empty(plan)) return run_empty(plan, args);
   return plan->backend->run(plan, args, workspace, workspace_size, stream);
 }
 
@@ -101,7 +121,7 @@ const char *mxf_plan_backend(const mxf_plan *plan) { return plan ? plan->kernel 
 
 void mxf_plan_destroy(mxf_plan *plan) {
   if (!plan) return;
-  if (plan->backend) plan->backend->plan_free(plan);
+  if (plan->backend && !mxf_plan_is_empty(plan)) plan->backend->plan_free(plan);
   free(plan);
 }
 

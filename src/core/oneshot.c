@@ -56,6 +56,63 @@ static arena g_arenas[MXF_ARENAS];
 static uint64_t g_tick;
 static _Thread_local char g_thread_token; /* its address tells threads apart */
 
+/* fork(): the child gets g_lock unlocked and the tables as they were. Registered first
+ * (constructor priority), so that this prepares after the CPU backend's fork gate has
+ * waited for the runs in flight (which take g_lock when they end). */
+static void fork_prepare(void) { pthread_mutex_lock(&g_lock); }
+static void fork_parent(void) { pthread_mutex_unlock(&g_lock); }
+static void fork_child(void) { /* the parent's plans may hold vendor thread state: not reused (leaked) */
+  pthread_mutex_init(&g_lock, NULL);
+  memset(g_cache, 0, sizeof g_cache);
+  memset(g_arenas, 0, sizeof g_arenas);
+}
+__attribute__((constructor(101))) static void fork_register(void) {
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+/* A thread's arenas are freed when it exits (a key's destructor), so that workspace
+ * memory follows the live threads; an arena in use then is freed by its last run. */
+static pthread_key_t g_thread_key;
+static pthread_once_t g_thread_key_once = PTHREAD_ONCE_INIT;
+
+static void arena_free_memory(const struct mxf_backend *backend, int32_t device, void *ptr);
+
+/* Empties the arenas of `thread` (NULL: all) into freed[] (their memory the caller's to
+ * free, outside the lock); one in use is marked stale, freed by its last run. Under
+ * g_lock; returns the count. */
+static int arenas_take(const void *thread, arena *freed) {
+  int n = 0;
+  for (int i = 0; i < MXF_ARENAS; ++i) {
+    arena *a = &g_arenas[i];
+    if (!a->s.used || (thread && a->thread != thread)) continue;
+    if (a->s.refs > 0) {
+      a->s.stale = 1;
+      continue;
+    }
+    freed[n++] = *a;
+    memset(a, 0, sizeof *a);
+  }
+  return n;
+}
+
+static void thread_exit(void *token) {
+  arena freed[MXF_ARENAS];
+  pthread_mutex_lock(&g_lock);
+  const int n = arenas_take(token, freed);
+  pthread_mutex_unlock(&g_lock);
+  for (int i = 0; i < n; ++i)
+    arena_free_memory(freed[i].backend, freed[i].device, freed[i].ptr);
+}
+
+static void thread_key_create(void) { pthread_key_create(&g_thread_key, thread_exit); }
+
+/* This thread's token, its exit hook set on first use. */
+static const void *thread_token(void) {
+  pthread_once(&g_thread_key_once, thread_key_create);
+  if (!pthread_getspecific(g_thread_key)) pthread_setspecific(g_thread_key, &g_thread_token);
+  return &g_thread_token;
+}
+
 /* The slot to fill in a table of n elements of `size` bytes, each starting with a
  * slot_state: a free one, else the least recently used idle one, else -1. Under g_lock. */
 static int pick_slot(void *table, int n, size_t size) {
@@ -146,7 +203,7 @@ static mxf_status workspace_acquire(const mxf_plan *plan, void *stream, size_t n
   memset(w, 0, sizeof *w);
   if (need == 0) return MXF_OK;
   const mxf_backend *be = plan->backend;
-  const void *thread = (plan->device == MXF_DEVICE_CPU || !stream) ? (const void *)&g_thread_token : NULL;
+  const void *thread = (plan->device == MXF_DEVICE_CPU || !stream) ? thread_token() : NULL;
   arena *a = NULL, *victim = NULL;
   void *old_ptr = NULL;
   int32_t old_device = 0;
@@ -311,16 +368,7 @@ void mxf_plan_cache_clear(void) {
     plans[n++] = e->plan;
     memset(e, 0, sizeof *e);
   }
-  for (int i = 0; i < MXF_ARENAS; ++i) {
-    arena *a = &g_arenas[i];
-    if (!a->s.used) continue;
-    if (a->s.refs > 0) {
-      a->s.stale = 1;
-      continue;
-    }
-    freed[na++] = *a;
-    memset(a, 0, sizeof *a);
-  }
+  na = arenas_take(NULL, freed);
   pthread_mutex_unlock(&g_lock);
   for (int i = 0; i < n; ++i)
     mxf_plan_destroy(plans[i]);

@@ -84,23 +84,27 @@ static mxf_status check_tensor(vctx *v, const char *name, const mxf_tensor *t) {
          MXF_MAX_DIMS);
   if (!mxf_dtype_traits_of(t->dtype)) FAIL("%s: %s has an invalid dtype (%d)", v->op, name, (int)t->dtype);
   for (int i = 0; i < t->ndim; ++i) {
-    if (t->shape[i] <= 0)
-      FAIL("%s: %s has shape %s; every extent must be > 0", v->op, name, fmt_shape(&b1, t));
+    if (t->shape[i] < 0)
+      FAIL("%s: %s has shape %s; every extent must be >= 0", v->op, name, fmt_shape(&b1, t));
     if (t->shape[i] > MXF_MAX_EXTENT)
       FAIL("%s: %s has shape %s; extents above 2^40 are refused", v->op, name, fmt_shape(&b1, t));
     if (t->stride[i] < 0 || t->stride[i] > MXF_MAX_EXTENT)
       FAIL("%s: %s has strides %s; strides must be in [0, 2^40]", v->op, name,
            fmt_ints(&b1, t->stride, t->ndim));
   }
-  /* element count and strided span must fit in 62 bits (no overflow in any backend) */
+  /* element count and strided span, in bytes, must fit in 62 bits (no overflow of a byte
+   * offset or size in any backend) */
   int64_t s[MXF_MAX_DIMS], count = 1, span = 1;
   tensor_strides(t, s);
+  const int64_t bytes = mxf_dtype_traits_of(t->dtype)->bits / 8,
+                limit = (INT64_C(1) << 62) / (bytes ? bytes : 1);
   for (int i = 0; i < t->ndim; ++i) {
     int64_t part;
     if (__builtin_mul_overflow(count, t->shape[i], &count) ||
-        __builtin_mul_overflow(t->shape[i] - 1, s[i], &part) || __builtin_add_overflow(span, part, &span) ||
-        count > (INT64_C(1) << 62) || span > (INT64_C(1) << 62))
-      FAIL("%s: %s has shape %s; too many elements", v->op, name, fmt_shape(&b1, t));
+        (t->shape[i] > 0 && (__builtin_mul_overflow(t->shape[i] - 1, s[i], &part) ||
+                             __builtin_add_overflow(span, part, &span))) ||
+        count > limit || span > limit)
+      FAIL("%s: %s has shape %s; its bytes exceed 2^62", v->op, name, fmt_shape(&b1, t));
   }
   if (t->device < 0)
     FAIL("%s: %s has device %d; expected MXF_DEVICE_CPU (0) or MXF_DEVICE_CUDA(i) (1 + i)", v->op, name,
@@ -113,7 +117,7 @@ static mxf_status check_tensor(vctx *v, const char *name, const mxf_tensor *t) {
     FAIL("%s: %s is on %s but %s is on %s; all tensors of one op must be on one device", v->op, name,
          fmt_device(&b1, t->device), v->first, fmt_device(&b2, v->device));
   }
-  if (v->need_data && !t->data)
+  if (v->need_data && !t->data && count > 0)
     FAIL("%s: %s has no data (NULL); the one-call form needs every tensor's data pointer", v->op, name);
   return MXF_OK;
 }
@@ -157,9 +161,16 @@ static mxf_status check_shape(vctx *v, const char *name, const mxf_tensor *t, in
 
 /* C-contiguous: all-zero strides, or explicit ones equal to the contiguous strides
  * (strides of extent-1 dimensions are never used and may hold anything). */
+static int64_t tensor_count(const mxf_tensor *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; ++i)
+    n *= t->shape[i];
+  return n;
+}
+
 static mxf_status check_contiguous(vctx *v, const char *name, const mxf_tensor *t) {
   int64_t s[MXF_MAX_DIMS];
-  if (!tensor_strides(t, s)) return MXF_OK;
+  if (!tensor_strides(t, s) || tensor_count(t) == 0) return MXF_OK; /* an empty one addresses nothing */
   int64_t want[MXF_MAX_DIMS], acc = 1;
   int ok = 1;
   for (int i = t->ndim - 1; i >= 0; --i) {
@@ -203,6 +214,14 @@ static mxf_status check_gemm_matrix(vctx *v, const gemm_role *r, const mxf_tenso
   m->rows = t->shape[0];
   m->cols = t->shape[1];
   m->l = t->ndim == 3 ? t->shape[2] : 1;
+  if (m->rows == 0 || m->cols == 0 || m->l == 0) { /* empty: addresses nothing, any strides do */
+    if (packed_bytes) m->cols *= 2;
+    m->col_unit = 1;
+    m->rs = m->cols;
+    m->cs = 1;
+    m->ls = m->rows * m->cols;
+    return MXF_OK;
+  }
   m->rs = s[0];
   m->cs = s[1];
   m->ls = t->ndim == 3 ? s[2] : 0;
@@ -403,6 +422,10 @@ mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *d, int need_data, mx
     FAIL("gemm_amax: c has shape %s, (M, N)=(%" PRId64 ", %" PRId64 "); expected (M=%" PRId64 ", N=%" PRId64
          ") from a and b",
          fmt_shape(&b1, &d->c), C.rows, C.cols, A.rows, B.rows);
+  if (A.cols == 0)
+    FAIL("gemm_amax: a has shape %s; K=0 is refused (an empty reduction has no scale blocks); M, N or L may "
+         "be 0",
+         fmt_shape(&b1, &d->a));
   if (B.l != A.l) FAIL("gemm_amax: b has L=%" PRId64 " but a has L=%" PRId64 "; L must agree", B.l, A.l);
   if (C.l != A.l) FAIL("gemm_amax: c has L=%" PRId64 " but a has L=%" PRId64 "; L must agree", C.l, A.l);
 
@@ -697,6 +720,9 @@ mxf_status mxf_validate_proj_rope(const mxf_proj_rope_desc *d, int need_data, mx
   int mxfp8 = d->x.dtype == MXF_E4M3;
   TRY(check_tensor(&v, "w", &d->w));
   if (mxfp8) {
+    if (d->x_scale.ndim == 0 || d->w_scale.ndim == 0)
+      FAIL("proj_rope: x is e4m3 (MXFP8 codes), so x_scale and w_scale are required; got an absent %s",
+           d->x_scale.ndim == 0 ? "x_scale" : "w_scale");
     TRY(check_tensor(&v, "x_scale", &d->x_scale));
     TRY(check_tensor(&v, "w_scale", &d->w_scale));
   }
@@ -714,9 +740,11 @@ mxf_status mxf_validate_proj_rope(const mxf_proj_rope_desc *d, int need_data, mx
   if (d->cos.ndim != 2) FAIL("proj_rope: cos has shape %s; expected (T, rope)", fmt_shape(&b1, &d->cos));
   int64_t t = d->x.shape[0], k = d->x.shape[1], h = d->out_row.shape[1], dd = d->out_row.shape[2];
   int64_t rope = d->cos.shape[1];
-  if (dd % 32 != 0)
-    FAIL("proj_rope: out_row has shape %s; head dim D=%" PRId64 " must be a multiple of 32",
+  if (dd % 32 != 0 || dd == 0)
+    FAIL("proj_rope: out_row has shape %s; head dim D=%" PRId64 " must be a multiple of 32 and > 0",
          fmt_shape(&b1, &d->out_row), dd);
+  if (k == 0)
+    FAIL("proj_rope: x has shape %s; K=0 is refused (an empty reduction); T may be 0", fmt_shape(&b1, &d->x));
   if (rope % 2 != 0)
     FAIL("proj_rope: cos has shape %s; rope=%" PRId64 " must be even (interleaved pairs)",
          fmt_shape(&b1, &d->cos), rope);
@@ -935,12 +963,134 @@ static mxf_status check_ptr(const char *op, const char *name, const void *ptr, u
   return MXF_OK;
 }
 
+int mxf_plan_is_empty(const mxf_plan *plan) {
+  switch (plan->op) {
+  case MXF_OP_GEMM_AMAX: return plan->p.gemm.m == 0 || plan->p.gemm.n == 0 || plan->p.gemm.l == 0;
+  case MXF_OP_PROJ_ROPE: return plan->p.proj.t == 0 || plan->p.proj.h == 0;
+  case MXF_OP_QUANTIZE:
+  case MXF_OP_DEQUANTIZE: return plan->p.quant.rows == 0 || plan->p.quant.cols == 0;
+  }
+  return 0;
+}
+
+/* ------------------------------------------------------------ overlap (SPEC §4) */
+/* The bytes a tensor of a run may touch: [ptr, ptr + bytes), the span from its lowest to
+ * its highest element (a conservative test: strided tensors interleaved without sharing
+ * a byte count as overlapping). */
+typedef struct span {
+  const char *name;
+  const void *ptr;
+  int64_t bytes;
+  int output;
+} span;
+
+static int64_t bits_bytes(int64_t values, int bits) { return (values * bits + 7) / 8; }
+
+/* Span of a strided (rows, cols, l) matrix of `bits`-bit values. */
+static int64_t matrix_bytes(int64_t rows, int64_t cols, int64_t l, int64_t rs, int64_t cs, int64_t ls,
+                            int bits) {
+  if (rows == 0 || cols == 0 || l == 0) return 0;
+  return bits_bytes((rows - 1) * rs + (cols - 1) * cs + (l - 1) * ls + 1, bits);
+}
+
+static int64_t sf_bytes(mxf_sf_layout layout, int64_t mn, int64_t kb, int64_t l) {
+  if (layout == MXF_SF_COMPACT) return l * mn * kb;
+  return l * mxf_cdiv(mn, 128) * mxf_cdiv(kb, 4) * 512;
+}
+
+/* Refuses an output that shares a byte with an input or another output. */
+static mxf_status check_overlaps(const char *on, const span *t, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (!t[i].output || !t[i].ptr || t[i].bytes <= 0) continue;
+    const uintptr_t lo = (uintptr_t)t[i].ptr, hi = lo + (uintptr_t)t[i].bytes;
+    for (int j = 0; j < n; ++j) {
+      if (j == i || !t[j].ptr || t[j].bytes <= 0 || (t[j].output && j < i)) continue;
+      const uintptr_t lo2 = (uintptr_t)t[j].ptr, hi2 = lo2 + (uintptr_t)t[j].bytes;
+      if (lo < hi2 && lo2 < hi)
+        FAIL("%s_run: %s [%p, +%" PRId64 " bytes) overlaps %s [%p, +%" PRId64 " bytes); an output may "
+             "overlap no input and no other output",
+             on, t[i].name, t[i].ptr, t[i].bytes, t[j].name, t[j].ptr, t[j].bytes);
+    }
+  }
+  return MXF_OK;
+}
+
+static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const void *args) {
+  switch (plan->op) {
+  case MXF_OP_GEMM_AMAX: {
+    const mxf_gemm_amax_args *a = args;
+    const mxf_gemm_problem *p = &plan->p.gemm;
+    const span t[] = {
+        {"a", a->a, matrix_bytes(p->m, p->k, p->l, p->a_ms, p->a_ks, p->a_ls, mxf_dtype_bits(p->a_fmt)), 0},
+        {"b", a->b, matrix_bytes(p->n, p->k, p->l, p->b_ns, p->b_ks, p->b_ls, mxf_dtype_bits(p->b_fmt)), 0},
+        {"sfa", a->sfa, p->a_fmt == MXF_BF16 ? 0 : sf_bytes(p->sfa_layout, p->m, p->kb, p->l), 0},
+        {"sfb", a->sfb, sf_bytes(p->sfb_layout, p->n, p->kb, p->l), 0},
+        {"c", a->c, matrix_bytes(p->m, p->n, p->l, p->c_ms, p->c_ns, p->c_ls, mxf_dtype_bits(p->c)), 1},
+        {"amax", a->amax, 4, 1},
+    };
+    return check_overlaps(on, t, (int)(sizeof t / sizeof *t));
+  }
+  case MXF_OP_PROJ_ROPE: {
+    const mxf_proj_rope_args *a = args;
+    const mxf_proj_problem *p = &plan->p.proj;
+    const int64_t in = p->mxfp8 ? 1 : 2, thd = p->t * p->h * p->d;
+    const span t[] = {
+        {"x", a->x, p->t * p->k * in, 0},
+        {"w", a->w, p->h * p->d * p->k * in, 0},
+        {"x_scale", a->x_scale, p->mxfp8 ? p->t * p->k / 32 : 0, 0},
+        {"w_scale", a->w_scale, p->mxfp8 ? p->h * p->d * p->k / 32 : 0, 0},
+        {"cos", a->cos, p->t * p->rope * 2, 0},
+        {"sin", a->sin, p->t * p->rope * 2, 0},
+        {"out_row", a->out_row, thd, 1},
+        {"out_scales_row", a->out_scales_row, thd / 32, 1},
+        {"out_col", a->out_col, thd, 1},
+        {"out_scales_col", a->out_scales_col, mxf_cdiv(p->t, 32) * p->h * p->d, 1},
+    };
+    return check_overlaps(on, t, (int)(sizeof t / sizeof *t));
+  }
+  case MXF_OP_QUANTIZE: {
+    const mxf_quantize_args *a = args;
+    const mxf_quant_problem *p = &plan->p.quant;
+    const int rows = (p->directions & MXF_QUANT_ROWS) != 0, cols = (p->directions & MXF_QUANT_COLS) != 0;
+    const int64_t n = p->rows * p->cols;
+    const span t[] = {
+        {"x", a->x, bits_bytes(n, mxf_dtype_bits(p->x)), 0},
+        {"q_row", a->q_row, rows ? n : 0, 1},
+        {"s_row", a->s_row, rows ? p->rows * mxf_cdiv(p->cols, 32) : 0, 1},
+        {"q_col", a->q_col, cols ? n : 0, 1},
+        {"s_col", a->s_col, cols ? mxf_cdiv(p->rows, 32) * p->cols : 0, 1},
+    };
+    return check_overlaps(on, t, (int)(sizeof t / sizeof *t));
+  }
+  case MXF_OP_DEQUANTIZE: {
+    const mxf_dequantize_args *a = args;
+    const mxf_quant_problem *p = &plan->p.quant;
+    const int64_t n = p->rows * p->cols;
+    const span t[] = {
+        {"q", a->q, n, 0},
+        {"s", a->s,
+         p->directions == MXF_QUANT_ROWS ? p->rows * mxf_cdiv(p->cols, 32) : mxf_cdiv(p->rows, 32) * p->cols,
+         0},
+        {"y", a->y, bits_bytes(n, mxf_dtype_bits(p->x)), 1},
+    };
+    return check_overlaps(on, t, (int)(sizeof t / sizeof *t));
+  }
+  }
+  return MXF_OK;
+}
+
 mxf_status mxf_validate_run(const mxf_plan *plan, mxf_op op, const void *args, const void *ws,
                             size_t ws_size) {
   const char *on = op_name(op);
   if (!plan) FAIL("%s_run: plan is NULL", on);
   if (plan->op != op) FAIL("%s_run: the plan was made for %s, not %s", on, op_name(plan->op), on);
   if (!args) FAIL("%s_run: args is NULL", on);
+  if (mxf_plan_is_empty(plan)) { /* nothing is read or written but a gemm's amax */
+    if (op == MXF_OP_GEMM_AMAX)
+      TRY(check_ptr(on, "amax", ((const mxf_gemm_amax_args *)args)->amax, 4, "an f32"));
+    return MXF_OK;
+  }
+  TRY(check_run_overlaps(on, plan, args));
   switch (op) {
   case MXF_OP_GEMM_AMAX: {
     TRY(check_gemm_ptrs(on, &plan->p.gemm, args));

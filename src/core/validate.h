@@ -61,6 +61,10 @@ MXF_INTERNAL mxf_status mxf_validate_dequantize(const mxf_dequantize_desc *desc,
 MXF_INTERNAL mxf_status mxf_validate_run(const mxf_plan *plan, mxf_op op, const void *args,
                                          const void *workspace, size_t workspace_size);
 
+/* Whether a plan's problem has no element to compute (M, N, L or T of 0, ...): core runs
+ * it without its backend (SPEC §4). */
+MXF_INTERNAL int mxf_plan_is_empty(const mxf_plan *plan);
+
 /* ------------------------------------------------------------ plans (api.c) */
 /* The backend serving `device`, with the status of the refusal when there is none. */
 MXF_INTERNAL mxf_status mxf_backend_lookup(int32_t device, const mxf_backend **backend);

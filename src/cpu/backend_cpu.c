@@ -39,11 +39,15 @@ static mxf_status cpu_run_op(const mxf_plan *plan, const void *args, void *ws, s
   return mxf_set_error(MXF_ERR_INTERNAL, "cpu backend: unknown op %d", (int)plan->op);
 }
 
+/* Inside the fork gate (parallel.h): no fork() while a CPU op runs; in the backend's
+ * floating-point environment. */
 static mxf_status cpu_run(const mxf_plan *plan, const void *args, void *ws, size_t ws_size, void *stream) {
   (void)stream;
+  mxf_cpu_op_enter();
   const unsigned fp = mxf_cpu_fp_enter();
   const mxf_status st = cpu_run_op(plan, args, ws, ws_size);
   mxf_cpu_fp_leave(fp);
+  mxf_cpu_op_leave();
   return st;
 }
 

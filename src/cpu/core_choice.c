@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "cpu/cpu.h"
+#include "cpu/parallel.h"
 
 /* The default is the library's own core (sgemm_cpu.c): its sums follow the order SPEC
  * §5 fixes, whatever the shape, the cut and the threads. OpenBLAS (cpu=blas) and oneDNN's

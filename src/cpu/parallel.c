@@ -9,16 +9,19 @@
  * for (MXF_NUM_THREADS may change between calls) and never shrinks.
  *
  * One call owns the pool at a time. A call that finds it owned (another thread of the
- * process runs an op, or a task calls back into the parallel-for) starts short-lived
- * threads of its own instead, so concurrent callers neither wait for each other nor
- * deadlock. A call's range is cut into several chunks a thread (at least `grain` long)
- * that the threads take as they become free: on a machine shared with other work (the
- * GEMM core's own threads spin for a while after each call) a thread that gets less of
- * its core leaves its chunks to the others. Which thread runs which chunk varies; the
- * chunks do not.
+ * process runs an op, or a task calls back into the parallel-for) runs its range on its
+ * own thread: concurrent callers neither wait for each other nor deadlock, and no thread
+ * is started per call (the cores are busy with the owner's workers anyway). A call's range is cut into
+ * several chunks a thread (at least `grain` long) that the threads take as they become free: on a machine
+ * shared with other work (the GEMM core's own threads spin for a while after each call) a thread that gets
+ * less of its core leaves its chunks to the others. Which thread runs which chunk varies; the chunks do not.
  *
- * A forked child has no workers: a fork handler forgets them. A destructor stops and
- * joins them when the library is unloaded.
+ * fork(): the CPU ops run inside a gate (mxf_cpu_op_enter/leave) that the fork handlers
+ * close: a fork waits until no CPU op is in flight, so neither this pool nor a vendor's
+ * (OpenBLAS shuts its own down in its fork handler, which hangs while a GEMM runs on it)
+ * is caught mid-call; ours run before the vendors' (handlers registered later prepare
+ * first). The child has no workers: a handler forgets them, and the child may call
+ * mxfuse. A destructor stops and joins the workers when the library is unloaded.
  * The backend's story: docs/kernels/cpu.md.
  */
 #include "cpu/parallel.h"
@@ -97,8 +100,6 @@ static struct {
 } g_pool = {
     .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
 
-static pthread_once_t g_pool_once = PTHREAD_ONCE_INIT;
-
 static void pool_forget_after_fork(void) {
   /* the child runs only the forking thread: no workers, nothing in flight */
   pthread_mutex_init(&g_pool.lock, NULL);
@@ -110,7 +111,65 @@ static void pool_forget_after_fork(void) {
   g_pool.remaining = 0;
 }
 
-static void pool_register_fork(void) { pthread_atfork(NULL, NULL, pool_forget_after_fork); }
+/* ------------------------------------------------------------ the fork gate */
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t cv;
+  int64_t active; /* CPU ops in flight */
+  int forking;    /* a fork waits for active == 0; no op enters meanwhile */
+} g_gate = {.lock = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static void fork_prepare(void) {
+  pthread_mutex_lock(&g_gate.lock);
+  g_gate.forking = 1;
+  while (g_gate.active > 0)
+    pthread_cond_wait(&g_gate.cv, &g_gate.lock);
+  pthread_mutex_lock(&g_pool.lock); /* held across fork: the child's copy is consistent */
+}
+
+static void fork_parent(void) {
+  pthread_mutex_unlock(&g_pool.lock);
+  g_gate.forking = 0;
+  pthread_cond_broadcast(&g_gate.cv);
+  pthread_mutex_unlock(&g_gate.lock);
+}
+
+static int g_forked_child; /* this process was forked from one that ran CPU ops */
+
+int mxf_cpu_forked_child(void) { return g_forked_child; }
+
+static void fork_child(void) {
+  g_forked_child = 1;
+  pthread_mutex_init(&g_gate.lock, NULL);
+  pthread_cond_init(&g_gate.cv, NULL);
+  g_gate.active = 0;
+  g_gate.forking = 0;
+  pool_forget_after_fork();
+}
+
+static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+static void fork_register(void) { pthread_atfork(fork_prepare, fork_parent, fork_child); }
+
+/* Registered at load too: after the vendors' libraries (loaded first), so that ours
+ * prepare before theirs. */
+__attribute__((constructor)) static void fork_register_at_load(void) {
+  pthread_once(&g_fork_once, fork_register);
+}
+
+void mxf_cpu_op_enter(void) {
+  pthread_once(&g_fork_once, fork_register);
+  pthread_mutex_lock(&g_gate.lock);
+  while (g_gate.forking)
+    pthread_cond_wait(&g_gate.cv, &g_gate.lock);
+  ++g_gate.active;
+  pthread_mutex_unlock(&g_gate.lock);
+}
+
+void mxf_cpu_op_leave(void) {
+  pthread_mutex_lock(&g_gate.lock);
+  if (--g_gate.active == 0 && g_gate.forking) pthread_cond_broadcast(&g_gate.cv);
+  pthread_mutex_unlock(&g_gate.lock);
+}
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -167,7 +226,6 @@ __attribute__((destructor)) static void pool_stop(void) {
 /* Runs the job on the caller and nt - 1 workers of the pool (fewer if some cannot be
  * started); 0 if the pool is owned by another call. */
 static int pool_run(mxf_job *job, int64_t nt) {
-  pthread_once(&g_pool_once, pool_register_fork);
   pthread_mutex_lock(&g_pool.lock);
   if (g_pool.busy || g_pool.stop) {
     pthread_mutex_unlock(&g_pool.lock);
@@ -197,23 +255,6 @@ static int pool_run(mxf_job *job, int64_t nt) {
   return 1;
 }
 
-/* ------------------------------------------------------------ fallback: own threads */
-static void *spawned_main(void *p) {
-  (void)mxf_cpu_fp_enter(); /* for the thread's life */
-  job_take((mxf_job *)p);
-  return NULL;
-}
-
-static void spawn_run(mxf_job *job, int64_t nt) {
-  pthread_t th[MXF_MAX_THREADS];
-  int started[MXF_MAX_THREADS] = {0};
-  for (int64_t i = 1; i < nt; ++i)
-    started[i] = pthread_create(&th[i], NULL, spawned_main, job) == 0;
-  job_take(job); /* also takes the chunks of a thread that could not start */
-  for (int64_t i = 1; i < nt; ++i)
-    if (started[i]) pthread_join(th[i], NULL);
-}
-
 void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
@@ -228,7 +269,7 @@ void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx) {
   int64_t size = cdiv(n, nt * MXF_CHUNKS_PER_THREAD);
   if (size < grain) size = grain;
   mxf_job job = {fn, ctx, n, size, cdiv(n, size), 0};
-  if (!pool_run(&job, nt)) spawn_run(&job, nt);
+  if (!pool_run(&job, nt)) job_take(&job); /* the pool is another call's: this thread alone */
 }
 
 /* ------------------------------------------------------------ on OpenMP's threads */
@@ -238,6 +279,10 @@ void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx) {
 
 void mxf_parallel_for_omp(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx) {
 #if defined(MXF_HAVE_OPENMP)
+  if (g_forked_child) { /* GNU OpenMP's threads do not survive a fork: our pool instead */
+    mxf_parallel_for(n, grain, fn, ctx);
+    return;
+  }
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   int64_t nt = mxf_cpu_threads();

@@ -33,5 +33,12 @@ int mxf_cpu_threads(void);
  * library's own threads enter it when they start. */
 unsigned mxf_cpu_fp_enter(void);
 void mxf_cpu_fp_leave(unsigned saved);
+/* Around every CPU op's run: a fork() waits until no op is in flight (and ops wait while
+ * a fork is under way), so that no thread pool, ours or a vendor's, forks mid-call. */
+void mxf_cpu_op_enter(void);
+void mxf_cpu_op_leave(void);
+/* 1 in a child forked from a process that had loaded mxfuse: no OpenMP there (GNU
+ * OpenMP's pool does not survive a fork), so no oneDNN unless asked for. */
+int mxf_cpu_forked_child(void);
 
 #endif

@@ -184,3 +184,19 @@ uint16_t tu_bf16_activation(tu_rng *r) {
   const int e = wide ? (int)tu_range(r, 87, 151) : (int)tu_range(r, 120, 134);
   return (uint16_t)((h & 0x807F) | (e << 7));
 }
+
+mxf_gemm_amax_desc tu_gemm_e4m3_desc(int64_t m, int64_t n, int64_t k, void *a, void *b, void *sfa, void *sfb,
+                                     void *c, float *amax) {
+  const int64_t sa[2] = {m, k}, sb[2] = {n, k}, ssa[2] = {m, (k + 31) / 32}, ssb[2] = {n, (k + 31) / 32},
+                sc[2] = {m, n}, one[1] = {1};
+  mxf_gemm_amax_desc d;
+  memset(&d, 0, sizeof d);
+  d.a = tu_tensor(a, MXF_E4M3, 2, sa);
+  d.b = tu_tensor(b, MXF_E4M3, 2, sb);
+  d.sfa = tu_tensor(sfa, MXF_E8M0, 2, ssa);
+  d.sfb = tu_tensor(sfb, MXF_E8M0, 2, ssb);
+  d.c = tu_tensor(c, MXF_F32, 2, sc);
+  d.amax = tu_tensor(amax, MXF_F32, 1, one);
+  d.sf_vec = 32;
+  return d;
+}

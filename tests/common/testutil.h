@@ -75,4 +75,9 @@ void *tu_malloc(size_t n);
 /* A tensor descriptor with C-contiguous strides (all zero). */
 mxf_tensor tu_tensor(void *data, mxf_dtype dtype, int ndim, const int64_t *shape);
 
+/* A gemm_amax (M, N, K) descriptor: e4m3 a and b, compact e8m0 scales (sf_vec 32), f32 C,
+ * over the given buffers. */
+mxf_gemm_amax_desc tu_gemm_e4m3_desc(int64_t m, int64_t n, int64_t k, void *a, void *b, void *sfa, void *sfb,
+                                     void *c, float *amax);
+
 #endif

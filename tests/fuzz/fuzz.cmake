@@ -29,7 +29,7 @@ if(TARGET test_tensor_io)
 endif()
 
 # ---------------------------------------------------------------- corpus replay
-foreach(fmt npy safetensors)
+foreach(fmt npy safetensors file)
   add_executable(fuzz_replay_${fmt} tests/fuzz/replay_main.c tests/fuzz/fuzz_${fmt}.c ${MXF_TENSOR_IO_SOURCES})
   target_include_directories(fuzz_replay_${fmt} PRIVATE ${MXF_TENSOR_IO_INCLUDES})
   target_compile_options(fuzz_replay_${fmt} PRIVATE ${MXF_WARN})
@@ -62,7 +62,7 @@ if(MXF_HAVE_LIBFUZZER)
   foreach(d ${MXF_TENSOR_IO_INCLUDES})
     list(APPEND _inc_flags -I${d})
   endforeach()
-  foreach(fmt npy safetensors)
+  foreach(fmt npy safetensors file)
     set(_bin ${CMAKE_CURRENT_BINARY_DIR}/fuzz_${fmt})
     add_custom_command(
       OUTPUT ${_bin}
