@@ -29,11 +29,6 @@ def _metas(tensors, fw):
     return tuple(T.meta(x, fw) if x is not None else None for x in tensors)
 
 
-def _ptrs(tensors, fw, keep):
-    """Data pointers, unchecked (sample tensors: a plan may depend on their alignment)."""
-    return [T.data_ptr(x, fw, keep) if x is not None else None for x in tensors]
-
-
 def _run(plan, op, fw, tensors, metas, stream, extra_args=(), keep=None, ptrs=None):
     keep = [] if keep is None else keep
     ptrs = T.data_ptrs(op, tensors, fw, keep) if ptrs is None else ptrs
@@ -76,7 +71,8 @@ class _ClassOp:
                             f"use mxfuse.jax.{self._op.name}")
         self._metas = _metas(samples, self._fw)
         keep = []
-        self._sample_ptrs = _ptrs(samples, self._fw, keep)  # a plan may depend on their alignment
+        # a plan may depend on their alignment (proj_rope on CUDA)
+        self._sample_ptrs = T.data_ptrs(self._op, samples, self._fw, keep, samples=True)
         self._device = T.call_device(self._metas)
         self._extra = extra
         self._plan = None

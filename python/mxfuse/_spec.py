@@ -100,7 +100,8 @@ def no_backward(op, name):
 OUTPUTS = {"gemm_amax": ("c", "amax"),
            "proj_rope": ("out_row", "out_scales_row", "out_col", "out_scales_col"),
            "quantize": ("q_row", "s_row", "q_col", "s_col"),
-           "dequantize": ("y",)}
+           "dequantize": ("y",),
+           "grouped_gemm_amax": ("c", "amax", "group_amax")}
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
 UINT32 = (0, (1 << 32) - 1)

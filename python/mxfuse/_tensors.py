@@ -183,12 +183,13 @@ def torch_key(x):
     return (x.dtype, x.shape, x.stride(), x.get_device())
 
 
-def data_ptrs(op, tensors, fw, keep):
+def data_ptrs(op, tensors, fw, keep, samples=False):
     """The data pointers of an op's tensors (None: absent), its outputs checked writable
     (SPEC §4): NumPy's writeable flag, DLPack 1.0's read-only flag, and torch inference
-    tensors outside inference mode (which torch itself forbids writing). DLPack capsules
-    are appended to `keep`."""
-    outputs = S.OUTPUTS[op.name]
+    tensors outside inference mode (which torch itself forbids writing); not checked for
+    `samples` (the class API's, which are not written). DLPack capsules are appended to
+    `keep`."""
+    outputs = () if samples else S.OUTPUTS[op.name]
     ptrs = []
     for name, x in zip(op.tensors, tensors):
         if x is None:

@@ -969,6 +969,7 @@ int mxf_plan_is_empty(const mxf_plan *plan) {
   case MXF_OP_PROJ_ROPE: return plan->p.proj.t == 0 || plan->p.proj.h == 0;
   case MXF_OP_QUANTIZE:
   case MXF_OP_DEQUANTIZE: return plan->p.quant.rows == 0 || plan->p.quant.cols == 0;
+  case MXF_OP_GROUPED_GEMM_AMAX: return 0; /* the backend runs it: it writes group_amax */
   }
   return 0;
 }
@@ -1059,6 +1060,24 @@ static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const
         {"s_row", a->s_row, rows ? p->rows * mxf_cdiv(p->cols, 32) : 0, 1},
         {"q_col", a->q_col, cols ? n : 0, 1},
         {"s_col", a->s_col, cols ? mxf_cdiv(p->rows, 32) * p->cols : 0, 1},
+    };
+    return check_overlaps(on, t, (int)(sizeof t / sizeof *t));
+  }
+  case MXF_OP_GROUPED_GEMM_AMAX: {
+    const mxf_grouped_gemm_amax_args *a = args;
+    const mxf_grouped_problem *gp = &plan->p.grouped;
+    const mxf_gemm_problem *p = &gp->gemm;
+    const int64_t g = gp->groups, al = gp->masked ? g : 1; /* A's, SFA's and C's batches */
+    const span t[] = {
+        {"a", a->a, matrix_bytes(p->m, p->k, al, p->a_ms, p->a_ks, gp->a_gs, mxf_dtype_bits(p->a_fmt)), 0},
+        {"b", a->b, matrix_bytes(p->n, p->k, g, p->b_ns, p->b_ks, gp->b_gs, mxf_dtype_bits(p->b_fmt)), 0},
+        {"sfa", a->sfa, p->a_fmt == MXF_BF16 ? 0 : sf_bytes(p->sfa_layout, p->m, p->kb, al), 0},
+        {"sfb", a->sfb, sf_bytes(p->sfb_layout, p->n, p->kb, g), 0},
+        {gp->masked ? "counts" : "offs", gp->masked ? (const void *)a->counts : (const void *)a->offs, 4 * g, 0},
+        {"group_alpha", a->group_alpha, gp->group_alpha ? 4 * g : 0, 0},
+        {"c", a->c, matrix_bytes(p->m, p->n, al, p->c_ms, p->c_ns, gp->c_gs, mxf_dtype_bits(p->c)), 1},
+        {"amax", a->amax, 4, 1},
+        {"group_amax", a->group_amax, gp->group_amax ? 4 * g : 0, 1},
     };
     return check_overlaps(on, t, (int)(sizeof t / sizeof *t));
   }
