@@ -7,8 +7,9 @@
  * and e5m2) with every activation format (bf16 without scales, the same MX format), both
  * scale layouts (compact, swizzled), k- and m/n-major operands and n- and m-major C: one
  * problem (M = 70, N = 100, K = 1120: the GEMM path, K across several slices and panels)
- * computed whole, by rows of 1 (the streaming path), by column halves (N = 50: the
- * streaming path on the other side), with 1 and 3 threads and with each lesser
+ * computed whole, by rows of 1 (the streaming path), by
+ * blocks of 1 to 16 rows in column halves (each instance of the streaming kernel), by
+ * column halves (N = 50: the streaming path on the other side), with 1 and 3 threads and with each lesser
  * micro-kernel (MXF_CPU_ISA=avx2, baseline); NaN and inf codes in a few rows; f32 C and
  * amax compared byte for byte.
  * proj_rope (bf16 and MXFP8, both w layouts): T = 72 tokens whole, by single tokens and
@@ -49,7 +50,7 @@ typedef struct problem {
   const combo *c;
   int swz, a_mm, b_nm, c_mm;
   uint16_t a[GM * GK], b[GN * GK]; /* codes (bf16 bits), logical (row, k) */
-  uint8_t sa[GM * GK / 16], sb[GN * GK / 16];
+  uint8_t sa[GM * (GK / 16 + 1)], sb[GN * (GK / 16 + 1)];
   int64_t kb;
 } problem;
 
@@ -205,6 +206,14 @@ static void gemm_invariance(tu_rng *r) {
       for (int64_t m = 0; m < GM; ++m)
         a = amax_max(a, run_piece(&p, m, m + 1, 0, GN, got));
       check_same(whole, am, got, a, "rows of 1", &p);
+      /* the streaming kernel's instances: blocks of 1 to 16 rows (groups of 8 and the
+       * rest), each in column halves (50 columns: 3 panels of 16 and 2 rows of fills) */
+      static const int blocks[] = {1, 2, 3, 4, 7, 13, 16, 16, 8};
+      a = 0.0f;
+      for (int i = 0, m0 = 0; i < (int)(sizeof blocks / sizeof *blocks); m0 += blocks[i++])
+        for (int h = 0; h < 2; ++h)
+          a = amax_max(a, run_piece(&p, m0, m0 + blocks[i], h * (GN / 2), (h + 1) * (GN / 2), got));
+      check_same(whole, am, got, a, "row blocks of 1 to 16 in column halves", &p);
       a = amax_max(run_piece(&p, 0, GM, 0, GN / 2, got), run_piece(&p, 0, GM, GN / 2, GN, got));
       check_same(whole, am, got, a, "column halves", &p);
       static const char *const threads[] = {"1", "3"};

@@ -119,6 +119,13 @@ typedef struct mxf_cpu_panel_ops {
    * would give. Returns 0, having written nothing, where it cannot (the driver then calls
    * fill and packs). */
   int (*fill_packed)(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, float *dst);
+  /* Optional (may be NULL), for the streaming path with few rows of X: acc[i][j] (ld
+   * floats a row) for i < xn, j < n (n a multiple of 16), rows [r0, r0 + n) of Y: the sums
+   * over k in [0, kdone) of x[i][k] * Y[r0 + j][k] in SPEC §5.1's order from +0 (x: xn
+   * rows of the f32 values of X, ldx apart); returns kdone, a multiple of 32 (0: nothing
+   * written; the driver's fills do the rest, continuing the sums). */
+  int64_t (*stream)(void *ctx, const float *x, int64_t ldx, int64_t xn, int64_t r0, int64_t n, float *acc,
+                    int64_t ld);
   /* Task count of the epilogue of a tile of rn x cn, and tasks [t0, t1) of the tile at
    * rows [r0, r0 + rn) of X, rows [c0, c0 + cn) of Y: acc holds the full K sums, ld floats
    * a row, and the epilogue may overwrite it. Tasks run concurrently. */
@@ -138,6 +145,27 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
 void mxf_cpu_gemm_amax_panels(const mxf_gemm_problem *p, mxf_cpu_panels *pp);
 mxf_status mxf_cpu_gemm_amax_group(const mxf_gemm_problem *p, const mxf_cpu_panels *pp,
                                    const mxf_gemm_amax_args *args, void *ws, float *amax);
+
+/* ------------------------------------------------------------ the streaming kernel */
+/* stream_cpu.c: n rows (a multiple of 16, at most MXF_CPU_FILL_ROWS) of MX weight codes,
+ * decoded in registers, against xn rows of f32 X: acc[i * ld + j] = the sum over k in
+ * [0, 32 * kblocks) of x[i * ldx + k] * w(j, k) in SPEC §5.1's order from +0, w(j, k) the
+ * code's value times its block scale (the values the op's fill gives). Returns 0, having
+ * written nothing, where it cannot run (no AVX-512 picked, a format or shape it does not
+ * take). */
+typedef struct mxf_cpu_stream_w {
+  mxf_dtype fmt;        /* MXF_E2M1, MXF_E4M3 or MXF_E5M2 */
+  int sf_vec;           /* 16 or 32 */
+  const uint8_t *codes; /* row 0's value 0 (e2m1: the byte of an even value index) */
+  int64_t row_bytes;    /* from one row's codes to the next's */
+  const uint8_t *panel_sf[MXF_CPU_FILL_ROWS / 16]; /* scale of block 0 of each panel's first row */
+  int64_t sf_row;        /* from one row's scale to the next's within a panel of 16 */
+  int sf_swizzled;       /* block kb at + (kb >> 2) * 512 + (kb & 3) (SPEC §1.1), else + kb */
+  const float *code_lut; /* code byte -> value (e2m1: the low nibble's) */
+  const float *sf_lut;   /* scale byte -> value */
+} mxf_cpu_stream_w;
+int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
+                        int64_t xn, float *acc, int64_t ld);
 
 /* ------------------------------------------------------------ choosing the core */
 /* core_choice.c. Chooses the core of a plan whose GEMM has the geometry pp (core not set

@@ -365,6 +365,41 @@ static int gemm_fill_packed(void *ctx, int which, int64_t r0, int64_t n, int64_t
 #endif
 }
 
+/* The driver's streaming kernel (stream_cpu.c) on rows [r0, r0 + n) of Y: MX codes of
+ * unit k stride; the whole blocks of 32 values of K. */
+#define MXF_GEMM_STREAM_X 16 /* rows of X, at most (more: the fills, decoded once for all) */
+static int64_t gemm_stream(void *ctx, const float *x, int64_t ldx, int64_t xn, int64_t r0, int64_t n,
+                           float *acc, int64_t ld) {
+  const gemm_ctx *d = (const gemm_ctx *)ctx;
+  const gemm_view *v = d->v;
+  const gemm_operand *op = &v->y;
+  if (op->fmt == MXF_BF16 || op->ks != 1 || xn > MXF_GEMM_STREAM_X || !d->packed_ok || (r0 & 15)) return 0;
+  const int e2 = op->fmt == MXF_E2M1;
+  if (e2 && ((op->rs & 1) || (op->ls & 1))) return 0;
+  const int64_t kblocks = v->k / 32;
+  mxf_cpu_stream_w w;
+  w.fmt = op->fmt;
+  w.sf_vec = v->sf_vec;
+  const int64_t at = r0 * op->rs + d->batch * op->ls;
+  w.codes = op->data + (e2 ? at / 2 : at);
+  w.row_bytes = e2 ? op->rs / 2 : op->rs;
+  const int64_t s0 = mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0, 0, d->batch);
+  w.sf_row = mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0 + 1, 0, d->batch) - s0;
+  w.sf_swizzled = op->layout != MXF_SF_COMPACT;
+  for (int64_t p = 0; p < n / 16; ++p) {
+    const int64_t o = mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0 + 16 * p, 0, d->batch);
+    /* the kernel steps sf_row a row within a panel, and the block offset of sf_swizzled */
+    if (mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0 + 16 * p + 15, 0, d->batch) != o + 15 * w.sf_row ||
+        (v->kb > 1 && mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0 + 16 * p, v->kb - 1, d->batch) !=
+                          o + (w.sf_swizzled ? ((v->kb - 1) >> 2) * 512 + ((v->kb - 1) & 3) : v->kb - 1)))
+      return 0;
+    w.panel_sf[p] = op->sf + o;
+  }
+  w.code_lut = d->lut[1].code;
+  w.sf_lut = d->lut[1].sf;
+  return mxf_cpu_stream_rows(&w, n, kblocks, x, ldx, xn, acc, ld) ? kblocks * 32 : 0;
+}
+
 /* The driver's bf16 fill: a bf16 operand with unit k stride, its rows copied as they are. */
 static int gemm_fill16(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, uint16_t *dst,
                        int64_t ld) {
@@ -506,6 +541,7 @@ static mxf_status gemm_run_view(const gemm_view *v, float alpha, uint8_t *c, voi
   static const mxf_cpu_panel_ops ops = {.fill = gemm_fill,
                                         .fill16 = gemm_fill16,
                                         .fill_packed = gemm_fill_packed,
+                                        .stream = gemm_stream,
                                         .epilogue_tasks = gemm_epilogue_tasks,
                                         .epilogue = gemm_epilogue};
   mxf_status st = MXF_OK;

@@ -631,27 +631,45 @@ typedef struct stream_run {
   int64_t ldk;
 } stream_run;
 
+/* Rows [i0, i0 + cnt) of the many, K from kfrom on, through the fills and the core
+ * (the sums continue from acc when kfrom > 0). */
+static void stream_fill(const stream_run *s, int64_t i0, int64_t cnt, int64_t kfrom, float *buf) {
+  const panels_run *r = s->r;
+  const mxf_cpu_panels *pp = r->pp;
+  for (int64_t k0 = kfrom; k0 < pp->k; k0 += MXF_STREAM_K) {
+    const int64_t kn = pp->k - k0 < MXF_STREAM_K ? pp->k - k0 : MXF_STREAM_K;
+    if (s->side == 1) {
+      const int packed = r->ops->fill_packed && r->ops->fill_packed(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf);
+      if (!packed) r->ops->fill(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
+      sgemm_serial(r->rn, cnt, kn, s->few + k0, s->ldk, buf, MXF_STREAM_K, r->acc + i0, r->ldc, k0 > 0,
+                   packed);
+    } else {
+      r->ops->fill(r->ctx, 0, r->r0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
+      sgemm_serial(cnt, r->cn, kn, buf, MXF_STREAM_K, s->few + k0, s->ldk, r->acc + i0 * r->ldc, r->ldc,
+                   k0 > 0, 0);
+    }
+  }
+}
+
+/* A chunk of MXF_CPU_FILL_ROWS rows of the many a task: the op's streaming kernel where
+ * it takes them (whole panels of 16, whole blocks of 32 values), the fills for the rest. */
 static void stream_task(void *vctx, int64_t begin, int64_t end) {
   const stream_run *s = (const stream_run *)vctx;
   const panels_run *r = s->r;
-  const mxf_cpu_panels *pp = r->pp;
   _Alignas(64) float buf[MXF_CPU_FILL_ROWS * MXF_STREAM_K];
   for (int64_t t = begin; t < end; ++t) {
     const int64_t i0 = t * MXF_CPU_FILL_ROWS, many = s->side == 1 ? r->cn : r->rn;
     const int64_t cnt = many - i0 < MXF_CPU_FILL_ROWS ? many - i0 : MXF_CPU_FILL_ROWS;
-    for (int64_t k0 = 0; k0 < pp->k; k0 += MXF_STREAM_K) {
-      const int64_t kn = pp->k - k0 < MXF_STREAM_K ? pp->k - k0 : MXF_STREAM_K;
-      if (s->side == 1) {
-        const int packed =
-            r->ops->fill_packed && r->ops->fill_packed(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf);
-        if (!packed) r->ops->fill(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
-        sgemm_serial(r->rn, cnt, kn, s->few + k0, s->ldk, buf, MXF_STREAM_K, r->acc + i0, r->ldc, k0 > 0,
-                     packed);
-      } else {
-        r->ops->fill(r->ctx, 0, r->r0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
-        sgemm_serial(cnt, r->cn, kn, buf, MXF_STREAM_K, s->few + k0, s->ldk, r->acc + i0 * r->ldc, r->ldc,
-                     k0 > 0, 0);
-      }
+    const int64_t whole = cnt & ~(int64_t)15;
+    const int64_t kdone =
+        s->side == 1 && whole && r->ops->stream
+            ? r->ops->stream(r->ctx, s->few, s->ldk, r->rn, r->c0 + i0, whole, r->acc + i0, r->ldc)
+            : 0;
+    if (kdone) {
+      if (kdone < r->pp->k) stream_fill(s, i0, whole, kdone, buf);
+      if (whole < cnt) stream_fill(s, i0 + whole, cnt - whole, 0, buf);
+    } else {
+      stream_fill(s, i0, cnt, 0, buf);
     }
   }
 }

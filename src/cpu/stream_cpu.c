@@ -1,0 +1,292 @@
+/*
+ * stream_cpu.c — the streaming path's kernel: a few rows of f32 X against 16-row panels
+ * of MX weight codes (e2m1, e4m3, e5m2) that are decoded in registers and never stored
+ * (mxf_cpu_stream_rows; cpu.h). What a decode-size GEMM spends its time on is reading
+ * the codes once; this kernel keeps the rest beside that read.
+ *
+ * Per 32 values of K of a panel: each of the 16 rows' code bytes are loaded (16 bytes of
+ * e2m1, 2 x 16 of fp8) and transposed as 4-byte words (rows16), so that one vector holds
+ * word q of the 16 rows, lane i = row i; a shift brings byte b of every lane to its low
+ * bits, where
+ *   e2m1: the low and the high nibble (values 2j, 2j + 1) index a 16-entry table by a
+ *         permute (the code table of the op, formats.h's values);
+ *   fp8:  the code's sign, exponent and mantissa go to f32's fields by a shift, an
+ *         arithmetic shift and a mask, times 2^120 (e4m3) or 2^112 (e5m2): the code's
+ *         value, subnormals included (formats.h, mxf_e4m3_bits_f32); a 16-row word
+ *         group holding a NaN or infinity code takes its values from the table by a
+ *         gather instead;
+ * times the row's block scale (exact: SPEC §1.2; the same product the fill computes),
+ * and added into the accumulators of every row of X by one fused multiply-add per k, in
+ * increasing k, from +0: SPEC §5.1's order, the same bits as the GEMM core's.
+ *
+ * Registers: up to 4 rows of X take two panels at a time (two chains per row of X, so
+ * that each chain's multiply-adds are far enough apart), 5 to 8 rows one panel; more
+ * rows go by groups of 8, each decoding the codes again.
+ * The backend's story and measurements: docs/kernels/cpu.md.
+ */
+#include <string.h>
+
+#include "cpu/cpu.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define S_INLINE __attribute__((target("avx512f"), always_inline)) static inline
+#define S_PREFETCH 512 /* bytes ahead in each row that the kernel asks for */
+
+/* 16 rows (at p + i * rs) x 16 bytes as 4 vectors: z[q] lane i = row i's bytes 4q..4q+3. */
+S_INLINE void rows16(const uint8_t *p, int64_t rs, __m512i z[4]) {
+  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  __m512i t[4];
+  for (int r = 0; r < 4; ++r) { /* rows 4r..4r+3, one per 128-bit lane, then (lane, word) transposed */
+    const uint8_t *b = p + 4 * r * rs;
+    __m512i y = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b));
+    y = _mm512_inserti32x4(y, _mm_loadu_si128((const __m128i *)(b + rs)), 1);
+    y = _mm512_inserti32x4(y, _mm_loadu_si128((const __m128i *)(b + 2 * rs)), 2);
+    y = _mm512_inserti32x4(y, _mm_loadu_si128((const __m128i *)(b + 3 * rs)), 3);
+    t[r] = _mm512_permutexvar_epi32(idx, y); /* lane q: word q of the 4 rows */
+  }
+  const __m512i u0 = _mm512_shuffle_i32x4(t[0], t[1], 0x44), u1 = _mm512_shuffle_i32x4(t[0], t[1], 0xEE);
+  const __m512i u2 = _mm512_shuffle_i32x4(t[2], t[3], 0x44), u3 = _mm512_shuffle_i32x4(t[2], t[3], 0xEE);
+  z[0] = _mm512_shuffle_i32x4(u0, u2, 0x88), z[1] = _mm512_shuffle_i32x4(u0, u2, 0xDD);
+  z[2] = _mm512_shuffle_i32x4(u1, u3, 0x88), z[3] = _mm512_shuffle_i32x4(u1, u3, 0xDD);
+}
+
+/* Offset of scale block kb from block 0 of the same row. */
+static inline int64_t sf_block(const mxf_cpu_stream_w *w, int64_t kb) {
+  return w->sf_swizzled ? (kb >> 2) * 512 + (kb & 3) : kb;
+}
+
+/* The scales of a panel's 16 rows for the blocks of 32 values [kb0, kb0 + nb), as f32
+ * through the table: o[(b * 2 + h) * 16 + i] of row i, values 32 (kb0 + b) + 16 h on
+ * (h = 1 only with sf_vec 16). Done a chunk of blocks ahead of their use, one value at a
+ * time (the empty asm keeps the compiler from assembling the vector lane by lane). */
+S_INLINE void panel_scales(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, int nb, float *o) {
+  const int halves = w->sf_vec == 16 ? 2 : 1;
+  for (int b = 0; b < nb; ++b)
+    for (int h = 0; h < halves; ++h) {
+      const uint8_t *p = sf + sf_block(w, halves * (kb0 + b) + h);
+      float *d = o + (b * 2 + h) * 16;
+      for (int i = 0; i < 16; ++i) {
+        float f = w->sf_lut[p[i * w->sf_row]];
+        __asm__("" : "+x"(f));
+        d[i] = f;
+      }
+    }
+}
+#define S_CHUNK 16 /* blocks of 32 values whose scales are read at a time */
+
+S_INLINE void prefetch_rows(const uint8_t *p, int64_t rs) {
+  for (int i = 0; i < 16; ++i)
+    __builtin_prefetch(p + i * rs + S_PREFETCH);
+}
+
+/* acc + a * b with a, one f32, broadcast from memory by the multiply-add itself: written
+ * as the instruction, since the compiler otherwise hoists the broadcasts into registers
+ * (and then spills them, and the accumulators with them). */
+S_INLINE __m512 fma_x(const float *a, __m512 b, __m512 acc) {
+  __asm__("vfmadd231ps %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(b), "m"(*a));
+  return acc;
+}
+
+/* The accumulators: XN rows of X x NP panels, from +0; stored to acc at the end. */
+#define S_UNROLL _Pragma("GCC unroll 8")
+#define S_ACC_INIT                                                                                           \
+  __m512 c[8][4];                                                                                            \
+  S_UNROLL for (int m = 0; m < XN; ++m) S_UNROLL for (int p = 0; p < NP; ++p) c[m][p] = _mm512_setzero_ps();
+#define S_ACC_STORE                                                                                          \
+  S_UNROLL for (int m = 0; m < XN; ++m) S_UNROLL for (int p = 0; p < NP; ++p)                                \
+      _mm512_storeu_ps(acc + m * ld + p * 16, c[m][p]);
+/* The rows of X at the block's first value: each multiply-add broadcasts its value of X
+ * straight from memory (a load, leaving the shuffle unit to the decoding). */
+#define S_X_BLOCK(K0)                                                                                        \
+  const float *xb[8];                                                                                        \
+  S_UNROLL for (int m = 0; m < XN; ++m) xb[m] = x + m * ldx + (K0);
+
+/* e2m1 codes: XN rows of X, NP panels, kblocks blocks of 32 values. */
+S_INLINE void e2m1_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, const uint8_t *const *codes,
+                        const uint8_t *const *sf, int64_t kblocks, const float *x, int64_t ldx, float *acc,
+                        int64_t ld) {
+  const __m512 tab = _mm512_loadu_ps(w->code_lut);
+  S_ACC_INIT
+  _Alignas(64) float sbuf[4][S_CHUNK * 2 * 16];
+  for (int64_t kb = 0; kb < kblocks; ++kb) {
+    const int64_t kc = kb % S_CHUNK;
+    if (kc == 0)
+      S_UNROLL for (int p = 0; p < NP; ++p)
+          panel_scales(w, sf[p], kb, (int)(kblocks - kb < S_CHUNK ? kblocks - kb : S_CHUNK), sbuf[p]);
+    __m512i z[4][4];
+    __m512 s[4][2];
+    S_UNROLL for (int p = 0; p < NP; ++p) {
+      if ((kb & 3) == 0) prefetch_rows(codes[p] + kb * 16, w->row_bytes);
+      rows16(codes[p] + kb * 16, w->row_bytes, z[p]);
+      s[p][0] = _mm512_load_ps(sbuf[p] + kc * 32);
+      s[p][1] = w->sf_vec == 16 ? _mm512_load_ps(sbuf[p] + kc * 32 + 16) : s[p][0];
+    }
+    S_X_BLOCK(kb * 32)
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q)
+#pragma GCC unroll 4
+      for (int b = 0; b < 4; ++b) {
+        const int k = q * 8 + b * 2; /* byte 4q + b: values k (low nibble) and k + 1 */
+        S_UNROLL for (int p = 0; p < NP; ++p) {
+          const __m512i v = _mm512_srli_epi32(z[p][q], 8 * b);
+          const __m512 lo = _mm512_mul_ps(_mm512_permutexvar_ps(v, tab), s[p][q >> 1]);
+          const __m512 hi = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab), s[p][q >> 1]);
+          S_UNROLL for (int m = 0; m < XN; ++m) c[m][p] = fma_x(xb[m] + k, lo, c[m][p]);
+          S_UNROLL for (int m = 0; m < XN; ++m) c[m][p] = fma_x(xb[m] + k + 1, hi, c[m][p]);
+        }
+      }
+  }
+  S_ACC_STORE
+}
+
+/* fp8 codes (e5m2 when E5, else e4m3), as e2m1_rows; each half block (16 values) is a
+ * group of 4 words per row. */
+S_INLINE void fp8_rows(const int XN, const int NP, const int E5, const mxf_cpu_stream_w *w,
+                       const uint8_t *const *codes, const uint8_t *const *sf, int64_t kblocks, const float *x,
+                       int64_t ldx, float *acc, int64_t ld) {
+  const __m512i fields = _mm512_set1_epi32(E5 ? (int)0x8FE00000u : (int)0x87F00000u);
+  const __m512 bias = _mm512_set1_ps(E5 ? 0x1p112f : 0x1p120f), inf = _mm512_set1_ps(__builtin_inff());
+  /* a byte is a special code (e4m3 NaN; e5m2 inf, NaN) when (b & m1) + m2 carries into bit 7 */
+  const __m512i m1 = _mm512_set1_epi32(E5 ? 0x7C7C7C7C : 0x7F7F7F7F);
+  const __m512i m2 = _mm512_set1_epi32(E5 ? 0x04040404 : 0x01010101);
+  const __m512i m3 = _mm512_set1_epi32((int)0x80808080u), ff = _mm512_set1_epi32(0xFF);
+  S_ACC_INIT
+  _Alignas(64) float sbuf[4][S_CHUNK * 2 * 16];
+  for (int64_t kb = 0; kb < kblocks; ++kb) {
+    const int64_t kc = kb % S_CHUNK;
+    if (kc == 0)
+      S_UNROLL for (int p = 0; p < NP; ++p)
+          panel_scales(w, sf[p], kb, (int)(kblocks - kb < S_CHUNK ? kblocks - kb : S_CHUNK), sbuf[p]);
+    __m512 s[4][2], sb[4][2]; /* the scales, and times 2^bias where that is finite (fast) */
+    int fast = 1;
+    S_X_BLOCK(kb * 32)
+    S_UNROLL for (int p = 0; p < NP; ++p) {
+      if ((kb & 1) == 0) prefetch_rows(codes[p] + kb * 32, w->row_bytes);
+      s[p][0] = _mm512_load_ps(sbuf[p] + kc * 32);
+      s[p][1] = w->sf_vec == 16 ? _mm512_load_ps(sbuf[p] + kc * 32 + 16) : s[p][0];
+      for (int h = 0; h < 2; ++h) {
+        sb[p][h] = _mm512_mul_ps(s[p][h], bias);
+        fast &= _mm512_cmp_ps_mask(sb[p][h], inf, _CMP_LT_OQ) == 0xFFFF;
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      __m512i z[4][4];
+      __mmask16 special_any = 0;
+      S_UNROLL for (int p = 0; p < NP; ++p) {
+        rows16(codes[p] + kb * 32 + h * 16, w->row_bytes, z[p]);
+        __m512i any = _mm512_setzero_si512();
+        for (int q = 0; q < 4; ++q)
+          any = _mm512_or_si512(any, _mm512_add_epi32(_mm512_and_si512(z[p][q], m1), m2));
+        special_any |= _mm512_test_epi32_mask(any, m3);
+      }
+      /* (f * 2^bias) * s, the first product exact; or f * (s * 2^bias), one rounding of
+       * the same exact product, where s * 2^bias is finite (and then exact: s has at most
+       * 4 significant bits); codes of a special group: their values from the table */
+      const int mode = special_any ? 2 : fast ? 0 : 1;
+#define S_FP8_LOOP(MODE)                                                                                     \
+  _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) _Pragma("GCC unroll 4") for (int b = 0; b < 4; ++b) {  \
+    const int k = q * 4 + b; /* byte 4q + b */                                                               \
+    S_UNROLL for (int p = 0; p < NP; ++p) {                                                                  \
+      __m512 v;                                                                                              \
+      if ((MODE) == 2) {                                                                                     \
+        const __m512i code = _mm512_and_si512(_mm512_srli_epi32(z[p][q], 8 * b), ff);                        \
+        v = _mm512_mul_ps(_mm512_i32gather_ps(code, w->code_lut, 4), s[p][h]);                               \
+      } else { /* the byte to bits 24..31, then sign | magnitude << (E5 ? 21 : 20) */                        \
+        const __m512i top = _mm512_slli_epi32(z[p][q], 24 - 8 * b);                                          \
+        const __m512 f = _mm512_castsi512_ps(_mm512_and_si512(_mm512_srai_epi32(top, E5 ? 3 : 4), fields));  \
+        v = (MODE) == 0 ? _mm512_mul_ps(f, sb[p][h]) : _mm512_mul_ps(_mm512_mul_ps(f, bias), s[p][h]);       \
+      }                                                                                                      \
+      S_UNROLL for (int m = 0; m < XN; ++m) c[m][p] = fma_x(xb[m] + h * 16 + k, v, c[m][p]);                 \
+    }                                                                                                        \
+  }
+      if (mode == 0) {
+        S_FP8_LOOP(0)
+      } else if (mode == 1) {
+        S_FP8_LOOP(1)
+      } else {
+        S_FP8_LOOP(2)
+      }
+#undef S_FP8_LOOP
+    }
+  }
+  S_ACC_STORE
+}
+#undef S_ACC_INIT
+#undef S_ACC_STORE
+#undef S_X_BLOCK
+#undef S_UNROLL
+
+/* One instance per (format, rows of X, panels): the constants unroll the loops and keep
+ * the accumulators in registers. */
+#define S_KERNEL(NAME, BODY)                                                                                 \
+  __attribute__((target("avx512f"))) static void NAME(                                                       \
+      const mxf_cpu_stream_w *w, const uint8_t *const *codes, const uint8_t *const *sf, int64_t kblocks,     \
+      const float *x, int64_t ldx, float *acc, int64_t ld) {                                                 \
+    BODY;                                                                                                    \
+  }
+#define S_KERNELS(XN, NP)                                                                                    \
+  S_KERNEL(e2m1_##XN##_##NP, e2m1_rows(XN, NP, w, codes, sf, kblocks, x, ldx, acc, ld))                      \
+  S_KERNEL(e4m3_##XN##_##NP, fp8_rows(XN, NP, 0, w, codes, sf, kblocks, x, ldx, acc, ld))                    \
+  S_KERNEL(e5m2_##XN##_##NP, fp8_rows(XN, NP, 1, w, codes, sf, kblocks, x, ldx, acc, ld))
+S_KERNELS(1, 1)
+S_KERNELS(1, 2)
+S_KERNELS(1, 3)
+S_KERNELS(1, 4)
+S_KERNELS(2, 1)
+S_KERNELS(2, 2)
+S_KERNELS(3, 1)
+S_KERNELS(3, 2)
+S_KERNELS(4, 1)
+S_KERNELS(4, 2)
+S_KERNELS(5, 1)
+S_KERNELS(6, 1)
+S_KERNELS(7, 1)
+S_KERNELS(8, 1)
+#undef S_KERNELS
+#undef S_KERNEL
+
+typedef void (*stream_fn)(const mxf_cpu_stream_w *, const uint8_t *const *, const uint8_t *const *, int64_t,
+                          const float *, int64_t, float *, int64_t);
+#define S_ONE(XN, NP)                                                                                        \
+  { e2m1_##XN##_##NP, e4m3_##XN##_##NP, e5m2_##XN##_##NP }
+/* [rows of X - 1][panels - 1][format] */
+static const stream_fn g_kernels[8][4][3] = {{S_ONE(1, 1), S_ONE(1, 2), S_ONE(1, 3), S_ONE(1, 4)},
+                                             {S_ONE(2, 1), S_ONE(2, 2)},
+                                             {S_ONE(3, 1), S_ONE(3, 2)},
+                                             {S_ONE(4, 1), S_ONE(4, 2)},
+                                             {S_ONE(5, 1)},
+                                             {S_ONE(6, 1)},
+                                             {S_ONE(7, 1)},
+                                             {S_ONE(8, 1)}};
+#undef S_ONE
+
+int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
+                        int64_t xn, float *acc, int64_t ld) {
+  if (!__builtin_cpu_supports("avx512f") || strcmp(mxf_cpu_isa(), "avx512") != 0) return 0;
+  if ((n & 15) || n > MXF_CPU_FILL_ROWS || xn <= 0 || kblocks <= 0 || (w->sf_vec != 16 && w->sf_vec != 32))
+    return 0;
+  const int f = w->fmt == MXF_E2M1 ? 0 : w->fmt == MXF_E4M3 ? 1 : w->fmt == MXF_E5M2 ? 2 : -1;
+  if (f < 0) return 0;
+  for (int64_t i0 = 0; i0 < xn; i0 += 8) { /* groups of 8 rows of X */
+    const int xg = (int)(xn - i0 < 8 ? xn - i0 : 8), np_max = xg == 1 ? 4 : xg <= 4 ? 2 : 1;
+    for (int64_t j0 = 0; j0 < n; j0 += 16 * np_max) {
+      const int np = (int)((n - j0) / 16 < np_max ? (n - j0) / 16 : np_max);
+      const uint8_t *codes[4], *sf[4];
+      for (int p = 0; p < np; ++p) {
+        codes[p] = w->codes + (j0 + 16 * p) * w->row_bytes;
+        sf[p] = w->panel_sf[(j0 >> 4) + p];
+      }
+      g_kernels[xg - 1][np - 1][f](w, codes, sf, kblocks, x + i0 * ldx, ldx, acc + i0 * ld + j0, ld);
+    }
+  }
+  return 1;
+}
+#else
+int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
+                        int64_t xn, float *acc, int64_t ld) {
+  (void)w, (void)n, (void)kblocks, (void)x, (void)ldx, (void)xn, (void)acc, (void)ld;
+  return 0;
+}
+#endif
