@@ -151,8 +151,8 @@ mxf_status mxf_cpu_gemm_amax_group(const mxf_gemm_problem *p, const mxf_cpu_pane
  * decoded in registers, against xn rows of f32 X: acc[i * ld + j] = the sum over k in
  * [0, 32 * kblocks) of x[i * ldx + k] * w(j, k) in SPEC §5.1's order from +0, w(j, k) the
  * code's value times its block scale (the values the op's fill gives). Returns 0, having
- * written nothing, where it cannot run (no AVX-512 picked, a format or shape it does not
- * take). */
+ * written nothing, where it cannot run (the baseline instruction set picked, a format or
+ * shape it does not take). */
 typedef struct mxf_cpu_stream_w {
   mxf_dtype fmt;        /* MXF_E2M1, MXF_E4M3 or MXF_E5M2 */
   int sf_vec;           /* 16 or 32 */

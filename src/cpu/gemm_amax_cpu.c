@@ -373,7 +373,7 @@ static int64_t gemm_stream(void *ctx, const float *x, int64_t ldx, int64_t xn, i
   const gemm_ctx *d = (const gemm_ctx *)ctx;
   const gemm_view *v = d->v;
   const gemm_operand *op = &v->y;
-  if (op->fmt == MXF_BF16 || op->ks != 1 || xn > MXF_GEMM_STREAM_X || !d->packed_ok || (r0 & 15)) return 0;
+  if (op->fmt == MXF_BF16 || op->ks != 1 || xn > MXF_GEMM_STREAM_X || (r0 & 15)) return 0;
   const int e2 = op->fmt == MXF_E2M1;
   if (e2 && ((op->rs & 1) || (op->ls & 1))) return 0;
   const int64_t kblocks = v->k / 32;

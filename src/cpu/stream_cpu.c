@@ -19,9 +19,12 @@
  * and added into the accumulators of every row of X by one fused multiply-add per k, in
  * increasing k, from +0: SPEC §5.1's order, the same bits as the GEMM core's.
  *
- * Registers: up to 4 rows of X take two panels at a time (two chains per row of X, so
- * that each chain's multiply-adds are far enough apart), 5 to 8 rows one panel; more
- * rows go by groups of 8, each decoding the codes again.
+ * Written for AVX-512 and AVX2 + FMA (the instruction set mxf_cpu_isa() names; the
+ * baseline has no streaming kernel, its fills do the work). Registers, AVX-512: one row
+ * of X takes four panels at a time, 2 to 4 rows two (so that each accumulator's
+ * multiply-adds are far enough apart), 5 to 8 rows one; more rows go by groups of 8,
+ * each decoding the codes again. AVX2: a panel as two halves of 8 lanes, groups of 4
+ * rows of X.
  * The backend's story and measurements: docs/kernels/cpu.md.
  */
 #include <string.h>
@@ -61,7 +64,8 @@ static inline int64_t sf_block(const mxf_cpu_stream_w *w, int64_t kb) {
  * through the table: o[(b * 2 + h) * 16 + i] of row i, values 32 (kb0 + b) + 16 h on
  * (h = 1 only with sf_vec 16). Done a chunk of blocks ahead of their use, one value at a
  * time (the empty asm keeps the compiler from assembling the vector lane by lane). */
-S_INLINE void panel_scales(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, int nb, float *o) {
+static inline __attribute__((always_inline)) void panel_scales(const mxf_cpu_stream_w *w, const uint8_t *sf,
+                                                               int64_t kb0, int nb, float *o) {
   const int halves = w->sf_vec == 16 ? 2 : 1;
   for (int b = 0; b < nb; ++b)
     for (int h = 0; h < halves; ++h) {
@@ -262,15 +266,190 @@ static const stream_fn g_kernels[8][4][3] = {{S_ONE(1, 1), S_ONE(1, 2), S_ONE(1,
                                              {S_ONE(8, 1)}};
 #undef S_ONE
 
+/* ---------------------------------------------------------------- AVX2
+ * The same kernel in 8 lanes: a panel's 16 rows as two halves of 8, both halves'
+ * chains interleaved (16 registers: one panel at a time, up to 4 rows of X); e2m1's
+ * 16-entry table as the 8 magnitudes (the permute takes 3 index bits) and the sign bit. */
+#define S2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
+
+/* 8 rows (at p + i * rs) x 16 bytes as 4 vectors: z[q] lane i = row i's bytes 4q..4q+3. */
+S2_INLINE void rows8(const uint8_t *p, int64_t rs, __m256i z[4]) {
+  __m256i y[4];
+  for (int r = 0; r < 4; ++r) /* rows r and r + 4 */
+    y[r] = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(p + r * rs))),
+                                   _mm_loadu_si128((const __m128i *)(p + (r + 4) * rs)), 1);
+  const __m256i t0 = _mm256_unpacklo_epi32(y[0], y[1]), t1 = _mm256_unpackhi_epi32(y[0], y[1]);
+  const __m256i t2 = _mm256_unpacklo_epi32(y[2], y[3]), t3 = _mm256_unpackhi_epi32(y[2], y[3]);
+  z[0] = _mm256_unpacklo_epi64(t0, t2), z[1] = _mm256_unpackhi_epi64(t0, t2);
+  z[2] = _mm256_unpacklo_epi64(t1, t3), z[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+/* acc + a * b, a broadcast from memory next to the multiply-add (see fma_x) */
+S2_INLINE __m256 fma_x8(const float *a, __m256 b, __m256 acc) {
+  __m256 t;
+  __asm__("vbroadcastss %3, %1\n\tvfmadd231ps %1, %2, %0" : "+x"(acc), "=&x"(t) : "x"(b), "m"(*a));
+  return acc;
+}
+
+#define S2_UNROLL _Pragma("GCC unroll 8")
+#define S2_PREP                                                                                              \
+  __m256 c[4][2];                                                                                            \
+  S2_UNROLL for (int m = 0; m < XN; ++m) c[m][0] = c[m][1] = _mm256_setzero_ps();                            \
+  _Alignas(64) float sbuf[S_CHUNK * 2 * 16];
+#define S2_CHUNK_SCALES                                                                                      \
+  const int64_t kc = kb % S_CHUNK;                                                                           \
+  if (kc == 0) panel_scales(w, sf, kb, (int)(kblocks - kb < S_CHUNK ? kblocks - kb : S_CHUNK), sbuf);        \
+  const float *xb[4];                                                                                        \
+  S2_UNROLL for (int m = 0; m < XN; ++m) xb[m] = x + m * ldx + kb * 32;
+#define S2_STORE                                                                                             \
+  S2_UNROLL for (int m = 0; m < XN; ++m) {                                                                   \
+    _mm256_storeu_ps(acc + m * ld, c[m][0]);                                                                 \
+    _mm256_storeu_ps(acc + m * ld + 8, c[m][1]);                                                             \
+  }
+
+S2_INLINE void e2m1_rows_avx2(const int XN, const mxf_cpu_stream_w *w, const uint8_t *codes,
+                              const uint8_t *sf, int64_t kblocks, const float *x, int64_t ldx, float *acc,
+                              int64_t ld) {
+  const __m256 mag = _mm256_loadu_ps(w->code_lut); /* codes 0..7; 8..15 are their negatives */
+  const __m256i sign = _mm256_set1_epi32((int)0x80000000u);
+  S2_PREP
+  for (int64_t kb = 0; kb < kblocks; ++kb) {
+    S2_CHUNK_SCALES
+    if ((kb & 3) == 0)
+      for (int i = 0; i < 16; ++i)
+        __builtin_prefetch(codes + i * w->row_bytes + kb * 16 + S_PREFETCH);
+    __m256i z[2][4];
+    rows8(codes + kb * 16, w->row_bytes, z[0]);
+    rows8(codes + 8 * w->row_bytes + kb * 16, w->row_bytes, z[1]);
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q)
+#pragma GCC unroll 4
+      for (int b = 0; b < 4; ++b) {
+        const int k = q * 8 + b * 2;
+        for (int h = 0; h < 2; ++h) { /* rows 8h..8h+7 */
+          const __m256 sc = _mm256_load_ps(sbuf + kc * 32 + (w->sf_vec == 16 && q >= 2 ? 16 : 0) + 8 * h);
+          const __m256i v = _mm256_srli_epi32(z[h][q], 8 * b), v4 = _mm256_srli_epi32(v, 4);
+          const __m256 lo = _mm256_mul_ps(
+              _mm256_or_ps(_mm256_permutevar8x32_ps(mag, v),
+                           _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(v, 28), sign))),
+              sc);
+          const __m256 hi = _mm256_mul_ps(
+              _mm256_or_ps(_mm256_permutevar8x32_ps(mag, v4),
+                           _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(v4, 28), sign))),
+              sc);
+          S2_UNROLL for (int m = 0; m < XN; ++m) c[m][h] = fma_x8(xb[m] + k, lo, c[m][h]);
+          S2_UNROLL for (int m = 0; m < XN; ++m) c[m][h] = fma_x8(xb[m] + k + 1, hi, c[m][h]);
+        }
+      }
+  }
+  S2_STORE
+}
+
+S2_INLINE void fp8_rows_avx2(const int XN, const int E5, const mxf_cpu_stream_w *w, const uint8_t *codes,
+                             const uint8_t *sf, int64_t kblocks, const float *x, int64_t ldx, float *acc,
+                             int64_t ld) {
+  const __m256i fields = _mm256_set1_epi32(E5 ? (int)0x8FE00000u : (int)0x87F00000u);
+  const __m256 bias = _mm256_set1_ps(E5 ? 0x1p112f : 0x1p120f), inf = _mm256_set1_ps(__builtin_inff());
+  const __m256i m1 = _mm256_set1_epi32(E5 ? 0x7C7C7C7C : 0x7F7F7F7F);
+  const __m256i m2 = _mm256_set1_epi32(E5 ? 0x04040404 : 0x01010101);
+  const __m256i m3 = _mm256_set1_epi32((int)0x80808080u), ff = _mm256_set1_epi32(0xFF);
+  S2_PREP
+  for (int64_t kb = 0; kb < kblocks; ++kb) {
+    S2_CHUNK_SCALES
+    if ((kb & 1) == 0)
+      for (int i = 0; i < 16; ++i)
+        __builtin_prefetch(codes + i * w->row_bytes + kb * 32 + S_PREFETCH);
+    for (int hk = 0; hk < 2; ++hk) { /* values 16 hk .. 16 hk + 15 */
+      __m256i z[2][4];
+      rows8(codes + kb * 32 + hk * 16, w->row_bytes, z[0]);
+      rows8(codes + 8 * w->row_bytes + kb * 32 + hk * 16, w->row_bytes, z[1]);
+      __m256i any = _mm256_setzero_si256();
+      for (int h = 0; h < 2; ++h)
+        for (int q = 0; q < 4; ++q)
+          any = _mm256_or_si256(any, _mm256_add_epi32(_mm256_and_si256(z[h][q], m1), m2));
+      const int special = !_mm256_testz_si256(any, m3);
+      __m256 s[2], sb[2];
+      int fast = 1;
+      for (int h = 0; h < 2; ++h) {
+        s[h] = _mm256_load_ps(sbuf + kc * 32 + (w->sf_vec == 16 ? 16 * hk : 0) + 8 * h);
+        sb[h] = _mm256_mul_ps(s[h], bias);
+        fast &= _mm256_movemask_ps(_mm256_cmp_ps(sb[h], inf, _CMP_LT_OQ)) == 0xFF;
+      }
+      const int mode = special ? 2 : fast ? 0 : 1; /* as fp8_rows */
+#define S2_FP8_LOOP(MODE)                                                                                    \
+  _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) _Pragma("GCC unroll 4") for (int b = 0; b < 4; ++b) {  \
+    const int k = hk * 16 + q * 4 + b;                                                                       \
+    for (int h = 0; h < 2; ++h) {                                                                            \
+      __m256 v;                                                                                              \
+      if ((MODE) == 2) {                                                                                     \
+        const __m256i code = _mm256_and_si256(_mm256_srli_epi32(z[h][q], 8 * b), ff);                        \
+        v = _mm256_mul_ps(_mm256_i32gather_ps(w->code_lut, code, 4), s[h]);                                  \
+      } else {                                                                                               \
+        const __m256i top = _mm256_slli_epi32(z[h][q], 24 - 8 * b);                                          \
+        const __m256 f = _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(top, E5 ? 3 : 4), fields));  \
+        v = (MODE) == 0 ? _mm256_mul_ps(f, sb[h]) : _mm256_mul_ps(_mm256_mul_ps(f, bias), s[h]);             \
+      }                                                                                                      \
+      S2_UNROLL for (int m = 0; m < XN; ++m) c[m][h] = fma_x8(xb[m] + k, v, c[m][h]);                        \
+    }                                                                                                        \
+  }
+      if (mode == 0) {
+        S2_FP8_LOOP(0)
+      } else if (mode == 1) {
+        S2_FP8_LOOP(1)
+      } else {
+        S2_FP8_LOOP(2)
+      }
+#undef S2_FP8_LOOP
+    }
+  }
+  S2_STORE
+}
+#undef S2_PREP
+#undef S2_CHUNK_SCALES
+#undef S2_STORE
+#undef S2_UNROLL
+
+typedef void (*stream2_fn)(const mxf_cpu_stream_w *, const uint8_t *, const uint8_t *, int64_t, const float *,
+                           int64_t, float *, int64_t);
+#define S2_KERNELS(XN)                                                                                       \
+  __attribute__((target("avx2,fma"))) static void e2m1_avx2_##XN(                                            \
+      const mxf_cpu_stream_w *w, const uint8_t *codes, const uint8_t *sf, int64_t kblocks, const float *x,   \
+      int64_t ldx, float *acc, int64_t ld) {                                                                 \
+    e2m1_rows_avx2(XN, w, codes, sf, kblocks, x, ldx, acc, ld);                                              \
+  }                                                                                                          \
+  __attribute__((target("avx2,fma"))) static void e4m3_avx2_##XN(                                            \
+      const mxf_cpu_stream_w *w, const uint8_t *codes, const uint8_t *sf, int64_t kblocks, const float *x,   \
+      int64_t ldx, float *acc, int64_t ld) {                                                                 \
+    fp8_rows_avx2(XN, 0, w, codes, sf, kblocks, x, ldx, acc, ld);                                            \
+  }                                                                                                          \
+  __attribute__((target("avx2,fma"))) static void e5m2_avx2_##XN(                                            \
+      const mxf_cpu_stream_w *w, const uint8_t *codes, const uint8_t *sf, int64_t kblocks, const float *x,   \
+      int64_t ldx, float *acc, int64_t ld) {                                                                 \
+    fp8_rows_avx2(XN, 1, w, codes, sf, kblocks, x, ldx, acc, ld);                                            \
+  }
+S2_KERNELS(1)
+S2_KERNELS(2)
+S2_KERNELS(3)
+S2_KERNELS(4)
+#undef S2_KERNELS
+#define S2_ONE(XN)                                                                                           \
+  { e2m1_avx2_##XN, e4m3_avx2_##XN, e5m2_avx2_##XN }
+static const stream2_fn g_kernels2[4][3] = {S2_ONE(1), S2_ONE(2), S2_ONE(3), S2_ONE(4)};
+#undef S2_ONE
+
 int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
                         int64_t xn, float *acc, int64_t ld) {
-  if (!__builtin_cpu_supports("avx512f") || strcmp(mxf_cpu_isa(), "avx512") != 0) return 0;
+  const char *isa = mxf_cpu_isa();
+  const int avx512 = !strcmp(isa, "avx512"), avx2 = !strcmp(isa, "avx2");
+  if (!avx512 && !avx2) return 0;
   if ((n & 15) || n > MXF_CPU_FILL_ROWS || xn <= 0 || kblocks <= 0 || (w->sf_vec != 16 && w->sf_vec != 32))
     return 0;
   const int f = w->fmt == MXF_E2M1 ? 0 : w->fmt == MXF_E4M3 ? 1 : w->fmt == MXF_E5M2 ? 2 : -1;
   if (f < 0) return 0;
-  for (int64_t i0 = 0; i0 < xn; i0 += 8) { /* groups of 8 rows of X */
-    const int xg = (int)(xn - i0 < 8 ? xn - i0 : 8), np_max = xg == 1 ? 4 : xg <= 4 ? 2 : 1;
+  const int group = avx512 ? 8 : 4; /* rows of X a kernel takes */
+  for (int64_t i0 = 0; i0 < xn; i0 += group) {
+    const int xg = (int)(xn - i0 < group ? xn - i0 : group);
+    const int np_max = !avx512 ? 1 : xg == 1 ? 4 : xg <= 4 ? 2 : 1;
     for (int64_t j0 = 0; j0 < n; j0 += 16 * np_max) {
       const int np = (int)((n - j0) / 16 < np_max ? (n - j0) / 16 : np_max);
       const uint8_t *codes[4], *sf[4];
@@ -278,7 +457,10 @@ int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, c
         codes[p] = w->codes + (j0 + 16 * p) * w->row_bytes;
         sf[p] = w->panel_sf[(j0 >> 4) + p];
       }
-      g_kernels[xg - 1][np - 1][f](w, codes, sf, kblocks, x + i0 * ldx, ldx, acc + i0 * ld + j0, ld);
+      if (avx512)
+        g_kernels[xg - 1][np - 1][f](w, codes, sf, kblocks, x + i0 * ldx, ldx, acc + i0 * ld + j0, ld);
+      else
+        g_kernels2[xg - 1][f](w, codes[0], sf[0], kblocks, x + i0 * ldx, ldx, acc + i0 * ld + j0, ld);
     }
   }
   return 1;
