@@ -4,8 +4,9 @@
  * Round trips of every dtype with random shapes and data; hand-made headers of npy 1.0,
  * 2.0 and 3.0; and every hostile case the readers must refuse with a message (truncated
  * files at every length, header lengths past the end or above the caps, overflowing
- * shapes, overlapping or outside offsets, unknown dtypes, Fortran order, ...). Saving
- * is checked to be all-or-nothing: a failure leaves no file and no temporary behind.
+ * shapes, overlapping or outside offsets, unknown dtypes, Fortran order, ...). Tensors
+ * read borrow the file's bytes, copied only to align or convert them. Saving is checked
+ * to be all-or-nothing: a failure leaves no file and no temporary behind.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -112,7 +113,12 @@ static void test_npy_roundtrip(void) {
                  "%s: dtype/shape survive", tio_dtype_name(dts[k]));
         TU_CHECK(got.nbytes == (size_t)nb && (nb == 0 || !memcmp(got.data, data, (size_t)nb)),
                  "%s: bytes survive", tio_dtype_name(dts[k]));
-        TU_CHECK(((uintptr_t)got.data & 63) == 0, "data is 64-byte aligned");
+        /* the data is read where it lies: 64 bytes into the buffer past the header, or packed
+         * into 64-byte aligned memory of the tensor's own */
+        TU_CHECK(got.own
+                     ? got.data == got.own && ((uintptr_t)got.data & 63) == 0
+                     : (const uint8_t *)got.data == ser + (len - (size_t)nb) && (len - (size_t)nb) % 64 == 0,
+                 "%s: data borrowed at a 64-byte offset, or owned and aligned", tio_dtype_name(dts[k]));
         tio_tensor_free(&got);
       }
       free(ser);
@@ -298,21 +304,21 @@ static void test_npy_hostile(void) {
 static void test_tensor_as(void) {
   uint8_t codes[8] = {0, 1, 2, 3, 15, 14, 8, 7};
   int64_t shape[2] = {2, 4};
-  tio_tensor t = tio_tensor_view("c", MXF_U8, 2, shape, NULL);
-  t.data = tio_copy_aligned(codes, 8);
+  tio_tensor t = tio_tensor_view("c", MXF_U8, 2, shape, codes); /* borrowed, as from a file */
   t.raw_bits = 8;
   t.name = strdup("c");
   TU_CHECK(tio_tensor_as(&t, MXF_E2M1, "c", err, sizeof err) == 0, "u8 codes -> e2m1: %s", err);
   const uint8_t *p = t.data;
   TU_CHECK(t.nbytes == 4 && p[0] == 0x10 && p[1] == 0x32 && p[2] == 0xEF && p[3] == 0x78 && t.shape[1] == 4,
            "e2m1 packed low nibble first");
+  TU_CHECK(t.own == t.data && codes[3] == 3 && codes[4] == 15,
+           "packed into memory of its own, the file's bytes kept");
   TU_CHECK(tio_tensor_as(&t, MXF_E2M1X2, "c", err, sizeof err) == 0 && t.shape[1] == 2, "e2m1 -> bytes view");
   TU_CHECK(tio_tensor_as(&t, MXF_E4M3, "c", err, sizeof err) == -1 && strstr(err, "expected e4m3"),
            "packed e2m1 is not e4m3: %s", err);
   tio_tensor_free(&t);
   codes[3] = 0x10;
-  t = tio_tensor_view("c", MXF_DTYPE_INVALID, 2, shape, NULL);
-  t.data = tio_copy_aligned(codes, 8);
+  t = tio_tensor_view("c", MXF_DTYPE_INVALID, 2, shape, codes);
   t.raw_bits = 8;
   t.name = strdup("c");
   TU_CHECK(tio_tensor_as(&t, MXF_E2M1, "c.npy", err, sizeof err) == -1 && strstr(err, "c.npy") &&
@@ -368,6 +374,9 @@ static void test_st_roundtrip(void) {
                      !memcmp(g->shape, ts[i].shape, sizeof(int64_t) * (size_t)ts[i].ndim) &&
                      g->nbytes == ts[i].nbytes && (!g->nbytes || !memcmp(g->data, ts[i].data, g->nbytes)),
                  "st tensor %s (%s) survives", names[i], tio_dtype_name(ts[i].dtype));
+        TU_CHECK(g && !g->own && (const uint8_t *)g->data >= ser + 8 + hl &&
+                     (const uint8_t *)g->data + g->nbytes <= ser + len,
+                 "st tensor %s borrows the buffer", names[i]);
       }
       TU_CHECK(meta ? (f.metadata_json && strstr(f.metadata_json, "\"seed\":\"42\"")) : !f.metadata_json,
                "metadata survives");
@@ -584,6 +593,44 @@ static void test_files(void) {
   TU_CHECK(system(cmd) == 0, "cleanup");
 }
 
+/* A tensor borrowed at an odd offset is copied to aligned memory when asked; an aligned
+ * one stays where it is; released pages of a loaded file still read the same. */
+static void test_borrow(const char *root) {
+  uint8_t *b = tu_malloc(4 * 64 + 1);
+  for (int i = 0; i < 4 * 64 + 1; ++i)
+    b[i] = (uint8_t)i;
+  int64_t shape[1] = {64};
+  tio_tensor t = tio_tensor_view("odd", MXF_F32, 1, shape, b + 1);
+  TU_CHECK(tio_tensor_aligned(&t, TIO_DATA_ALIGN, "odd", err, sizeof err) == 0 && t.own == t.data &&
+               ((uintptr_t)t.data & 63) == 0 && !memcmp(t.data, b + 1, 4 * 64),
+           "a misaligned tensor is copied to aligned memory");
+  free(t.own);
+  t = tio_tensor_view("even", MXF_F32, 1, shape, b);
+  TU_CHECK(tio_tensor_aligned(&t, TIO_DATA_ALIGN, "even", err, sizeof err) == 0 && !t.own && t.data == b,
+           "an aligned tensor stays borrowed");
+  free(b);
+
+  char path[1024];
+  snprintf(path, sizeof path, "%s/big", root);
+  enum { N = 3 << 18 }; /* 3 MiB of f32: pages wholly inside the data */
+  float *v = tu_malloc(N * sizeof(float));
+  for (int i = 0; i < N; ++i)
+    v[i] = (float)i;
+  tio_tensor x = tio_tensor_view("big", MXF_F32, 1, (int64_t[]){N}, v);
+  TU_CHECK(tio_save(path, &x, 1, NULL, err, sizeof err) == 0, "save big: %s", err);
+  snprintf(path, sizeof path, "%s/big/big.npy", root);
+  tio_file f;
+  TU_CHECK(tio_load(path, &f, err, sizeof err) == 0 && f.map && !f.t[0].own &&
+               (const uint8_t *)f.t[0].data > (const uint8_t *)f.map,
+           "loaded tensor borrows the mapping: %s", err);
+  if (f.map) {
+    tio_file_release(&f, f.t[0].data, f.t[0].nbytes);
+    TU_CHECK(!memcmp(f.t[0].data, v, N * sizeof(float)), "released pages read the file's bytes again");
+    tio_file_free(&f);
+  }
+  free(v);
+}
+
 int main(void) {
   tu_rng_init(&rng, tu_seed());
   test_npy_roundtrip();
@@ -593,5 +640,14 @@ int main(void) {
   test_st_roundtrip();
   test_st_hostile();
   test_files();
+  char root[] = "/tmp/mxf_tio_map_XXXXXX";
+  if (mkdtemp(root)) {
+    test_borrow(root);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    TU_CHECK(system(cmd) == 0, "cleanup");
+  } else {
+    TU_CHECK(0, "mkdtemp failed");
+  }
   return tu_finish("test_tensor_io");
 }

@@ -1,16 +1,17 @@
 /*
- * tensor_io.c — the format-independent half of tensor_io.h: loading by file kind,
- * dtype names and reinterpretation, byte-count arithmetic without overflow, and the
- * all-or-nothing save (temporary files renamed into place).
+ * tensor_io.c — the format-independent half of tensor_io.h: loading by file kind (the
+ * file mapped, its tensors borrowing the mapping), dtype names and reinterpretation,
+ * byte-count arithmetic without overflow, and the all-or-nothing save (temporary files
+ * renamed into place).
  */
 #include "tensor_io.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -95,7 +96,7 @@ mxf_dtype tio_dtype_parse(const char *s) {
 void tio_tensor_free(tio_tensor *t) {
   if (!t) return;
   free(t->name);
-  free(t->data);
+  free(t->own);
   memset(t, 0, sizeof *t);
 }
 
@@ -105,7 +106,32 @@ void tio_file_free(tio_file *f) {
     tio_tensor_free(&f->t[i]);
   free(f->t);
   free(f->metadata_json);
+  if (f->map) munmap(f->map, f->map_len);
   memset(f, 0, sizeof *f);
+}
+
+void tio_file_release(const tio_file *f, const void *p, size_t n) {
+  const uintptr_t base = (uintptr_t)f->map, at = (uintptr_t)p;
+  if (!f->map || at < base || n > f->map_len || at - base > f->map_len - n) return;
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  const uintptr_t lo = (at + page - 1) / page * page, hi = (at + n) / page * page;
+  /* a private read-only mapping: the pages are clean, dropping them loses nothing */
+  if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+void tio_tensor_take(tio_tensor *t, void *own, size_t nbytes) {
+  free(t->own);
+  t->own = own;
+  t->data = own;
+  t->nbytes = nbytes;
+}
+
+int tio_tensor_aligned(tio_tensor *t, size_t align, const char *what, char *err, size_t errlen) {
+  if (!t->data || (uintptr_t)t->data % align == 0) return 0;
+  void *p = tio_copy_aligned(t->data, t->nbytes);
+  if (!p) return tio_errf(err, errlen, "%s: out of memory for %zu bytes", what, t->nbytes);
+  tio_tensor_take(t, p, t->nbytes);
+  return 0;
 }
 
 tio_tensor *tio_file_find(const tio_file *f, const char *name) {
@@ -151,9 +177,7 @@ int tio_tensor_as(tio_tensor *t, mxf_dtype want, const char *what, char *err, si
     if (!packed) return tio_errf(err, errlen, "%s: out of memory", what);
     for (int64_t i = 0; i < n / 2; ++i)
       packed[i] = mxf_e2m1_pack(src[2 * i], src[2 * i + 1]);
-    free(t->data);
-    t->data = packed;
-    t->nbytes = (size_t)(n / 2);
+    tio_tensor_take(t, packed, (size_t)(n / 2));
     t->dtype = MXF_E2M1;
     t->raw_bits = 0;
     return 0;
@@ -175,10 +199,9 @@ int tio_tensor_as(tio_tensor *t, mxf_dtype want, const char *what, char *err, si
 }
 
 /* ------------------------------------------------------------ loading */
-/* The file mapped read-only (*len bytes at *buf; tio_unmap), so that memory does not
- * grow with it beyond what the parsers keep. Special files (FIFOs, devices) are refused
- * before they are opened for reading: stat first, then open without blocking and check
- * the opened file again. */
+/* The file mapped read-only (*len bytes at *buf), which the tensors then borrow.
+ * Special files (FIFOs, devices) are refused before they are opened for reading: stat
+ * first, then open without blocking and check the opened file again. */
 static int read_whole(const char *path, uint8_t **buf, size_t *len, char *err, size_t errlen) {
   struct stat st;
   if (stat(path, &st) != 0) return tio_errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -197,10 +220,6 @@ static int read_whole(const char *path, uint8_t **buf, size_t *len, char *err, s
   *buf = p;
   *len = n;
   return 0;
-}
-
-static void tio_unmap(uint8_t *buf, size_t len) {
-  if (buf) munmap(buf, len);
 }
 
 static char *npy_base_name(const char *path) {
@@ -230,7 +249,7 @@ int tio_load(const char *path, tio_file *f, char *err, size_t errlen) {
       free(name);
       free(f->t);
       f->t = NULL;
-      tio_unmap(buf, len);
+      if (buf) munmap(buf, len);
       return tio_errf(err, errlen, "%s: out of memory", path);
     }
     rc = tio_npy_parse(buf, len, name, f->t, msg, sizeof msg);
@@ -250,8 +269,12 @@ int tio_load(const char *path, tio_file *f, char *err, size_t errlen) {
       rc = tio_st_parse(buf, len, f, msg, sizeof msg);
     }
   }
-  tio_unmap(buf, len);
-  if (rc) return tio_errf(err, errlen, "%s: %s", path, msg);
+  if (rc) {
+    if (buf) munmap(buf, len);
+    return tio_errf(err, errlen, "%s: %s", path, msg);
+  }
+  f->map = buf;
+  f->map_len = len;
   return 0;
 }
 

@@ -14,6 +14,10 @@
  * A failing call returns -1 and writes a one-line message naming the file and the
  * problem into `err`; nothing is allocated for the caller then.
  *
+ * Reading maps the file read-only and the tensors point into the mapping: memory does not
+ * grow with the file. A tensor holds memory of its own only after a conversion
+ * (tio_tensor_as, tio_tensor_aligned, tio_tensor_take).
+ *
  * Writing goes to a temporary file in the destination directory that is renamed into
  * place at the end, so an error never leaves a partial file behind.
  */
@@ -39,7 +43,9 @@ typedef struct tio_tensor {
   char file_dtype[24]; /* the dtype as the file spells it ("F8_E4M3", "<V1")            */
   int ndim;
   int64_t shape[TIO_MAX_DIMS]; /* counts values (e2m1: values, storage packs two a byte) */
-  void *data;                  /* 64-byte aligned copy of the data, owned by the tensor            */
+  const void *data;            /* the bytes: in the file's read-only mapping (or the parser's
+                                  buffer), or in `own`                                      */
+  void *own;                   /* memory the tensor owns (64-byte aligned; freed with it), or NULL */
   size_t nbytes;
 } tio_tensor;
 
@@ -47,19 +53,36 @@ typedef struct tio_file {
   int n;
   tio_tensor *t;
   char *metadata_json; /* safetensors "__metadata__" as compact JSON, or NULL          */
+  void *map;           /* the file mapped read-only, which the tensors borrow; unmapped by
+                          tio_file_free                                                    */
+  size_t map_len;
 } tio_file;
+
+/* The alignment the library asks of operand data (SPEC §1.1: 16-byte row starts). */
+#define TIO_DATA_ALIGN 16
 
 /* ------------------------------------------------------------ reading */
 /* Reads a .npy or .safetensors file (told apart by its first bytes). */
 int tio_load(const char *path, tio_file *f, char *err, size_t errlen);
 /* Parsers over a buffer in memory (what tio_load and the fuzz targets call). `name`
- * becomes the tensor's name. Messages do not name a file. */
+ * becomes the tensor's name. Messages do not name a file. The tensors point into `buf`,
+ * which must outlive them. */
 int tio_npy_parse(const uint8_t *buf, size_t len, const char *name, tio_tensor *t, char *err, size_t errlen);
 int tio_st_parse(const uint8_t *buf, size_t len, tio_file *f, char *err, size_t errlen);
 void tio_tensor_free(tio_tensor *t);
 void tio_file_free(tio_file *f);
 /* The tensor called `name`, or NULL. */
 tio_tensor *tio_file_find(const tio_file *f, const char *name);
+/* Hands the memory of [p, p + n) of f's mapping back to the system (the pages wholly
+ * inside it): for a caller that has read them and goes on, so that memory stays bounded
+ * however large the file. The bytes stay readable (from the file again). */
+void tio_file_release(const tio_file *f, const void *p, size_t n);
+/* Gives the tensor the `nbytes` bytes at `own` (from tio_copy_aligned), which it then owns;
+ * memory it owned before is freed. */
+void tio_tensor_take(tio_tensor *t, void *own, size_t nbytes);
+/* Copies the tensor's data to memory of its own when it is not `align`-aligned (a file's
+ * tensor at an odd offset). -1 (message naming `what`) when out of memory. */
+int tio_tensor_aligned(tio_tensor *t, size_t align, const char *what, char *err, size_t errlen);
 
 /*
  * Gives the tensor the dtype `want` if its file allows it: the same dtype, or a raw /
@@ -106,6 +129,7 @@ void *tio_copy_aligned(const void *src, size_t n);
 int64_t tio_bits_to_bytes(int64_t numel, int bits);
 /* Product of dims; -1 if a dim is negative or the product overflows. */
 int64_t tio_shape_numel(int ndim, const int64_t *shape);
+
 /* Writes buf to a fresh temporary file next to `final_path`; returns its malloc'd name. */
 char *tio_write_temp(const char *final_path, const uint8_t *buf, size_t len, char *err, size_t errlen);
 

@@ -1,10 +1,13 @@
 """The tool's files at their edges: a command's outputs appear together or not at all,
 new files honour the umask, `ulimit -f` is reported with the tool's message, special
-files are refused without blocking.
+files are refused without blocking, and reading a file takes memory bounded whatever
+its size.
 MXFUSE_CLI names the built `mxfuse` binary (ctest sets it)."""
+import json
 import os
 import resource
 import stat
+import struct
 import subprocess
 
 import numpy as np
@@ -54,3 +57,51 @@ def test_fifo_refused_without_blocking(tmp_path):
     os.mkfifo(f)
     p = _run(["inspect", f], timeout=20)
     assert p.returncode != 0 and "not a regular file" in p.stderr
+
+
+def _sparse_npy(path, shape, descr="<f4", itemsize=4):
+    """A .npy of zeros whose data is a hole (ftruncate): no disk, no time."""
+    hdr = "{'descr': '%s', 'fortran_order': False, 'shape': (%s), }" % (descr, "".join(f"{d}, " for d in shape))
+    hdr += " " * (63 - (10 + len(hdr)) % 64) + "\n"
+    with open(path, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
+        f.truncate(10 + len(hdr) + int(np.prod(shape)) * itemsize)
+
+
+def _peak_rss_kib(args):
+    """Runs the tool and returns its own peak RSS (KiB) and the completed run."""
+    p = subprocess.Popen([CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, ru = os.wait4(p.pid, 0)
+    out, err = p.stdout.read().decode(), p.stderr.read().decode()
+    p.stdout.close()
+    p.stderr.close()
+    p.returncode = os.waitstatus_to_exitcode(status)
+    return ru.ru_maxrss, p, out, err
+
+
+def test_inspect_memory_does_not_grow_with_the_file(tmp_path):
+    """inspect of a 512 MiB .npy and of a 576 MiB safetensors (a tensor at an odd offset,
+    a 64 MiB scale tensor) stays far below the files' size."""
+    x = tmp_path / "big.npy"
+    _sparse_npy(x, (128, 1 << 20))
+    rss, p, out, err = _peak_rss_kib(["inspect", x, "--json"])
+    assert p.returncode == 0, err
+    assert json.loads(out)["tensors"][0]["values"]["amax"] == 0
+    assert rss < 150 * 1024, f"inspect of a 512 MiB .npy peaked at {rss} KiB"
+
+    n = 128 << 20
+    h = {"odd": {"dtype": "U8", "shape": [3], "data_offsets": [0, 3]},
+         "w": {"dtype": "F32", "shape": [n], "data_offsets": [3, 3 + 4 * n]},
+         "w_scale": {"dtype": "F8_E8M0", "shape": [n // 2], "data_offsets": [3 + 4 * n, 3 + 4 * n + n // 2]}}
+    js = json.dumps(h).encode()
+    js += b" " * (-len(js) % 8)
+    st = tmp_path / "big.safetensors"
+    with open(st, "wb") as f:
+        f.write(struct.pack("<Q", len(js)) + js)
+        f.truncate(8 + len(js) + 3 + 4 * n + n // 2)
+    rss, p, out, err = _peak_rss_kib(["inspect", st, "--json"])
+    assert p.returncode == 0, err
+    t = {e["name"]: e for e in json.loads(out)["tensors"]}
+    assert t["w"]["values"]["amax"] == 0 and t["w_scale"]["scales"]["count"] == n // 2
+    assert t["w_scale"]["scales"]["histogram"] == {"0": n // 2}
+    assert rss < 150 * 1024, f"inspect of a 576 MiB safetensors peaked at {rss} KiB"
