@@ -6,13 +6,18 @@
  * files at every length, header lengths past the end or above the caps, overflowing
  * shapes, overlapping or outside offsets, unknown dtypes, Fortran order, ...). Tensors
  * read borrow the file's bytes, copied only to align or convert them. Saving is checked
- * to be all-or-nothing: a failure leaves no file and no temporary behind.
+ * to be all-or-nothing: a failure leaves no file and no temporary behind, with unnamed
+ * files and with the hidden temporaries of filesystems without O_TMPFILE, which a
+ * signal (SIGINT, SIGTERM, SIGHUP, SIGXFSZ) removes too.
  */
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tensor_io.h"
@@ -631,6 +636,108 @@ static void test_borrow(const char *root) {
   free(v);
 }
 
+/* Entries of dir whose names start with '.' (temporaries), "." and ".." aside. */
+static int count_hidden(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) ++n;
+  closedir(d);
+  return n;
+}
+
+/* An output file's life with either kind of temporary: invisible (unnamed) or hidden
+ * (named) while written, gone after a discard, linked or renamed over an existing file
+ * with mode 0666 & ~umask. */
+static void test_out_files(const char *root) {
+  for (int named = 0; named < 2; ++named) {
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/out%d", root, named);
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/f.npy", dir);
+    tio_out o;
+    TU_CHECK(tio_out_open(&o, path, named, err, sizeof err) == 0, "open (named %d): %s", named, err);
+    TU_CHECK(tio_out_write(&o, "hello", 5, err, sizeof err) == 0, "write: %s", err);
+    TU_CHECK(count_entries(dir) == named && count_hidden(dir) == named && !tio_out_temp_name(&o) == !named,
+             "while written: %d entries (named %d)", count_entries(dir), named);
+    tio_out_discard(&o);
+    TU_CHECK(count_entries(dir) == 0, "discarded: %d entries left (named %d)", count_entries(dir), named);
+
+    FILE *fp = fopen(path, "wb");
+    fputs("old contents", fp);
+    fclose(fp);
+    chmod(path, 0600);
+    const mode_t mask = umask(022);
+    TU_CHECK(tio_out_open(&o, path, named, err, sizeof err) == 0 &&
+                 tio_out_write(&o, "new", 3, err, sizeof err) == 0 &&
+                 tio_out_finish(&o, err, sizeof err) == 0 && tio_out_commit(&o, err, sizeof err) == 0,
+             "replace (named %d): %s", named, err);
+    tio_out_discard(&o);
+    umask(mask);
+    struct stat st;
+    char got[16] = {0};
+    fp = fopen(path, "rb");
+    size_t n = fp ? fread(got, 1, sizeof got, fp) : 0;
+    if (fp) fclose(fp);
+    TU_CHECK(n == 3 && !memcmp(got, "new", 3) && stat(path, &st) == 0 && (st.st_mode & 0777) == 0644 &&
+                 count_entries(dir) == 1,
+             "replaced with mode 0644 and nothing else left (named %d, mode %o, %d entries)", named,
+             (unsigned)(st.st_mode & 0777), count_entries(dir));
+  }
+
+  /* a whole save through hidden temporaries: the files, and on an error nothing */
+  float v[6] = {1, 2, 3, 4, 5, 6};
+  int64_t sh[2] = {2, 3};
+  tio_tensor ts[2] = {tio_tensor_view("x", MXF_F32, 2, sh, v),
+                      tio_tensor_view("z", MXF_DTYPE_INVALID, 2, sh, v)};
+  char out[600];
+  snprintf(out, sizeof out, "%s/named", root);
+  TU_CHECK(tio_save_files(out, ts, 1, NULL, 1, err, sizeof err) == 0 && count_entries(out) == 1,
+           "save through a named temporary: %s", err);
+  snprintf(out, sizeof out, "%s/named_bad", root);
+  TU_CHECK(tio_save_files(out, ts, 2, NULL, 1, err, sizeof err) == -1 && count_entries(out) == 0,
+           "a failed save through named temporaries leaves nothing (%d entries)", count_entries(out));
+}
+
+/* A process killed by `sig` while its hidden temporary is open leaves nothing behind. */
+static void test_named_signal(const char *root, int sig) {
+  char dir[600], path[700];
+  snprintf(dir, sizeof dir, "%s/sig%d", root, sig);
+  mkdir(dir, 0777);
+  snprintf(path, sizeof path, "%s/f.npy", dir);
+  int ready[2];
+  if (pipe(ready)) return;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(ready[0]);
+    tio_out o;
+    static uint8_t block[1 << 16];
+    if (sig == SIGXFSZ) { /* the signal comes from the write past ulimit -f */
+      struct rlimit rl = {1 << 16, 1 << 16};
+      setrlimit(RLIMIT_FSIZE, &rl);
+    }
+    if (tio_out_open(&o, path, 1, err, sizeof err) || tio_out_write(&o, block, sizeof block, err, sizeof err))
+      _exit(3);
+    if (write(ready[1], "r", 1) != 1) _exit(4);
+    if (sig == SIGXFSZ) tio_out_write(&o, block, sizeof block, err, sizeof err);
+    for (;;)
+      pause();
+  }
+  close(ready[1]);
+  char c;
+  const int got_ready = read(ready[0], &c, 1) == 1;
+  close(ready[0]);
+  TU_CHECK(got_ready && count_hidden(dir) == 1, "signal %d: the temporary exists while written", sig);
+  if (sig != SIGXFSZ) kill(pid, sig);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  TU_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == sig, "signal %d: the process died of it (status %#x)",
+           sig, status);
+  TU_CHECK(count_entries(dir) == 0, "signal %d: %d entries left", sig, count_entries(dir));
+}
+
 int main(void) {
   tu_rng_init(&rng, tu_seed());
   test_npy_roundtrip();
@@ -640,9 +747,13 @@ int main(void) {
   test_st_roundtrip();
   test_st_hostile();
   test_files();
-  char root[] = "/tmp/mxf_tio_map_XXXXXX";
+  char root[] = "/tmp/mxf_tio_out_XXXXXX";
   if (mkdtemp(root)) {
     test_borrow(root);
+    test_out_files(root);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGXFSZ};
+    for (int i = 0; i < 4; ++i)
+      test_named_signal(root, sigs[i]);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
     TU_CHECK(system(cmd) == 0, "cleanup");

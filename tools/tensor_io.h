@@ -18,8 +18,11 @@
  * grow with the file. A tensor holds memory of its own only after a conversion
  * (tio_tensor_as, tio_tensor_aligned, tio_tensor_take).
  *
- * Writing goes to a temporary file in the destination directory that is renamed into
- * place at the end, so an error never leaves a partial file behind.
+ * Writing goes to an unnamed file in the destination directory (O_TMPFILE) that is linked
+ * into place at the end, so neither an error nor a killed run leaves anything behind;
+ * where the filesystem has no O_TMPFILE, to a hidden temporary name that every error path
+ * and SIGINT / SIGTERM / SIGHUP / SIGXFSZ remove (SIGKILL cannot be caught: such a run may
+ * leave one there).
  */
 #ifndef MXF_TENSOR_IO_H
 #define MXF_TENSOR_IO_H
@@ -113,11 +116,17 @@ int tio_st_serialize(const tio_tensor *ts, int n, const char *metadata_json, uin
 /*
  * Saves tensors to `dest`: a path ending in ".safetensors" gets one file holding all of
  * them; anything else is a directory (created if missing) that gets NAME.npy per
- * tensor. Every file is first written under a temporary name in its final directory;
- * only when all are complete are they renamed into place.
+ * tensor. Every file is first written (and fsync'd) unnamed in its final directory;
+ * only when all are complete, and every final path is free or a regular file, are they
+ * linked into place (an existing file is replaced atomically). New files take mode
+ * 0666 & ~umask, an overwritten one too.
  */
 int tio_save(const char *dest, const tio_tensor *ts, int n, const char *metadata_json, char *err,
              size_t errlen);
+/* tio_save with the kind of file asked: named = 1 writes through hidden temporaries as
+ * where the filesystem has no O_TMPFILE (what tests of that path call). */
+int tio_save_files(const char *dest, const tio_tensor *ts, int n, const char *metadata_json, int named,
+                   char *err, size_t errlen);
 
 /* ------------------------------------------------------------ shared by npy.c / safetensors.c */
 /* printf into err; returns -1 so that callers can write `return tio_errf(...)`. */
@@ -130,7 +139,28 @@ int64_t tio_bits_to_bytes(int64_t numel, int bits);
 /* Product of dims; -1 if a dim is negative or the product overflows. */
 int64_t tio_shape_numel(int ndim, const int64_t *shape);
 
-/* Writes buf to a fresh temporary file next to `final_path`; returns its malloc'd name. */
-char *tio_write_temp(const char *final_path, const uint8_t *buf, size_t len, char *err, size_t errlen);
+/*
+ * One output file on its way into place (what tio_save does per file). tio_out_open
+ * opens an unnamed file in final_path's directory (O_TMPFILE), or, where the filesystem
+ * has none or `named` asks for it, a hidden temporary ".BASE.XXXXXX" next to it, which
+ * is registered with a handler of SIGINT, SIGTERM, SIGHUP and SIGXFSZ (installed where
+ * the signal's action is the default) that unlinks it. tio_out_write writes (EINTR and
+ * short writes retried); tio_out_finish sets the mode and fsyncs; tio_out_commit links
+ * or renames the file to final_path, replacing a file there atomically, and closes it;
+ * tio_out_discard closes it and removes the temporary. Each returns -1 with a message
+ * naming final_path on an error (the file is then still to be discarded).
+ */
+typedef struct tio_out {
+  int fd;
+  char *final; /* malloc'd copy of final_path */
+  int slot;    /* the registered temporary name (named files), or -1 */
+} tio_out;
+int tio_out_open(tio_out *o, const char *final_path, int named, char *err, size_t errlen);
+int tio_out_write(tio_out *o, const void *buf, size_t len, char *err, size_t errlen);
+int tio_out_finish(tio_out *o, char *err, size_t errlen);
+int tio_out_commit(tio_out *o, char *err, size_t errlen);
+void tio_out_discard(tio_out *o);
+/* The temporary's name while a named file is open, else NULL (for tests). */
+const char *tio_out_temp_name(const tio_out *o);
 
 #endif /* MXF_TENSOR_IO_H */

@@ -1,14 +1,16 @@
 """The tool's files at their edges: a command's outputs appear together or not at all,
 new files honour the umask, `ulimit -f` is reported with the tool's message, special
-files are refused without blocking, and reading a file takes memory bounded whatever
-its size.
+files are refused without blocking, a run killed while it writes leaves nothing but
+complete outputs, and reading a file takes memory bounded whatever its size.
 MXFUSE_CLI names the built `mxfuse` binary (ctest sets it)."""
 import json
 import os
 import resource
+import signal
 import stat
 import struct
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -66,6 +68,53 @@ def _sparse_npy(path, shape, descr="<f4", itemsize=4):
     with open(path, "wb") as f:
         f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(hdr)) + hdr.encode())
         f.truncate(10 + len(hdr) + int(np.prod(shape)) * itemsize)
+
+
+def _wchar(pid):
+    try:
+        with open(f"/proc/{pid}/io") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("wchar"))
+    except (OSError, StopIteration):
+        return None
+
+
+QUANT_OUTPUTS = {"q_row.npy": (4096, 8192), "s_row.npy": (4096, 256), "q_col.npy": (4096, 8192), "s_col.npy": (128, 8192)}
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs /proc/PID/io to follow the writes")
+def test_killed_while_writing_leaves_only_complete_outputs(tmp_path):
+    """SIGKILL at points spread over the writing of 136 MB of outputs: the directory never
+    holds anything but complete outputs, hidden temporaries included."""
+    x = tmp_path / "x.npy"
+    _sparse_npy(x, (4096, 8192))
+    total = sum(np.prod(s) + 128 for s in QUANT_OUTPUTS.values())
+    mid_write = 0
+    for rnd, frac in enumerate([0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 0.98, 0.0, 0.5, 0.9]):
+        out = tmp_path / f"o{rnd}"
+        out.mkdir()
+        if rnd >= 7:  # outputs already there: they are replaced, old or new but whole
+            for name, shape in QUANT_OUTPUTS.items():
+                np.save(out / name, np.full(shape, 7, np.uint8))
+        p = subprocess.Popen([CLI, "quantize", x, "--out", out], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        seen, killed_at = set(), None
+        while p.poll() is None:
+            w = _wchar(p.pid)
+            if rnd < 7:
+                seen.update(os.listdir(out))
+            if w is not None and w > frac * total:
+                p.send_signal(signal.SIGKILL)
+                killed_at = w
+                break
+        p.wait()
+        if p.returncode == -signal.SIGKILL and killed_at is not None and killed_at < total:
+            mid_write += 1
+        left = sorted(os.listdir(out))
+        assert set(left) <= set(QUANT_OUTPUTS), (frac, left)
+        assert seen <= set(QUANT_OUTPUTS), ("seen while writing", frac, sorted(seen))
+        for name in left:
+            a = np.load(out / name)
+            assert a.shape == QUANT_OUTPUTS[name] and a.dtype == np.uint8, (name, a.shape)
+    assert mid_write >= 5, f"only {mid_write} kills landed while the outputs were written"
 
 
 def _peak_rss_kib(args):
