@@ -10,6 +10,7 @@ import signal
 import stat
 import struct
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -117,15 +118,26 @@ def test_killed_while_writing_leaves_only_complete_outputs(tmp_path):
     assert mid_write >= 5, f"only {mid_write} kills landed while the outputs were written"
 
 
+# A child's peak RSS counts the memory of the process it was forked from until its exec
+# (Linux keeps the larger), and pytest may hold torch and jax: the tool is started from
+# a bare interpreter, which reports the peak as its last line on stderr.
+_PEAK_RSS = """import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, ru = os.wait4(pid, 0)
+sys.stderr.write("\\npeak_rss_kib %d\\n" % ru.ru_maxrss)
+sys.exit(os.waitstatus_to_exitcode(status) & 0xFF)
+"""
+
+
 def _peak_rss_kib(args):
-    """Runs the tool and returns its own peak RSS (KiB) and the completed run."""
-    p = subprocess.Popen([CLI, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, status, ru = os.wait4(p.pid, 0)
-    out, err = p.stdout.read().decode(), p.stderr.read().decode()
-    p.stdout.close()
-    p.stderr.close()
-    p.returncode = os.waitstatus_to_exitcode(status)
-    return ru.ru_maxrss, p, out, err
+    """Runs the tool; returns its peak RSS (KiB), exit status, stdout and stderr."""
+    p = subprocess.run([sys.executable, "-S", "-E", "-c", _PEAK_RSS, CLI, *map(str, args)],
+                       capture_output=True, text=True, timeout=300)
+    err, _, last = p.stderr.rstrip("\n").rpartition("\n")
+    assert last.startswith("peak_rss_kib "), p.stderr
+    return int(last.split()[1]), p, p.stdout, err
 
 
 def test_inspect_memory_does_not_grow_with_the_file(tmp_path):
