@@ -506,16 +506,19 @@ static void test_st_hostile(void) {
 }
 
 /* ------------------------------------------------------------ files */
-static int count_entries(const char *dir) {
+/* Entries of dir ("." and ".." aside), or only those whose names start with '.'. */
+static int count_names(const char *dir, int hidden_only) {
   DIR *d = opendir(dir);
   if (!d) return -1;
   int n = 0;
   struct dirent *e;
   while ((e = readdir(d)))
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) ++n;
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && (!hidden_only || e->d_name[0] == '.')) ++n;
   closedir(d);
   return n;
 }
+
+static int count_entries(const char *dir) { return count_names(dir, 0); }
 
 static void test_files(void) {
   char root[] = "/tmp/mxf_tio_XXXXXX";
@@ -637,16 +640,7 @@ static void test_borrow(const char *root) {
 }
 
 /* Entries of dir whose names start with '.' (temporaries), "." and ".." aside. */
-static int count_hidden(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return -1;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)))
-    if (e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) ++n;
-  closedir(d);
-  return n;
-}
+static int count_hidden(const char *dir) { return count_names(dir, 1); }
 
 /* An output file's life with either kind of temporary: invisible (unnamed) or hidden
  * (named) while written, gone after a discard, linked or renamed over an existing file
