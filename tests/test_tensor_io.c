@@ -4,14 +4,20 @@
  * Round trips of every dtype with random shapes and data; hand-made headers of npy 1.0,
  * 2.0 and 3.0; and every hostile case the readers must refuse with a message (truncated
  * files at every length, header lengths past the end or above the caps, overflowing
- * shapes, overlapping or outside offsets, unknown dtypes, Fortran order, ...). Saving
- * is checked to be all-or-nothing: a failure leaves no file and no temporary behind.
+ * shapes, overlapping or outside offsets, unknown dtypes, Fortran order, ...). Tensors
+ * read borrow the file's bytes, copied only to align or convert them. Saving is checked
+ * to be all-or-nothing: a failure leaves no file and no temporary behind, with unnamed
+ * files and with the hidden temporaries of filesystems without O_TMPFILE, which a
+ * signal (SIGINT, SIGTERM, SIGHUP, SIGXFSZ) removes too.
  */
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tensor_io.h"
@@ -112,7 +118,12 @@ static void test_npy_roundtrip(void) {
                  "%s: dtype/shape survive", tio_dtype_name(dts[k]));
         TU_CHECK(got.nbytes == (size_t)nb && (nb == 0 || !memcmp(got.data, data, (size_t)nb)),
                  "%s: bytes survive", tio_dtype_name(dts[k]));
-        TU_CHECK(((uintptr_t)got.data & 63) == 0, "data is 64-byte aligned");
+        /* the data is read where it lies: 64 bytes into the buffer past the header, or packed
+         * into 64-byte aligned memory of the tensor's own */
+        TU_CHECK(got.own
+                     ? got.data == got.own && ((uintptr_t)got.data & 63) == 0
+                     : (const uint8_t *)got.data == ser + (len - (size_t)nb) && (len - (size_t)nb) % 64 == 0,
+                 "%s: data borrowed at a 64-byte offset, or owned and aligned", tio_dtype_name(dts[k]));
         tio_tensor_free(&got);
       }
       free(ser);
@@ -298,21 +309,21 @@ static void test_npy_hostile(void) {
 static void test_tensor_as(void) {
   uint8_t codes[8] = {0, 1, 2, 3, 15, 14, 8, 7};
   int64_t shape[2] = {2, 4};
-  tio_tensor t = tio_tensor_view("c", MXF_U8, 2, shape, NULL);
-  t.data = tio_copy_aligned(codes, 8);
+  tio_tensor t = tio_tensor_view("c", MXF_U8, 2, shape, codes); /* borrowed, as from a file */
   t.raw_bits = 8;
   t.name = strdup("c");
   TU_CHECK(tio_tensor_as(&t, MXF_E2M1, "c", err, sizeof err) == 0, "u8 codes -> e2m1: %s", err);
   const uint8_t *p = t.data;
   TU_CHECK(t.nbytes == 4 && p[0] == 0x10 && p[1] == 0x32 && p[2] == 0xEF && p[3] == 0x78 && t.shape[1] == 4,
            "e2m1 packed low nibble first");
+  TU_CHECK(t.own == t.data && codes[3] == 3 && codes[4] == 15,
+           "packed into memory of its own, the file's bytes kept");
   TU_CHECK(tio_tensor_as(&t, MXF_E2M1X2, "c", err, sizeof err) == 0 && t.shape[1] == 2, "e2m1 -> bytes view");
   TU_CHECK(tio_tensor_as(&t, MXF_E4M3, "c", err, sizeof err) == -1 && strstr(err, "expected e4m3"),
            "packed e2m1 is not e4m3: %s", err);
   tio_tensor_free(&t);
   codes[3] = 0x10;
-  t = tio_tensor_view("c", MXF_DTYPE_INVALID, 2, shape, NULL);
-  t.data = tio_copy_aligned(codes, 8);
+  t = tio_tensor_view("c", MXF_DTYPE_INVALID, 2, shape, codes);
   t.raw_bits = 8;
   t.name = strdup("c");
   TU_CHECK(tio_tensor_as(&t, MXF_E2M1, "c.npy", err, sizeof err) == -1 && strstr(err, "c.npy") &&
@@ -368,6 +379,9 @@ static void test_st_roundtrip(void) {
                      !memcmp(g->shape, ts[i].shape, sizeof(int64_t) * (size_t)ts[i].ndim) &&
                      g->nbytes == ts[i].nbytes && (!g->nbytes || !memcmp(g->data, ts[i].data, g->nbytes)),
                  "st tensor %s (%s) survives", names[i], tio_dtype_name(ts[i].dtype));
+        TU_CHECK(g && !g->own && (const uint8_t *)g->data >= ser + 8 + hl &&
+                     (const uint8_t *)g->data + g->nbytes <= ser + len,
+                 "st tensor %s borrows the buffer", names[i]);
       }
       TU_CHECK(meta ? (f.metadata_json && strstr(f.metadata_json, "\"seed\":\"42\"")) : !f.metadata_json,
                "metadata survives");
@@ -492,16 +506,19 @@ static void test_st_hostile(void) {
 }
 
 /* ------------------------------------------------------------ files */
-static int count_entries(const char *dir) {
+/* Entries of dir ("." and ".." aside), or only those whose names start with '.'. */
+static int count_names(const char *dir, int hidden_only) {
   DIR *d = opendir(dir);
   if (!d) return -1;
   int n = 0;
   struct dirent *e;
   while ((e = readdir(d)))
-    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) ++n;
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && (!hidden_only || e->d_name[0] == '.')) ++n;
   closedir(d);
   return n;
 }
+
+static int count_entries(const char *dir) { return count_names(dir, 0); }
 
 static void test_files(void) {
   char root[] = "/tmp/mxf_tio_XXXXXX";
@@ -584,6 +601,137 @@ static void test_files(void) {
   TU_CHECK(system(cmd) == 0, "cleanup");
 }
 
+/* A tensor borrowed at an odd offset is copied to aligned memory when asked; an aligned
+ * one stays where it is; released pages of a loaded file still read the same. */
+static void test_borrow(const char *root) {
+  uint8_t *b = tu_malloc(4 * 64 + 1);
+  for (int i = 0; i < 4 * 64 + 1; ++i)
+    b[i] = (uint8_t)i;
+  int64_t shape[1] = {64};
+  tio_tensor t = tio_tensor_view("odd", MXF_F32, 1, shape, b + 1);
+  TU_CHECK(tio_tensor_aligned(&t, TIO_DATA_ALIGN, "odd", err, sizeof err) == 0 && t.own == t.data &&
+               ((uintptr_t)t.data & 63) == 0 && !memcmp(t.data, b + 1, 4 * 64),
+           "a misaligned tensor is copied to aligned memory");
+  free(t.own);
+  t = tio_tensor_view("even", MXF_F32, 1, shape, b);
+  TU_CHECK(tio_tensor_aligned(&t, TIO_DATA_ALIGN, "even", err, sizeof err) == 0 && !t.own && t.data == b,
+           "an aligned tensor stays borrowed");
+  free(b);
+
+  char path[1024];
+  snprintf(path, sizeof path, "%s/big", root);
+  enum { N = 3 << 18 }; /* 3 MiB of f32: pages wholly inside the data */
+  float *v = tu_malloc(N * sizeof(float));
+  for (int i = 0; i < N; ++i)
+    v[i] = (float)i;
+  tio_tensor x = tio_tensor_view("big", MXF_F32, 1, (int64_t[]){N}, v);
+  TU_CHECK(tio_save(path, &x, 1, NULL, err, sizeof err) == 0, "save big: %s", err);
+  snprintf(path, sizeof path, "%s/big/big.npy", root);
+  tio_file f;
+  TU_CHECK(tio_load(path, &f, err, sizeof err) == 0 && f.map && !f.t[0].own &&
+               (const uint8_t *)f.t[0].data > (const uint8_t *)f.map,
+           "loaded tensor borrows the mapping: %s", err);
+  if (f.map) {
+    tio_file_release(&f, f.t[0].data, f.t[0].nbytes);
+    TU_CHECK(!memcmp(f.t[0].data, v, N * sizeof(float)), "released pages read the file's bytes again");
+    tio_file_free(&f);
+  }
+  free(v);
+}
+
+/* Entries of dir whose names start with '.' (temporaries), "." and ".." aside. */
+static int count_hidden(const char *dir) { return count_names(dir, 1); }
+
+/* An output file's life with either kind of temporary: invisible (unnamed) or hidden
+ * (named) while written, gone after a discard, linked or renamed over an existing file
+ * with mode 0666 & ~umask. */
+static void test_out_files(const char *root) {
+  for (int named = 0; named < 2; ++named) {
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/out%d", root, named);
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/f.npy", dir);
+    tio_out o;
+    TU_CHECK(tio_out_open(&o, path, named, err, sizeof err) == 0, "open (named %d): %s", named, err);
+    TU_CHECK(tio_out_write(&o, "hello", 5, err, sizeof err) == 0, "write: %s", err);
+    TU_CHECK(count_entries(dir) == named && count_hidden(dir) == named && !tio_out_temp_name(&o) == !named,
+             "while written: %d entries (named %d)", count_entries(dir), named);
+    tio_out_discard(&o);
+    TU_CHECK(count_entries(dir) == 0, "discarded: %d entries left (named %d)", count_entries(dir), named);
+
+    FILE *fp = fopen(path, "wb");
+    fputs("old contents", fp);
+    fclose(fp);
+    chmod(path, 0600);
+    const mode_t mask = umask(022);
+    TU_CHECK(tio_out_open(&o, path, named, err, sizeof err) == 0 &&
+                 tio_out_write(&o, "new", 3, err, sizeof err) == 0 &&
+                 tio_out_finish(&o, err, sizeof err) == 0 && tio_out_commit(&o, err, sizeof err) == 0,
+             "replace (named %d): %s", named, err);
+    tio_out_discard(&o);
+    umask(mask);
+    struct stat st;
+    char got[16] = {0};
+    fp = fopen(path, "rb");
+    size_t n = fp ? fread(got, 1, sizeof got, fp) : 0;
+    if (fp) fclose(fp);
+    TU_CHECK(n == 3 && !memcmp(got, "new", 3) && stat(path, &st) == 0 && (st.st_mode & 0777) == 0644 &&
+                 count_entries(dir) == 1,
+             "replaced with mode 0644 and nothing else left (named %d, mode %o, %d entries)", named,
+             (unsigned)(st.st_mode & 0777), count_entries(dir));
+  }
+
+  /* a whole save through hidden temporaries: the files, and on an error nothing */
+  float v[6] = {1, 2, 3, 4, 5, 6};
+  int64_t sh[2] = {2, 3};
+  tio_tensor ts[2] = {tio_tensor_view("x", MXF_F32, 2, sh, v),
+                      tio_tensor_view("z", MXF_DTYPE_INVALID, 2, sh, v)};
+  char out[600];
+  snprintf(out, sizeof out, "%s/named", root);
+  TU_CHECK(tio_save_files(out, ts, 1, NULL, 1, err, sizeof err) == 0 && count_entries(out) == 1,
+           "save through a named temporary: %s", err);
+  snprintf(out, sizeof out, "%s/named_bad", root);
+  TU_CHECK(tio_save_files(out, ts, 2, NULL, 1, err, sizeof err) == -1 && count_entries(out) == 0,
+           "a failed save through named temporaries leaves nothing (%d entries)", count_entries(out));
+}
+
+/* A process killed by `sig` while its hidden temporary is open leaves nothing behind. */
+static void test_named_signal(const char *root, int sig) {
+  char dir[600], path[700];
+  snprintf(dir, sizeof dir, "%s/sig%d", root, sig);
+  mkdir(dir, 0777);
+  snprintf(path, sizeof path, "%s/f.npy", dir);
+  int ready[2];
+  if (pipe(ready)) return;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(ready[0]);
+    tio_out o;
+    static uint8_t block[1 << 16];
+    if (sig == SIGXFSZ) { /* the signal comes from the write past ulimit -f */
+      struct rlimit rl = {1 << 16, 1 << 16};
+      setrlimit(RLIMIT_FSIZE, &rl);
+    }
+    if (tio_out_open(&o, path, 1, err, sizeof err) || tio_out_write(&o, block, sizeof block, err, sizeof err))
+      _exit(3);
+    if (write(ready[1], "r", 1) != 1) _exit(4);
+    if (sig == SIGXFSZ) tio_out_write(&o, block, sizeof block, err, sizeof err);
+    for (;;)
+      pause();
+  }
+  close(ready[1]);
+  char c;
+  const int got_ready = read(ready[0], &c, 1) == 1;
+  close(ready[0]);
+  TU_CHECK(got_ready && count_hidden(dir) == 1, "signal %d: the temporary exists while written", sig);
+  if (sig != SIGXFSZ) kill(pid, sig);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  TU_CHECK(WIFSIGNALED(status) && WTERMSIG(status) == sig, "signal %d: the process died of it (status %#x)",
+           sig, status);
+  TU_CHECK(count_entries(dir) == 0, "signal %d: %d entries left", sig, count_entries(dir));
+}
+
 int main(void) {
   tu_rng_init(&rng, tu_seed());
   test_npy_roundtrip();
@@ -593,5 +741,18 @@ int main(void) {
   test_st_roundtrip();
   test_st_hostile();
   test_files();
+  char root[] = "/tmp/mxf_tio_out_XXXXXX";
+  if (mkdtemp(root)) {
+    test_borrow(root);
+    test_out_files(root);
+    const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGXFSZ};
+    for (int i = 0; i < 4; ++i)
+      test_named_signal(root, sigs[i]);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    TU_CHECK(system(cmd) == 0, "cleanup");
+  } else {
+    TU_CHECK(0, "mkdtemp failed");
+  }
   return tu_finish("test_tensor_io");
 }

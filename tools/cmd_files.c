@@ -69,6 +69,17 @@ static tio_file *fc_open(fc_ctx *c, const char *path) {
   return &c->files[c->nfiles++];
 }
 
+/* An operand's data is the file's mapping where that is aligned as the library asks; a
+ * tensor at a less aligned offset (safetensors packs tensors back to back) is copied. */
+static int operand_aligned(fc_ctx *c, fc_operand *op) {
+  char err[TIO_ERR_LEN];
+  if (tio_tensor_aligned(op->t, TIO_DATA_ALIGN, op->what, err, sizeof err)) {
+    mxf_cli_err(c->cmd, "%s", err);
+    return -1;
+  }
+  return 1;
+}
+
 static int has_suffix(const char *s, size_t n, const char *suf) {
   size_t m = strlen(suf);
   return n >= m && !memcmp(s + n - m, suf, m);
@@ -105,7 +116,7 @@ int fc_operand_get(fc_ctx *c, const char *spec, const char *name, int required, 
   if (is_npy && f->n == 1) {
     op->t = &f->t[0];
     snprintf(op->what, sizeof op->what, "%s", path);
-    return 1;
+    return operand_aligned(c, op);
   }
   op->t = tio_file_find(f, tname);
   if (!op->t && !colon && spec != c->in && f->n == 1) {
@@ -121,7 +132,7 @@ int fc_operand_get(fc_ctx *c, const char *spec, const char *name, int required, 
                 path, tname, f->n, f->n == 1 ? "" : "s", path);
     return -1;
   }
-  return 1;
+  return operand_aligned(c, op);
 }
 
 int fc_check_output_opt(fc_ctx *c, const char *src) {
@@ -177,9 +188,7 @@ int fc_f32_to_bf16(fc_ctx *c, fc_operand *op) {
   const float *f = t->data;
   for (int64_t i = 0; i < n; ++i)
     h[i] = mxf_f32_to_bf16(f[i]);
-  free(t->data);
-  t->data = h;
-  t->nbytes = (size_t)n * 2;
+  tio_tensor_take(t, h, (size_t)n * 2);
   t->dtype = MXF_BF16;
   t->raw_bits = 0;
   return 0;
@@ -345,13 +354,41 @@ typedef struct scale_stats {
   int minb, maxb;
 } scale_stats;
 
-static void stats_bytes(const uint8_t *p, int64_t n, scale_stats *s) {
+/*
+ * inspect reads a tensor in pieces of INSPECT_CHUNK values, each copied into a buffer of
+ * its own (aligned for the dtype wherever the file put the tensor), and hands the pages
+ * it has read back to the system: memory stays bounded whatever the file's size.
+ */
+#define INSPECT_CHUNK ((int64_t)1 << 20)
+
+typedef struct chunk_reader {
+  const tio_file *f;
+  const tio_tensor *t;
+  void *buf; /* room for INSPECT_CHUNK values of the widest dtype (f32) */
+} chunk_reader;
+
+/* Values [i0, i0 + n) of the tensor (i0 a multiple of INSPECT_CHUNK, n at most that), in
+ * the reader's buffer; the mapping's pages of them are released. */
+static const void *chunk_at(chunk_reader *r, int64_t i0, int64_t n) {
+  const mxf_dtype dt = r->t->dtype == MXF_DTYPE_INVALID ? MXF_U8 : r->t->dtype;
+  const size_t off = (size_t)tio_dtype_bytes(dt, i0), len = (size_t)tio_dtype_bytes(dt, n);
+  const uint8_t *src = (const uint8_t *)r->t->data + off;
+  memcpy(r->buf, src, len);
+  tio_file_release(r->f, src, len);
+  return r->buf;
+}
+
+static void stats_bytes(chunk_reader *r, int64_t n, scale_stats *s) {
   memset(s, 0, sizeof *s);
   s->minb = 255;
   s->maxb = -1;
   s->n = n;
-  for (int64_t i = 0; i < n; ++i)
-    s->hist[p[i]]++;
+  for (int64_t i0 = 0; i0 < n; i0 += INSPECT_CHUNK) {
+    const int64_t m = n - i0 < INSPECT_CHUNK ? n - i0 : INSPECT_CHUNK;
+    const uint8_t *p = chunk_at(r, i0, m);
+    for (int64_t i = 0; i < m; ++i)
+      s->hist[p[i]]++;
+  }
   s->nan = s->hist[0xFF];
   for (int b = 0; b < 255; ++b)
     if (s->hist[b]) {
@@ -440,20 +477,25 @@ static void print_scale_stats(FILE *f, const scale_stats *s, int json) {
   }
 }
 
-static void value_summary(FILE *f, const tio_tensor *t, int json) {
+static void value_summary(FILE *f, chunk_reader *r, int json) {
+  const tio_tensor *t = r->t;
   int64_t n = tio_numel(t), nan = 0, inf = 0;
   double mn = INFINITY, mx = -INFINITY, amax = 0, sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    double v = fc_decode(t->dtype, t->data, i);
-    if (isnan(v)) {
-      ++nan;
-      continue;
+  for (int64_t i0 = 0; i0 < n; i0 += INSPECT_CHUNK) {
+    const int64_t m = n - i0 < INSPECT_CHUNK ? n - i0 : INSPECT_CHUNK;
+    const void *p = chunk_at(r, i0, m);
+    for (int64_t i = 0; i < m; ++i) {
+      double v = fc_decode(t->dtype, p, i);
+      if (isnan(v)) {
+        ++nan;
+        continue;
+      }
+      if (isinf(v)) ++inf;
+      if (v < mn) mn = v;
+      if (v > mx) mx = v;
+      if (fabs(v) > amax) amax = fabs(v);
+      sum += v;
     }
-    if (isinf(v)) ++inf;
-    if (v < mn) mn = v;
-    if (v > mx) mx = v;
-    if (fabs(v) > amax) amax = fabs(v);
-    sum += v;
   }
   int64_t fin = n - nan;
   if (json) {
@@ -519,6 +561,12 @@ int mxf_cmd_inspect(int argc, char **argv) {
     mxf_cli_err(cmd, "%s", err);
     return MXF_CLI_FAIL;
   }
+  chunk_reader reader = {&f, NULL, tio_copy_aligned(NULL, (size_t)INSPECT_CHUNK * 4)};
+  if (!reader.buf) {
+    tio_file_free(&f);
+    mxf_cli_err(cmd, "out of memory");
+    return MXF_CLI_FAIL;
+  }
   size_t total = 0;
   for (int i = 0; i < f.n; ++i)
     total += f.t[i].nbytes;
@@ -552,17 +600,19 @@ int mxf_cmd_inspect(int argc, char **argv) {
       printf("  %-28s %-10s %-14s %-20s %zu bytes\n", t->name, t->file_dtype, ours,
              mxf_cli_shape_str(sh, sizeof sh, t->shape, t->ndim), t->nbytes);
     }
+    reader.t = t;
     if (is_scale) {
       scale_stats s;
-      stats_bytes(t->data, (int64_t)t->nbytes, &s);
+      stats_bytes(&reader, (int64_t)t->nbytes, &s);
       print_scale_stats(stdout, &s, json);
     } else if (t->dtype != MXF_DTYPE_INVALID && t->dtype != MXF_U8 && t->dtype != MXF_I8 &&
                tio_numel(t) > 0) {
-      value_summary(stdout, t, json);
+      value_summary(stdout, &reader, json);
     }
     if (json) printf("}");
   }
   if (json) printf("]}\n");
+  free(reader.buf);
   tio_file_free(&f);
   return MXF_CLI_OK;
 }

@@ -254,11 +254,11 @@ int tio_npy_parse(const uint8_t *buf, size_t len, const char *name, tio_tensor *
   t->ndim = ndim;
   memcpy(t->shape, shape, sizeof(int64_t) * (size_t)ndim);
   t->nbytes = (size_t)nbytes;
-  t->data = tio_copy_aligned(buf + data_off, t->nbytes);
+  t->data = buf + data_off; /* borrowed: buf outlives the tensor */
   t->name = strdup(name ? name : "");
-  if (!t->data || !t->name) {
+  if (!t->name) {
     tio_tensor_free(t);
-    return tio_errf(err, errlen, "out of memory for %lld bytes", (long long)nbytes);
+    return tio_errf(err, errlen, "out of memory");
   }
   return 0;
 }

@@ -249,19 +249,10 @@ int tio_st_parse(const uint8_t *buf, size_t len, tio_file *f, char *err, size_t 
       free(sorted);
     }
   }
-  /* copy the data only once the whole header checked out */
+  /* the tensors borrow buf (which outlives them) once the whole header checked out */
   const uint8_t *data = buf + 8 + hlen;
-  if (!rc) {
-    int64_t *begins = malloc(sizeof *begins * (size_t)(f->n ? f->n : 1));
-    if (!begins) rc = tio_errf(err, errlen, "out of memory");
-    for (int i = 0; !rc && i < f->n; ++i)
-      begins[ranges[i].idx] = ranges[i].begin;
-    for (int i = 0; !rc && i < f->n; ++i) {
-      f->t[i].data = tio_copy_aligned(data + begins[i], f->t[i].nbytes);
-      if (!f->t[i].data) rc = tio_errf(err, errlen, "out of memory for tensor '%s'", f->t[i].name);
-    }
-    free(begins);
-  }
+  for (int i = 0; !rc && i < f->n; ++i)
+    f->t[ranges[i].idx].data = data + ranges[i].begin;
   free(ranges);
   cJSON_Delete(root);
   if (rc) tio_file_free(f);

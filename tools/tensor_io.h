@@ -14,8 +14,15 @@
  * A failing call returns -1 and writes a one-line message naming the file and the
  * problem into `err`; nothing is allocated for the caller then.
  *
- * Writing goes to a temporary file in the destination directory that is renamed into
- * place at the end, so an error never leaves a partial file behind.
+ * Reading maps the file read-only and the tensors point into the mapping: memory does not
+ * grow with the file. A tensor holds memory of its own only after a conversion
+ * (tio_tensor_as, tio_tensor_aligned, tio_tensor_take).
+ *
+ * Writing goes to an unnamed file in the destination directory (O_TMPFILE) that is linked
+ * into place at the end, so neither an error nor a killed run leaves anything behind;
+ * where the filesystem has no O_TMPFILE, to a hidden temporary name that every error path
+ * and SIGINT / SIGTERM / SIGHUP / SIGXFSZ remove (SIGKILL cannot be caught: such a run may
+ * leave one there).
  */
 #ifndef MXF_TENSOR_IO_H
 #define MXF_TENSOR_IO_H
@@ -39,7 +46,9 @@ typedef struct tio_tensor {
   char file_dtype[24]; /* the dtype as the file spells it ("F8_E4M3", "<V1")            */
   int ndim;
   int64_t shape[TIO_MAX_DIMS]; /* counts values (e2m1: values, storage packs two a byte) */
-  void *data;                  /* 64-byte aligned copy of the data, owned by the tensor            */
+  const void *data;            /* the bytes: in the file's read-only mapping (or the parser's
+                                  buffer), or in `own`                                      */
+  void *own;                   /* memory the tensor owns (64-byte aligned; freed with it), or NULL */
   size_t nbytes;
 } tio_tensor;
 
@@ -47,19 +56,36 @@ typedef struct tio_file {
   int n;
   tio_tensor *t;
   char *metadata_json; /* safetensors "__metadata__" as compact JSON, or NULL          */
+  void *map;           /* the file mapped read-only, which the tensors borrow; unmapped by
+                          tio_file_free                                                    */
+  size_t map_len;
 } tio_file;
+
+/* The alignment the library asks of operand data (SPEC §1.1: 16-byte row starts). */
+#define TIO_DATA_ALIGN 16
 
 /* ------------------------------------------------------------ reading */
 /* Reads a .npy or .safetensors file (told apart by its first bytes). */
 int tio_load(const char *path, tio_file *f, char *err, size_t errlen);
 /* Parsers over a buffer in memory (what tio_load and the fuzz targets call). `name`
- * becomes the tensor's name. Messages do not name a file. */
+ * becomes the tensor's name. Messages do not name a file. The tensors point into `buf`,
+ * which must outlive them. */
 int tio_npy_parse(const uint8_t *buf, size_t len, const char *name, tio_tensor *t, char *err, size_t errlen);
 int tio_st_parse(const uint8_t *buf, size_t len, tio_file *f, char *err, size_t errlen);
 void tio_tensor_free(tio_tensor *t);
 void tio_file_free(tio_file *f);
 /* The tensor called `name`, or NULL. */
 tio_tensor *tio_file_find(const tio_file *f, const char *name);
+/* Hands the memory of [p, p + n) of f's mapping back to the system (the pages wholly
+ * inside it): for a caller that has read them and goes on, so that memory stays bounded
+ * however large the file. The bytes stay readable (from the file again). */
+void tio_file_release(const tio_file *f, const void *p, size_t n);
+/* Gives the tensor the `nbytes` bytes at `own` (from tio_copy_aligned), which it then owns;
+ * memory it owned before is freed. */
+void tio_tensor_take(tio_tensor *t, void *own, size_t nbytes);
+/* Copies the tensor's data to memory of its own when it is not `align`-aligned (a file's
+ * tensor at an odd offset). -1 (message naming `what`) when out of memory. */
+int tio_tensor_aligned(tio_tensor *t, size_t align, const char *what, char *err, size_t errlen);
 
 /*
  * Gives the tensor the dtype `want` if its file allows it: the same dtype, or a raw /
@@ -90,11 +116,17 @@ int tio_st_serialize(const tio_tensor *ts, int n, const char *metadata_json, uin
 /*
  * Saves tensors to `dest`: a path ending in ".safetensors" gets one file holding all of
  * them; anything else is a directory (created if missing) that gets NAME.npy per
- * tensor. Every file is first written under a temporary name in its final directory;
- * only when all are complete are they renamed into place.
+ * tensor. Every file is first written (and fsync'd) unnamed in its final directory;
+ * only when all are complete, and every final path is free or a regular file, are they
+ * linked into place (an existing file is replaced atomically). New files take mode
+ * 0666 & ~umask, an overwritten one too.
  */
 int tio_save(const char *dest, const tio_tensor *ts, int n, const char *metadata_json, char *err,
              size_t errlen);
+/* tio_save with the kind of file asked: named = 1 writes through hidden temporaries as
+ * where the filesystem has no O_TMPFILE (what tests of that path call). */
+int tio_save_files(const char *dest, const tio_tensor *ts, int n, const char *metadata_json, int named,
+                   char *err, size_t errlen);
 
 /* ------------------------------------------------------------ shared by npy.c / safetensors.c */
 /* printf into err; returns -1 so that callers can write `return tio_errf(...)`. */
@@ -106,7 +138,29 @@ void *tio_copy_aligned(const void *src, size_t n);
 int64_t tio_bits_to_bytes(int64_t numel, int bits);
 /* Product of dims; -1 if a dim is negative or the product overflows. */
 int64_t tio_shape_numel(int ndim, const int64_t *shape);
-/* Writes buf to a fresh temporary file next to `final_path`; returns its malloc'd name. */
-char *tio_write_temp(const char *final_path, const uint8_t *buf, size_t len, char *err, size_t errlen);
+
+/*
+ * One output file on its way into place (what tio_save does per file). tio_out_open
+ * opens an unnamed file in final_path's directory (O_TMPFILE), or, where the filesystem
+ * has none or `named` asks for it, a hidden temporary ".BASE.XXXXXX" next to it, which
+ * is registered with a handler of SIGINT, SIGTERM, SIGHUP and SIGXFSZ (installed where
+ * the signal's action is the default) that unlinks it. tio_out_write writes (EINTR and
+ * short writes retried); tio_out_finish sets the mode and fsyncs; tio_out_commit links
+ * or renames the file to final_path, replacing a file there atomically, and closes it;
+ * tio_out_discard closes it and removes the temporary. Each returns -1 with a message
+ * naming final_path on an error (the file is then still to be discarded).
+ */
+typedef struct tio_out {
+  int fd;
+  char *final; /* malloc'd copy of final_path */
+  int slot;    /* the registered temporary name (named files), or -1 */
+} tio_out;
+int tio_out_open(tio_out *o, const char *final_path, int named, char *err, size_t errlen);
+int tio_out_write(tio_out *o, const void *buf, size_t len, char *err, size_t errlen);
+int tio_out_finish(tio_out *o, char *err, size_t errlen);
+int tio_out_commit(tio_out *o, char *err, size_t errlen);
+void tio_out_discard(tio_out *o);
+/* The temporary's name while a named file is open, else NULL (for tests). */
+const char *tio_out_temp_name(const tio_out *o);
 
 #endif /* MXF_TENSOR_IO_H */

@@ -1,7 +1,8 @@
 /*
  * fuzz_npy.c — libFuzzer target for the .npy reader (tools/npy.c).
  *
- * Any input must either parse or fail with a message; an accepted array must survive a
+ * Any input must either parse or fail with a message; an accepted array points into the
+ * input (the parser borrows its buffer, which outlives the tensor) and must survive a
  * write + re-read unchanged (name, dtype, shape, bytes). Built with
  * -fsanitize=fuzzer,address by tests/fuzz/fuzz.cmake; replay_main.c runs the same
  * function over the saved corpus in a plain build.
@@ -20,6 +21,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   if (t.nbytes && !t.data) abort();
+  if (t.own || (const uint8_t *)t.data < data || t.nbytes > size ||
+      (size_t)((const uint8_t *)t.data - data) > size - t.nbytes)
+    abort(); /* borrowed, and inside the input */
   /* round trip through the writer for the dtypes mxfuse writes */
   if (t.dtype != MXF_DTYPE_INVALID) {
     uint8_t *buf;

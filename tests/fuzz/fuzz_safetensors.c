@@ -1,7 +1,8 @@
 /*
  * fuzz_safetensors.c — libFuzzer target for the safetensors reader (tools/safetensors.c).
  *
- * Any input must either parse or fail with a message; an accepted file must survive a
+ * Any input must either parse or fail with a message; an accepted file's tensors point
+ * into the input (the parser borrows its buffer, which outlives them) and must survive a
  * write + re-read with the same tensors (names, dtypes, shapes, bytes) and metadata.
  */
 #include <stdint.h>
@@ -19,7 +20,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   int writable = 1;
   for (int i = 0; i < f.n; ++i) {
-    if (f.t[i].nbytes && !f.t[i].data) abort();
+    const tio_tensor *t = &f.t[i];
+    if (t->nbytes && !t->data) abort();
+    if (t->own || (const uint8_t *)t->data < data || t->nbytes > size ||
+        (size_t)((const uint8_t *)t->data - data) > size - t->nbytes)
+      abort(); /* borrowed, and inside the input */
     if (f.t[i].dtype == MXF_DTYPE_INVALID || !f.t[i].name[0]) writable = 0;
   }
   if (writable) {

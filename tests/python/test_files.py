@@ -183,6 +183,22 @@ def test_quantize_safetensors_bf16_dtypes_and_bytes(tmp_path, rng):
     assert t["s_row"][2] == s_ref.tobytes() and t["q_row"][2] == q_ref.tobytes()
 
 
+def test_quantize_tensor_at_an_odd_offset(tmp_path, rng):
+    # safetensors packs tensors back to back: x starts 3 bytes into the data, and is read
+    # (copied to aligned memory) all the same
+    x = rng.standard_normal((16, 64)).astype(np.float32)
+    js = json.dumps({"pad": {"dtype": "U8", "shape": [3], "data_offsets": [0, 3]},
+                     "x": {"dtype": "F32", "shape": [16, 64], "data_offsets": [3, 3 + x.nbytes]}}).encode()
+    js += b" " * (-len(js) % 8)
+    with open(tmp_path / "odd.safetensors", "wb") as f:
+        f.write(struct.pack("<Q", len(js)) + js + b"abc" + x.tobytes())
+    np.save(tmp_path / "x.npy", x)
+    run("quantize", "--in", tmp_path / "odd.safetensors", "--out", tmp_path / "a", "--device", "cpu")
+    run("quantize", tmp_path / "x.npy", "--out", tmp_path / "b", "--device", "cpu")
+    for name in ("q_row", "s_row", "q_col", "s_col"):
+        assert (tmp_path / "a" / f"{name}.npy").read_bytes() == (tmp_path / "b" / f"{name}.npy").read_bytes()
+
+
 def test_dequantize_roundtrip(tmp_path, rng):
     x = rng.standard_normal((40, 70)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
