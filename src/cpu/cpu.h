@@ -166,6 +166,11 @@ typedef struct mxf_cpu_stream_w {
 } mxf_cpu_stream_w;
 int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
                         int64_t xn, float *acc, int64_t ld);
+/* The same values into the GEMM core's packed layout (the streaming path's fill of
+ * more rows of X): blocks of 32 values [kb0, kb0 + kblocks) of the n rows, value (row
+ * p * 16 + i, 32 kb0 + kk) at dst[p * 16 * 32 kblocks + kk * 16 + i]. AVX-512 only;
+ * returns 0, having written nothing, where it cannot run. */
+int mxf_cpu_stream_unpack(const mxf_cpu_stream_w *w, int64_t n, int64_t kb0, int64_t kblocks, float *dst);
 
 /* ------------------------------------------------------------ choosing the core */
 /* core_choice.c. Chooses the core of a plan whose GEMM has the geometry pp (core not set

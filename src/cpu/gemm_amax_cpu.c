@@ -116,8 +116,7 @@ typedef struct gemm_ctx {
   uint8_t *c;
   int64_t epi_grain;
   pthread_mutex_t lock;
-  int packed_ok; /* gemm_fill_packed's AVX-512 decoding may run here */
-  float amax;    /* max |v| over non-NaN values seen so far */
+  float amax; /* max |v| over non-NaN values seen so far */
   int has_nan;
 } gemm_ctx;
 
@@ -235,169 +234,58 @@ static void gemm_fill(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, i
   }
 }
 
-/* The driver's packed fill (the streaming path): e2m1 rows of unit k stride, 16 rows x 32
- * values at a time, decoded in registers where the processor has AVX-512: each row's 16
- * bytes widened to 16 lanes, the low and high nibbles (values 2j and 2j + 1) looked up in
- * a 16-entry table by a permute, times the row's block scale (exact: SPEC §1.2), and the
- * two 16 x 16 matrices (row, j) transposed into 32 vectors of 16 rows, one per k. Other
- * formats, processors or edges: 0, and the driver fills and packs. */
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define MXF_GEMM_PACKED_X86 1
-
-/* In place: r[i] (row i, lanes j) becomes r[j] (lanes i). */
-__attribute__((target("avx512f"))) static inline void transpose16(__m512 *r) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2)
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44), r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44),
-          r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-  for (int h = 0; h < 16; h += 8)
-    for (int i = 0; i < 4; ++i) {
-      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
-      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xDD);
-    }
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
-  }
-}
-
-/* 16 rows (byte pointers src[i], on a value of even index) x 32 values, scales s0[i] of
- * values 0..15 and s1[i] of values 16..31: into dst[kk * 16 + i] for kk in [0, 32). */
-__attribute__((target("avx512f"))) static void e2m1_block16(const uint8_t *const *src, const float *s0,
-                                                            const float *s1, const float *table, float *dst) {
-  const __m512 tab = _mm512_loadu_ps(table);
-  __m512 lo[16], hi[16];
-  for (int i = 0; i < 16; ++i) {
-    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)src[i]));
-    lo[i] = _mm512_permutexvar_ps(_mm512_and_si512(b, _mm512_set1_epi32(0xF)), tab);
-    hi[i] = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), tab);
-  }
-  transpose16(lo);
-  transpose16(hi);
-  const __m512 sc0 = _mm512_loadu_ps(s0), sc1 = _mm512_loadu_ps(s1);
-  for (int j = 0; j < 16; ++j) { /* byte j holds values 2j and 2j + 1 */
-    const __m512 sc = j < 8 ? sc0 : sc1;
-    _mm512_store_ps(dst + (2 * j) * 16, _mm512_mul_ps(lo[j], sc));
-    _mm512_store_ps(dst + (2 * j + 1) * 16, _mm512_mul_ps(hi[j], sc));
-  }
-}
-/* 16 rows x 16 fp8 codes (src[i]), scales s[i]: into dst[kk * 16 + i], kk in [0, 16). The
- * code's sign, exponent and mantissa moved into f32's fields (code & 0x7F shifted by
- * `shift`: 20 for e4m3, 21 for e5m2) and scaled by 2^bias (120, 112) is the code's value,
- * subnormals included; codes whose exponent field is all ones (e5m2 inf / NaN, e4m3 NaN
- * at 0x7F) take their value from the table instead. */
-__attribute__((target("avx512f"))) static void fp8_block16(const uint8_t *const *src, const float *s,
-                                                           const float *table, int shift, float bias,
-                                                           uint32_t special, float *dst) {
-  __m512 v[16];
-  const __m512i m7f = _mm512_set1_epi32(0x7F), sp = _mm512_set1_epi32((int)special);
-  const __m512 scale = _mm512_set1_ps(bias);
-  for (int i = 0; i < 16; ++i) {
-    const __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)src[i]));
-    const __m512i mag = _mm512_and_si512(b, m7f);
-    const __m512i bits = _mm512_or_si512(_mm512_slli_epi32(_mm512_andnot_si512(m7f, b), 24),
-                                         _mm512_sll_epi32(mag, _mm_cvtsi32_si128(shift)));
-    const __m512 x = _mm512_mul_ps(_mm512_castsi512_ps(bits), scale);
-    const __mmask16 odd = _mm512_cmpeq_epi32_mask(_mm512_and_si512(mag, sp), sp);
-    v[i] = _mm512_mask_i32gather_ps(x, odd, b, table, 4);
-  }
-  transpose16(v);
-  const __m512 sc = _mm512_loadu_ps(s);
-  for (int j = 0; j < 16; ++j)
-    _mm512_store_ps(dst + j * 16, _mm512_mul_ps(v[j], sc));
-}
-#else
-#define MXF_GEMM_PACKED_X86 0
-#endif
-
-static int gemm_fill_packed(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, float *dst) {
-#if MXF_GEMM_PACKED_X86
-  const gemm_ctx *d = (const gemm_ctx *)ctx;
+/* ------------------------------------------------------------ the streaming kernel */
+/* Rows [r0, r0 + n) of Y (n a multiple of 16) as the streaming kernel's weights
+ * (stream_cpu.c): MX codes of unit k stride, e2m1 rows on whole bytes, the scale offsets
+ * of each panel's rows a fixed step apart. 0 where they are not. */
+static int stream_weights(const gemm_ctx *d, int64_t r0, int64_t n, mxf_cpu_stream_w *w) {
   const gemm_view *v = d->v;
-  const gemm_operand *op = which ? &v->y : &v->x;
-  if (op->fmt == MXF_BF16 || op->ks != 1 || (k0 & 31) || (kn & 31) || (n & 15) || v->sf_vec > 32 ||
-      !d->packed_ok)
-    return 0;
-  if (op->fmt != MXF_E2M1) {
-    const operand_luts *lut = &d->lut[which];
-    const int e4 = op->fmt == MXF_E4M3;
-    for (int64_t p = 0; p < n; p += 16)
-      for (int64_t kk = 0; kk < kn; kk += 16) {
-        const uint8_t *src[16];
-        _Alignas(64) float sc[16];
-        for (int i = 0; i < 16; ++i) {
-          const int64_t r = r0 + p + i;
-          src[i] = op->data + r * op->rs + d->batch * op->ls + k0 + kk;
-          sc[i] = lut->sf[op->sf[mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r, (k0 + kk) / v->sf_vec,
-                                                    d->batch)]];
-        }
-        fp8_block16(src, sc, lut->code, e4 ? 20 : 21, e4 ? 0x1p120f : 0x1p112f, e4 ? 0x7Fu : 0x7Cu,
-                    dst + p * kn + kk * 16);
-      }
-    return 1;
+  const gemm_operand *op = &v->y;
+  if (op->fmt == MXF_BF16 || op->ks != 1 || (r0 & 15) || (n & 15) || n > MXF_CPU_FILL_ROWS) return 0;
+  const int e2 = op->fmt == MXF_E2M1;
+  if (e2 && ((op->rs & 1) || (op->ls & 1))) return 0;
+  w->fmt = op->fmt;
+  w->sf_vec = v->sf_vec;
+  const int64_t at = r0 * op->rs + d->batch * op->ls;
+  w->codes = op->data + (e2 ? at / 2 : at);
+  w->row_bytes = e2 ? op->rs / 2 : op->rs;
+  const int64_t s0 = mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0, 0, d->batch);
+  w->sf_row = mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0 + 1, 0, d->batch) - s0;
+  w->sf_swizzled = op->layout != MXF_SF_COMPACT;
+  const int64_t last = v->kb - 1;
+  for (int64_t p = 0; p < n / 16; ++p) {
+    const int64_t r = r0 + 16 * p, o = mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r, 0, d->batch);
+    /* the kernel steps sf_row a row within a panel, and the block offset of sf_swizzled */
+    if (mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r + 15, 0, d->batch) != o + 15 * w->sf_row ||
+        mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r, last, d->batch) !=
+            o + (w->sf_swizzled ? (last >> 2) * 512 + (last & 3) : last))
+      return 0;
+    w->panel_sf[p] = op->sf + o;
   }
-  if ((op->rs & 1) || (op->ls & 1)) return 0;
-  const operand_luts *lut = &d->lut[which];
-  const int64_t per = 32 / v->sf_vec; /* scale blocks per 32 values */
-  for (int64_t p = 0; p < n; p += 16) {
-    float *pd = dst + p * kn;
-    for (int64_t kk = 0; kk < kn; kk += 32) {
-      const uint8_t *src[16];
-      float sc[2][16];
-      for (int i = 0; i < 16; ++i) {
-        const int64_t r = r0 + p + i, kb = (k0 + kk) / v->sf_vec;
-        src[i] = op->data + (r * op->rs + d->batch * op->ls + k0 + kk) / 2;
-        for (int64_t q = 0; q < per; ++q)
-          sc[q][i] = lut->sf[op->sf[mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r, kb + q, d->batch)]];
-      }
-      e2m1_block16(src, sc[0], sc[per - 1], lut->code, pd + kk * 16);
-    }
-  }
+  w->code_lut = d->lut[1].code;
+  w->sf_lut = d->lut[1].sf;
   return 1;
-#else
-  (void)ctx, (void)which, (void)r0, (void)n, (void)k0, (void)kn, (void)dst;
-  return 0;
-#endif
 }
 
-/* The driver's streaming kernel (stream_cpu.c) on rows [r0, r0 + n) of Y: MX codes of
- * unit k stride; the whole blocks of 32 values of K. */
+/* The driver's streaming kernel on rows [r0, r0 + n) of Y: the whole blocks of 32
+ * values of K, for up to MXF_GEMM_STREAM_X rows of X. */
 #define MXF_GEMM_STREAM_X 16 /* rows of X, at most (more: the fills, decoded once for all) */
 static int64_t gemm_stream(void *ctx, const float *x, int64_t ldx, int64_t xn, int64_t r0, int64_t n,
                            float *acc, int64_t ld) {
   const gemm_ctx *d = (const gemm_ctx *)ctx;
-  const gemm_view *v = d->v;
-  const gemm_operand *op = &v->y;
-  if (op->fmt == MXF_BF16 || op->ks != 1 || xn > MXF_GEMM_STREAM_X || (r0 & 15)) return 0;
-  const int e2 = op->fmt == MXF_E2M1;
-  if (e2 && ((op->rs & 1) || (op->ls & 1))) return 0;
-  const int64_t kblocks = v->k / 32;
   mxf_cpu_stream_w w;
-  w.fmt = op->fmt;
-  w.sf_vec = v->sf_vec;
-  const int64_t at = r0 * op->rs + d->batch * op->ls;
-  w.codes = op->data + (e2 ? at / 2 : at);
-  w.row_bytes = e2 ? op->rs / 2 : op->rs;
-  const int64_t s0 = mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0, 0, d->batch);
-  w.sf_row = mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0 + 1, 0, d->batch) - s0;
-  w.sf_swizzled = op->layout != MXF_SF_COMPACT;
-  for (int64_t p = 0; p < n / 16; ++p) {
-    const int64_t o = mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0 + 16 * p, 0, d->batch);
-    /* the kernel steps sf_row a row within a panel, and the block offset of sf_swizzled */
-    if (mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0 + 16 * p + 15, 0, d->batch) != o + 15 * w.sf_row ||
-        (v->kb > 1 && mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0 + 16 * p, v->kb - 1, d->batch) !=
-                          o + (w.sf_swizzled ? ((v->kb - 1) >> 2) * 512 + ((v->kb - 1) & 3) : v->kb - 1)))
-      return 0;
-    w.panel_sf[p] = op->sf + o;
-  }
-  w.code_lut = d->lut[1].code;
-  w.sf_lut = d->lut[1].sf;
+  if (xn > MXF_GEMM_STREAM_X || !stream_weights(d, r0, n, &w)) return 0;
+  const int64_t kblocks = d->v->k / 32;
   return mxf_cpu_stream_rows(&w, n, kblocks, x, ldx, xn, acc, ld) ? kblocks * 32 : 0;
+}
+
+/* The driver's packed fill (the streaming path with more rows of X): the same decoding
+ * into the core's packed layout, for K ranges of whole 32-value blocks. */
+static int gemm_fill_packed(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, float *dst) {
+  const gemm_ctx *d = (const gemm_ctx *)ctx;
+  mxf_cpu_stream_w w;
+  if (!which || (k0 & 31) || (kn & 31) || !stream_weights(d, r0, n, &w)) return 0;
+  return mxf_cpu_stream_unpack(&w, n, k0 / 32, kn / 32, dst);
 }
 
 /* The driver's bf16 fill: a bf16 operand with unit k stride, its rows copied as they are. */
@@ -527,11 +415,6 @@ static mxf_status gemm_run_view(const gemm_view *v, float alpha, uint8_t *c, voi
   g.c = c;
   g.amax = 0.0f;
   g.has_nan = 0;
-#if MXF_GEMM_PACKED_X86
-  g.packed_ok = __builtin_cpu_supports("avx512f") && strcmp(mxf_cpu_isa(), "avx512") == 0;
-#else
-  g.packed_ok = 0;
-#endif
   pthread_mutex_init(&g.lock, NULL);
   /* e2m1 C packs two values per byte: rows handled by different threads must not share
    * a byte, which holds when every row starts on an even value index. */

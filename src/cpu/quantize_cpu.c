@@ -34,10 +34,12 @@ static void quant_tiles(void *vctx, int64_t begin, int64_t end) {
       float *dst = tile + r * MXF_QTILE_COLS;
       if (p->x == MXF_F32) {
         const float *src = (const float *)ctx->a->x + (r0 + r) * cols + c0;
-        for (int c = 0; c < nc; ++c) dst[c] = src[c];
+        for (int c = 0; c < nc; ++c)
+          dst[c] = src[c];
       } else {
         const uint16_t *src = (const uint16_t *)ctx->a->x + (r0 + r) * cols + c0;
-        for (int c = 0; c < nc; ++c) dst[c] = mxf_bf16_to_f32(src[c]);
+        for (int c = 0; c < nc; ++c)
+          dst[c] = mxf_bf16_to_f32(src[c]);
       }
     }
     if (p->directions & MXF_QUANT_ROWS) {
@@ -114,7 +116,8 @@ mxf_status mxf_cpu_dequantize_run(const mxf_plan *plan, const mxf_dequantize_arg
   dequant_ctx ctx;
   ctx.p = p;
   ctx.a = args;
-  for (int i = 0; i < 256; ++i) ctx.lut[i] = mxf_e4m3_to_f32((uint8_t)i);
+  for (int i = 0; i < 256; ++i)
+    ctx.lut[i] = mxf_e4m3_to_f32((uint8_t)i);
   mxf_parallel_for(p->rows, mxf_cdiv(16384, p->cols), dequant_rows, &ctx);
   return MXF_OK;
 }

@@ -652,7 +652,8 @@ static void stream_fill(const stream_run *s, int64_t i0, int64_t cnt, int64_t kf
 }
 
 /* A chunk of MXF_CPU_FILL_ROWS rows of the many a task: the op's streaming kernel where
- * it takes them (whole panels of 16, whole blocks of 32 values), the fills for the rest. */
+ * it takes them (whole panels of 16, whole blocks of 32 values), the fills for the rest
+ * (whole panels apart from the last rows, so that the packed fill may take them). */
 static void stream_task(void *vctx, int64_t begin, int64_t end) {
   const stream_run *s = (const stream_run *)vctx;
   const panels_run *r = s->r;
@@ -665,12 +666,9 @@ static void stream_task(void *vctx, int64_t begin, int64_t end) {
         s->side == 1 && whole && r->ops->stream
             ? r->ops->stream(r->ctx, s->few, s->ldk, r->rn, r->c0 + i0, whole, r->acc + i0, r->ldc)
             : 0;
-    if (kdone) {
-      if (kdone < r->pp->k) stream_fill(s, i0, whole, kdone, buf);
-      if (whole < cnt) stream_fill(s, i0 + whole, cnt - whole, 0, buf);
-    } else {
-      stream_fill(s, i0, cnt, 0, buf);
-    }
+    /* the whole panels (the kernel's part, then the rest of K), then the last rows */
+    if (whole) stream_fill(s, i0, whole, kdone, buf);
+    if (whole < cnt) stream_fill(s, i0 + whole, cnt - whole, 0, buf);
   }
 }
 

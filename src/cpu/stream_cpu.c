@@ -222,6 +222,65 @@ S_INLINE void fp8_rows(const int XN, const int NP, const int E5, const mxf_cpu_s
 #undef S_X_BLOCK
 #undef S_UNROLL
 
+/* The same decoding into the GEMM core's packed layout: blocks [kb0, kb0 + nb) of one
+ * panel, value (row i, k) at dst[(k - 32 kb0) * 16 + i] (mxf_cpu_stream_unpack). */
+__attribute__((target("avx512f"))) static void unpack_avx512(const mxf_cpu_stream_w *w, const uint8_t *codes,
+                                                             const uint8_t *sf, int64_t kb0, int64_t nb,
+                                                             float *dst) {
+  const int e2 = w->fmt == MXF_E2M1, E5 = w->fmt == MXF_E5M2;
+  const __m512 tab = _mm512_loadu_ps(w->code_lut);
+  const __m512i fields = _mm512_set1_epi32(E5 ? (int)0x8FE00000u : (int)0x87F00000u);
+  const __m512 bias = _mm512_set1_ps(E5 ? 0x1p112f : 0x1p120f);
+  const __m512i m1 = _mm512_set1_epi32(E5 ? 0x7C7C7C7C : 0x7F7F7F7F);
+  const __m512i m2 = _mm512_set1_epi32(E5 ? 0x04040404 : 0x01010101);
+  const __m512i m3 = _mm512_set1_epi32((int)0x80808080u), ff = _mm512_set1_epi32(0xFF);
+  _Alignas(64) float sbuf[S_CHUNK * 2 * 16];
+  for (int64_t j = 0; j < nb; ++j) {
+    const int64_t kb = kb0 + j, kc = j % S_CHUNK;
+    if (kc == 0) panel_scales(w, sf, kb, (int)(nb - j < S_CHUNK ? nb - j : S_CHUNK), sbuf);
+    const __m512 s0 = _mm512_load_ps(sbuf + kc * 32),
+                 s1 = w->sf_vec == 16 ? _mm512_load_ps(sbuf + kc * 32 + 16) : s0;
+    float *o = dst + j * 32 * 16;
+    __m512i z[4];
+    if (e2) {
+      rows16(codes + kb * 16, w->row_bytes, z);
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q)
+#pragma GCC unroll 4
+        for (int b = 0; b < 4; ++b) {
+          const __m512i v = _mm512_srli_epi32(z[q], 8 * b);
+          const __m512 sc = q < 2 ? s0 : s1;
+          _mm512_store_ps(o + (q * 8 + b * 2) * 16, _mm512_mul_ps(_mm512_permutexvar_ps(v, tab), sc));
+          _mm512_store_ps(o + (q * 8 + b * 2 + 1) * 16,
+                          _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab), sc));
+        }
+      continue;
+    }
+    for (int h = 0; h < 2; ++h) {
+      rows16(codes + kb * 32 + h * 16, w->row_bytes, z);
+      __m512i any = _mm512_setzero_si512();
+      for (int q = 0; q < 4; ++q)
+        any = _mm512_or_si512(any, _mm512_add_epi32(_mm512_and_si512(z[q], m1), m2));
+      const int special = _mm512_test_epi32_mask(any, m3) != 0;
+      const __m512 sc = h ? s1 : s0;
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q)
+#pragma GCC unroll 4
+        for (int b = 0; b < 4; ++b) {
+          __m512 v;
+          if (special) {
+            v = _mm512_i32gather_ps(_mm512_and_si512(_mm512_srli_epi32(z[q], 8 * b), ff), w->code_lut, 4);
+          } else {
+            const __m512i top = _mm512_slli_epi32(z[q], 24 - 8 * b);
+            v = _mm512_mul_ps(
+                _mm512_castsi512_ps(_mm512_and_si512(_mm512_srai_epi32(top, E5 ? 3 : 4), fields)), bias);
+          }
+          _mm512_store_ps(o + (h * 16 + q * 4 + b) * 16, _mm512_mul_ps(v, sc));
+        }
+    }
+  }
+}
+
 /* One instance per (format, rows of X, panels): the constants unroll the loops and keep
  * the accumulators in registers. */
 #define S_KERNEL(NAME, BODY)                                                                                 \
@@ -465,10 +524,23 @@ int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, c
   }
   return 1;
 }
+int mxf_cpu_stream_unpack(const mxf_cpu_stream_w *w, int64_t n, int64_t kb0, int64_t kblocks, float *dst) {
+  if (strcmp(mxf_cpu_isa(), "avx512") != 0) return 0;
+  if ((n & 15) || n > MXF_CPU_FILL_ROWS || kblocks <= 0 || (w->sf_vec != 16 && w->sf_vec != 32)) return 0;
+  if (w->fmt != MXF_E2M1 && w->fmt != MXF_E4M3 && w->fmt != MXF_E5M2) return 0;
+  for (int64_t p = 0; p < n / 16; ++p)
+    unpack_avx512(w, w->codes + 16 * p * w->row_bytes, w->panel_sf[p], kb0, kblocks,
+                  dst + p * 16 * 32 * kblocks);
+  return 1;
+}
 #else
 int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
                         int64_t xn, float *acc, int64_t ld) {
   (void)w, (void)n, (void)kblocks, (void)x, (void)ldx, (void)xn, (void)acc, (void)ld;
+  return 0;
+}
+int mxf_cpu_stream_unpack(const mxf_cpu_stream_w *w, int64_t n, int64_t kb0, int64_t kblocks, float *dst) {
+  (void)w, (void)n, (void)kb0, (void)kblocks, (void)dst;
   return 0;
 }
 #endif
