@@ -11,7 +11,9 @@
  *   psgemm  cblas_sgemm on the GEMM of that shape (T x H*D x K, f32; only with CBLAS)
  *   pbf16   proj_rope, bf16 x / w
  *   pmxfp8  proj_rope, e4m3 x / w with e8m0 scales
- * Each: warm-up, then the median of MXF_BENCH_RUNS (default 7, at least 5) timed runs.
+ * Each: warm-up, then the median of MXF_BENCH_RUNS (default 7, at least 5) timed runs,
+ * each after a pause of MXF_BENCH_SETTLE_MS (the vendor libraries' threads spin on after
+ * their calls and would take a core from the next case).
  * MXF_BENCH_ONLY=name,name,... runs only those cases (the sgemm baselines always run),
  * e.g. MXF_BENCH_ONLY=pbf16 to profile one.
  * The op timings cover the whole run (dequantization, GEMM, epilogue), through the plan
@@ -72,6 +74,15 @@ static double now_ms(void) {
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
+}
+
+/* A pause before each timed run: the thread pools of OpenBLAS (and of oneDNN's OpenMP)
+ * keep spinning for a while after their call returns (OpenBLAS: 2^28 cycles by default),
+ * and on a machine of few cores they would take a core from the case timed next. */
+#define MXF_BENCH_SETTLE_MS 150
+static void settle(void) {
+  struct timespec ts = {0, MXF_BENCH_SETTLE_MS * 1000000L};
+  nanosleep(&ts, NULL);
 }
 
 static double median(double *v, int n) {
@@ -571,10 +582,13 @@ static int bench_decode(double read_gbs) {
         if (decode_plan(&o, 0, ms[mi], 0, o.n, o.c, o.n, &plan)) return -1;
         double t[64], ts[64];
         for (int round = -2; round < g_runs; ++round) {
+          settle();
           double t0 = now_ms();
           if (decode_run(&o, plan, 0, 0, o.c)) return -1;
           double t1 = now_ms();
 #if defined(MXF_HAVE_CBLAS)
+          settle();
+          t1 = now_ms();
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ms[mi], (int)o.n, (int)o.k, 1.0f, af,
                       (int)o.k, bf, (int)o.k, 0.0f, cf, (int)o.n);
 #endif
@@ -737,6 +751,7 @@ int main(int argc, char **argv) {
   /* rounds interleave the cases so that a load change on the machine hits all alike */
   for (int round = -2; round < g_runs; ++round)
     for (int i = 0; i < nc; ++i) {
+      settle();
       double t0 = now_ms();
       if (cases[i].run(&cases[i])) {
         fprintf(stderr, "bench: %s failed: %s\n", cases[i].name, mxf_last_error());
