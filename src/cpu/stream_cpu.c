@@ -35,7 +35,10 @@
 #include <immintrin.h>
 
 #define S_INLINE __attribute__((target("avx512f"), always_inline)) static inline
-#define S_PREFETCH 512 /* bytes ahead in each row that the kernel asks for */
+#define S_PREFETCH                                                                                           \
+  512 /* bytes ahead in each row that the kernel asks for; panel p's rows                                    \
+            on the blocks kb = p mod 4 (e2m1: a line every 4 blocks), so that                                \
+            the requests come spread out */
 
 /* 16 rows (at p + i * rs) x 16 bytes as 4 vectors: z[q] lane i = row i's bytes 4q..4q+3. */
 S_INLINE void rows16(const uint8_t *p, int64_t rs, __m512i z[4]) {
@@ -122,7 +125,7 @@ S_INLINE void e2m1_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, c
     __m512i z[4][4];
     __m512 s[4][2];
     S_UNROLL for (int p = 0; p < NP; ++p) {
-      if ((kb & 3) == 0) prefetch_rows(codes[p] + kb * 16, w->row_bytes);
+      if ((kb & 3) == (p & 3)) prefetch_rows(codes[p] + kb * 16, w->row_bytes);
       rows16(codes[p] + kb * 16, w->row_bytes, z[p]);
       s[p][0] = _mm512_load_ps(sbuf[p] + kc * 32);
       s[p][1] = w->sf_vec == 16 ? _mm512_load_ps(sbuf[p] + kc * 32 + 16) : s[p][0];
@@ -167,7 +170,7 @@ S_INLINE void fp8_rows(const int XN, const int NP, const int E5, const mxf_cpu_s
     int fast = 1;
     S_X_BLOCK(kb * 32)
     S_UNROLL for (int p = 0; p < NP; ++p) {
-      if ((kb & 1) == 0) prefetch_rows(codes[p] + kb * 32, w->row_bytes);
+      if ((kb & 1) == (p & 1)) prefetch_rows(codes[p] + kb * 32, w->row_bytes);
       s[p][0] = _mm512_load_ps(sbuf[p] + kc * 32);
       s[p][1] = w->sf_vec == 16 ? _mm512_load_ps(sbuf[p] + kc * 32 + 16) : s[p][0];
       for (int h = 0; h < 2; ++h) {
