@@ -13,7 +13,7 @@
  *   pmxfp8  proj_rope, e4m3 x / w with e8m0 scales
  * Each: warm-up, then the median of MXF_BENCH_RUNS (default 7, at least 5) timed runs,
  * each after a pause of MXF_BENCH_SETTLE_MS (the vendor libraries' threads spin on after
- * their calls and would take a core from the next case).
+ * their calls and would take a core from the next case; the rounds interleave the cases).
  * MXF_BENCH_ONLY=name,name,... runs only those cases (the sgemm baselines always run),
  * e.g. MXF_BENCH_ONLY=pbf16 to profile one.
  * The op timings cover the whole run (dequantization, GEMM, epilogue), through the plan
@@ -28,8 +28,9 @@
  *               {(7168, 2048), (2048, 7168), (24576, 1536)}, MXFP4 / NVFP4-style / MXFP8
  *               weights with compact scales, f32 C on the default core: time, GB/s of
  *               weight bytes (codes + scales), its share of the read bandwidth, and
- *               OpenBLAS sgemm on the weights dequantized to f32 beforehand, alternating
- *               in one process
+ *               OpenBLAS sgemm on the weights dequantized to f32 beforehand, in one
+ *               process: each side's runs back to back, the caches flushed (64 MiB
+ *               read) before each, so that the weights come from memory
  *   invariance  one bf16 x MXFP4 problem computed whole, by rows of 1, by column halves,
  *               with 1 and 2 threads: bytes of C that differ (0 by SPEC §5.1; a nonzero
  *               count fails the benchmark)
@@ -80,10 +81,27 @@ static int cmp_double(const void *a, const void *b) {
  * keep spinning for a while after their call returns (OpenBLAS: 2^28 cycles by default),
  * and on a machine of few cores they would take a core from the case timed next. */
 #define MXF_BENCH_SETTLE_MS 150
-#define MXF_BENCH_WARM_MS 20 /* then this long of another problem, before a decode row's run */
 static void settle(void) {
   struct timespec ts = {0, MXF_BENCH_SETTLE_MS * 1000000L};
   nanosleep(&ts, NULL);
+}
+
+/* Reads 64 MiB (twice a large last-level cache) so that what a run reads next comes from
+ * memory. */
+static volatile uint64_t g_flush_sum;
+static void flush_caches(void) {
+  static uint64_t *buf;
+  const size_t words = ((size_t)64 << 20) / sizeof(uint64_t);
+  if (!buf) {
+    buf = malloc(words * sizeof(uint64_t));
+    if (!buf) return;
+    for (size_t i = 0; i < words; ++i)
+      buf[i] = i;
+  }
+  uint64_t s = 0;
+  for (size_t i = 0; i < words; i += 8)
+    s += buf[i];
+  g_flush_sum += s;
 }
 
 static double median(double *v, int n) {
@@ -575,35 +593,31 @@ static int bench_decode(double read_gbs) {
             *cf = xalloc((size_t)(64 * o.n) * 4);
       for (int64_t i = 0; i < 64 * o.k; ++i)
         af[i] = mxf_bf16_to_f32(o.a[i]);
-      /* a small problem of its own, run after each pause: the library's threads and the
-       * cores awake again (as between the layers of a model) without bringing the timed
-       * weights back into the caches, which sgemm's 4-byte weights have flushed */
-      decode_op warm;
-      mxf_plan *warm_plan = NULL;
-      decode_alloc(&warm, 1, 1024, 2048, fmts[f].fmt, fmts[f].sf, fmts[f].sf_vec);
-      if (decode_plan(&warm, 0, 1, 0, warm.n, warm.c, warm.n, &warm_plan)) return -1;
       for (size_t mi = 0; mi < sizeof ms / sizeof *ms; ++mi) {
         char mname[32];
         snprintf(mname, sizeof mname, "%lld", (long long)ms[mi]);
         if (!tu_env_lists("MXF_BENCH_DECODE_M", mname)) continue;
         mxf_plan *plan = NULL;
         if (decode_plan(&o, 0, ms[mi], 0, o.n, o.c, o.n, &plan)) return -1;
+        /* each side's runs back to back (as a model's layers run), each after the caches
+         * are flushed, so that the weights come from memory; the pause before the op's
+         * runs lets OpenBLAS's threads of the previous row's sgemm park */
         double t[64], ts[64];
+        settle();
         for (int round = -2; round < g_runs; ++round) {
-          settle();
-          for (const double until = now_ms() + MXF_BENCH_WARM_MS; now_ms() < until;)
-            if (decode_run(&warm, warm_plan, 0, 0, warm.c)) return -1;
-          double t0 = now_ms();
+          flush_caches();
+          const double t0 = now_ms();
           if (decode_run(&o, plan, 0, 0, o.c)) return -1;
-          const double op_ms = now_ms() - t0;
-          settle();
-          double t1 = now_ms();
+          if (round >= 0) t[round] = now_ms() - t0;
+        }
+        for (int round = -2; round < g_runs; ++round) {
+          flush_caches();
+          const double t0 = now_ms();
 #if defined(MXF_HAVE_CBLAS)
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ms[mi], (int)o.n, (int)o.k, 1.0f, af,
                       (int)o.k, bf, (int)o.k, 0.0f, cf, (int)o.n);
 #endif
-          double t2 = now_ms();
-          if (round >= 0) t[round] = op_ms, ts[round] = t2 - t1;
+          if (round >= 0) ts[round] = now_ms() - t0;
         }
         mxf_plan_destroy(plan);
         decode_result *r = &g_dec[g_ndec++];
@@ -619,8 +633,6 @@ static int bench_decode(double read_gbs) {
       }
       free(bf), free(af), free(cf);
       decode_free(&o);
-      decode_free(&warm);
-      mxf_plan_destroy(warm_plan);
     }
   return 0;
 }
