@@ -141,8 +141,11 @@ def cpu_tables(path, data, meta):
     out += [f"Median of {data.get('runs', '?')} runs; time / baseline (< 1: faster than the baseline):", ""]
     out += ["| case | what | core | M (T) × N × K | ms | GFLOP/s | time / baseline | workspace MB |"]
     out += ["|---|---|---|---|---|---|---|---|"]
-    extra = []
+    extra, decode = [], []
     for r in data.get("results", []):
+        if r.get("op") == "decode":
+            decode.append(r)
+            continue
         if "ms" not in r:
             extra.append(r)
             continue
@@ -152,8 +155,23 @@ def cpu_tables(path, data, meta):
             f"| {r['ms']:.2f} | {r.get('gflops', 0):.1f} | {base} | {r.get('workspace_bytes', 0) / 1e6:.1f} |"
         )
     out.append("")
+    if decode:
+        bw = next((r["gbs"] for r in extra if r.get("op") == "read_bandwidth"), None)
+        out += ["Decode: bf16 A (M × K) times weights (N × K), compact scales, f32 C, the default core; "
+                "GB/s of weight bytes (codes and scales) and their share of the read bandwidth"
+                + (f" ({bw:.1f} GB/s: all threads reading a buffer beyond the last-level cache)" if bw else "")
+                + "; `sgemm` on the weights dequantized to f32 beforehand (8× or 4× the bytes), same process:", ""]
+        out += ["| weights | M | N × K | ms | weight GB/s | of read | sgemm ms | time / sgemm |",
+                "|---|---|---|---|---|---|---|---|"]
+        for r in decode:
+            out.append(f"| {r['what'].replace('bf16 x ', '')} | {r['m']} | {r['n']} × {r['k']} | {r['ms']:.3f} "
+                       f"| {r['weight_gbs']:.2f} | {100 * r['of_read']:.0f} % | {r['sgemm_ms']:.3f} "
+                       f"| {r['ms'] / r['sgemm_ms']:.2f} |")
+        out.append("")
     for r in extra:
-        if r.get("op") == "workspace":
+        if r.get("op") == "invariance":
+            out.append(f"- Invariance (SPEC §5.1), {r['how']}: {r['differing_bytes']} bytes of C differ.")
+        elif r.get("op") == "workspace":
             out.append(
                 f"- {r['what']}: a plan at M = 64 asks {r['workspace_bytes_m64'] / 1e6:.1f} MB of workspace, "
                 f"the plans of M = 1..64 together {r['workspace_bytes_m1_to_64'] / 1e6:.1f} MB."
