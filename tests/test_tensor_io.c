@@ -701,11 +701,15 @@ static void test_named_signal(const char *root, int sig) {
   snprintf(dir, sizeof dir, "%s/sig%d", root, sig);
   mkdir(dir, 0777);
   snprintf(path, sizeof path, "%s/f.npy", dir);
-  int ready[2];
+  int ready[2], go[2]; /* the child says it wrote; the parent, that it looked */
   if (pipe(ready)) return;
+  if (pipe(go)) {
+    close(ready[0]), close(ready[1]);
+    return;
+  }
   pid_t pid = fork();
   if (pid == 0) {
-    close(ready[0]);
+    close(ready[0]), close(go[1]);
     tio_out o;
     static uint8_t block[1 << 16];
     if (sig == SIGXFSZ) { /* the signal comes from the write past ulimit -f */
@@ -715,15 +719,19 @@ static void test_named_signal(const char *root, int sig) {
     if (tio_out_open(&o, path, 1, err, sizeof err) || tio_out_write(&o, block, sizeof block, err, sizeof err))
       _exit(3);
     if (write(ready[1], "r", 1) != 1) _exit(4);
+    char g;
+    if (read(go[0], &g, 1) != 1) _exit(5);
     if (sig == SIGXFSZ) tio_out_write(&o, block, sizeof block, err, sizeof err);
     for (;;)
       pause();
   }
-  close(ready[1]);
+  close(ready[1]), close(go[0]);
   char c;
   const int got_ready = read(ready[0], &c, 1) == 1;
   close(ready[0]);
   TU_CHECK(got_ready && count_hidden(dir) == 1, "signal %d: the temporary exists while written", sig);
+  if (write(go[1], "g", 1) != 1) kill(pid, SIGKILL); /* then the write past the limit */
+  close(go[1]);
   if (sig != SIGXFSZ) kill(pid, sig);
   int status = 0;
   waitpid(pid, &status, 0);
