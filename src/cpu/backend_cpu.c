@@ -7,14 +7,13 @@
 #include "cpu/parallel.h"
 
 static mxf_status cpu_plan(mxf_plan *plan) {
-  mxf_cpu_override ov; /* MXF_CONFIG's cpu=onednn|blas|c, or MXF_CHOOSE */
+  mxf_cpu_override ov; /* MXF_CONFIG's cpu and cpu_isa keys, or MXF_CHOOSE */
   mxf_status st = mxf_override_parse(plan->ov.text, &mxf_cpu_config_keys, &ov, sizeof ov);
   if (st != MXF_OK) return st;
-  const int asked = ov.cpu;
   switch (plan->op) {
-  case MXF_OP_GEMM_AMAX: return mxf_cpu_gemm_amax_plan(plan, asked);
-  case MXF_OP_PROJ_ROPE: return mxf_cpu_proj_rope_plan(plan, asked);
-  case MXF_OP_GROUPED_GEMM_AMAX: return mxf_cpu_grouped_gemm_amax_plan(plan, asked);
+  case MXF_OP_GEMM_AMAX: return mxf_cpu_gemm_amax_plan(plan, &ov);
+  case MXF_OP_PROJ_ROPE: return mxf_cpu_proj_rope_plan(plan, &ov);
+  case MXF_OP_GROUPED_GEMM_AMAX: return mxf_cpu_grouped_gemm_amax_plan(plan, &ov);
   case MXF_OP_QUANTIZE:
     plan->workspace_size = mxf_cpu_quantize_workspace(plan);
     snprintf(plan->kernel, sizeof plan->kernel, "cpu/ref");

@@ -15,11 +15,17 @@
 #define MXF_CPU_HAVE_BLAS 0
 #endif
 
-mxf_status mxf_cpu_core_plan(mxf_plan *plan, mxf_cpu_panels *pp, int asked) {
+mxf_status mxf_cpu_core_plan(mxf_plan *plan, mxf_cpu_panels *pp, const mxf_cpu_override *ov) {
+  const int asked = ov->cpu;
   if (asked == MXF_CPU_CORE_BLAS && !MXF_CPU_HAVE_BLAS)
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, MXF_CONFIG_ENV " cpu=blas: this build has no OpenBLAS");
+  const mxf_cpu_isa_kind best = mxf_cpu_isa_best();
+  if (ov->isa >= 0 && ov->isa > (int)best)
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED, MXF_CONFIG_ENV " cpu_isa=%s: this processor's best is %s",
+                         mxf_cpu_isa_name((mxf_cpu_isa_kind)ov->isa), mxf_cpu_isa_name(best));
   mxf_cpu_core *c = (mxf_cpu_core *)calloc(1, sizeof *c);
   if (!c) return mxf_set_error(MXF_ERR_NO_MEMORY, "cpu backend: out of memory");
+  c->isa = ov->isa >= 0 ? (mxf_cpu_isa_kind)ov->isa : best;
   c->f32 = asked == MXF_CPU_CORE_BLAS ? MXF_CPU_CORE_BLAS : MXF_CPU_CORE_C;
   c->kind = c->f32;
   snprintf(c->name, sizeof c->name, "%s", c->f32 == MXF_CPU_CORE_BLAS ? "blas" : "c");

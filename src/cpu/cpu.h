@@ -34,28 +34,38 @@ typedef enum mxf_cpu_core_kind {
   MXF_CPU_CORE_BLAS = 1,
   MXF_CPU_CORE_ONEDNN = 2
 } mxf_cpu_core_kind;
+/* The instruction set of the library's kernels (the GEMM core's micro-kernel, the
+ * streaming kernel): the processor's best at plan time, or a lesser one asked for; all
+ * give the same bits. */
+typedef enum mxf_cpu_isa_kind {
+  MXF_CPU_ISA_BASELINE = 0, /* x86-64 without AVX, or another processor: fmaf */
+  MXF_CPU_ISA_AVX2 = 1,     /* AVX2 + FMA */
+  MXF_CPU_ISA_AVX512 = 2    /* AVX-512F */
+} mxf_cpu_isa_kind;
 typedef struct mxf_cpu_override {
   int8_t cpu; /* cpu=onednn|blas|c (mxf_cpu_core_kind), or MXF_CHOOSE */
+  int8_t isa; /* cpu_isa=avx512|avx2|baseline (mxf_cpu_isa_kind), or MXF_CHOOSE */
 } mxf_cpu_override;
 typedef struct mxf_cpu_bf16 mxf_cpu_bf16; /* oneDNN primitives of one panel geometry */
 typedef struct mxf_cpu_core {
   mxf_cpu_core_kind kind;
   mxf_cpu_core_kind f32; /* the f32 core: the plan's (blas or c), or onednn's fallback */
   mxf_cpu_bf16 *bf16;    /* kind == MXF_CPU_CORE_ONEDNN */
+  mxf_cpu_isa_kind isa;  /* of the library's kernels */
   char name[48];         /* "onednn amx", "blas", "c" */
 } mxf_cpu_core;
 
 /* ------------------------------------------------------------ per-op entry points */
-/* Called by the backend table in backend_cpu.c. *_plan: chooses the GEMM core (gemm and
- * proj_rope: mxf_cpu_core_plan with asked_core), sets plan->impl, kernel and
- * workspace_size; *_run: the op. */
-mxf_status mxf_cpu_gemm_amax_plan(mxf_plan *plan, int asked_core);
+/* Called by the backend table in backend_cpu.c. *_plan: chooses the GEMM core
+ * (mxf_cpu_core_plan with MXF_CONFIG's cpu and cpu_isa keys, ov), sets plan->impl, kernel
+ * and workspace_size; *_run: the op. */
+mxf_status mxf_cpu_gemm_amax_plan(mxf_plan *plan, const mxf_cpu_override *ov);
 mxf_status mxf_cpu_gemm_amax_run(const mxf_plan *plan, const mxf_gemm_amax_args *args, void *ws,
                                  size_t ws_size);
-mxf_status mxf_cpu_proj_rope_plan(mxf_plan *plan, int asked_core);
+mxf_status mxf_cpu_proj_rope_plan(mxf_plan *plan, const mxf_cpu_override *ov);
 mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args *args, void *ws,
                                  size_t ws_size);
-mxf_status mxf_cpu_grouped_gemm_amax_plan(mxf_plan *plan, int asked_core);
+mxf_status mxf_cpu_grouped_gemm_amax_plan(mxf_plan *plan, const mxf_cpu_override *ov);
 mxf_status mxf_cpu_grouped_gemm_amax_run(const mxf_plan *plan, const mxf_grouped_gemm_amax_args *args,
                                          void *ws, size_t ws_size);
 size_t mxf_cpu_quantize_workspace(const mxf_plan *plan);
@@ -65,18 +75,19 @@ mxf_status mxf_cpu_dequantize_run(const mxf_plan *plan, const mxf_dequantize_arg
 
 /* C[m][n] = sum_k A[m][k] * B[n][k] over row-major f32 panels (lda, ldb, ldc in floats),
  * continuing from the previous C[m][n] when `accumulate` is set (C is not read
- * otherwise): OpenBLAS sgemm when `core` is MXF_CPU_CORE_BLAS (and the library is built
- * with it), else the library's own core. */
-void mxf_cpu_sgemm_nt(mxf_cpu_core_kind core, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+ * otherwise): OpenBLAS sgemm when core->f32 is MXF_CPU_CORE_BLAS (and the library is
+ * built with it), else the library's own core in core->isa. */
+void mxf_cpu_sgemm_nt(const mxf_cpu_core *core, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                       const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate);
 /* The library's own core (cache-blocked, threaded over M and N): per element, fused
  * multiply-adds in k order continuing from C (accumulate) or +0 (SPEC §5.1). */
-void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                        int64_t ldb, float *c, int64_t ldc, int accumulate);
+void mxf_cpu_sgemm_nt_c(mxf_cpu_isa_kind isa, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                        const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate);
 
-/* The instruction set of the core's micro-kernel picked at load time: "avx512", "avx2"
- * or "baseline" (MXF_CPU_ISA=avx2|baseline asks for a lesser one; all give the same bits). */
-const char *mxf_cpu_isa(void);
+/* The processor's best instruction set for the library's kernels, and the names that
+ * MXF_CONFIG's cpu_isa key gives them ("avx512", "avx2", "baseline"). */
+mxf_cpu_isa_kind mxf_cpu_isa_best(void);
+const char *mxf_cpu_isa_name(mxf_cpu_isa_kind isa);
 
 /* ------------------------------------------------------------ the panel driver */
 /* sgemm_cpu.c: acc = X (rows x k) Y (cols x k)^T with X and Y produced block by block by
@@ -154,6 +165,7 @@ mxf_status mxf_cpu_gemm_amax_group(const mxf_gemm_problem *p, const mxf_cpu_pane
  * written nothing, where it cannot run (the baseline instruction set picked, a format or
  * shape it does not take). */
 typedef struct mxf_cpu_stream_w {
+  mxf_cpu_isa_kind isa; /* the plan's (AVX-512 or AVX2; the baseline has no kernel) */
   mxf_dtype fmt;        /* MXF_E2M1, MXF_E4M3 or MXF_E5M2 */
   int sf_vec;           /* 16 or 32 */
   const uint8_t *codes; /* row 0's value 0 (e2m1: the byte of an even value index) */
@@ -174,11 +186,12 @@ int mxf_cpu_stream_unpack(const mxf_cpu_stream_w *w, int64_t n, int64_t kb0, int
 
 /* ------------------------------------------------------------ choosing the core */
 /* core_choice.c. Chooses the core of a plan whose GEMM has the geometry pp (core not set
- * yet): `asked` (an mxf_cpu_core_kind, from MXF_CONFIG's cpu=onednn|blas|c) when >= 0
- * (refused with MXF_ERR_NOT_SUPPORTED and the reason when this build or processor lacks
- * it); when < 0, the library's own core (c). Sets plan->impl (freed by
- * mxf_cpu_core_free) and plan->kernel; pp->core = the choice. */
-mxf_status mxf_cpu_core_plan(mxf_plan *plan, mxf_cpu_panels *pp, int asked);
+ * yet): ov->cpu (an mxf_cpu_core_kind, from MXF_CONFIG's cpu=onednn|blas|c) when >= 0,
+ * else the library's own core (c); the instruction set ov->isa (cpu_isa=...) when >= 0,
+ * else the processor's best. What this build or processor lacks is refused with
+ * MXF_ERR_NOT_SUPPORTED and the reason. Sets plan->impl (freed by mxf_cpu_core_free) and
+ * plan->kernel; pp->core = the choice. */
+mxf_status mxf_cpu_core_plan(mxf_plan *plan, mxf_cpu_panels *pp, const mxf_cpu_override *ov);
 void mxf_cpu_core_free(mxf_plan *plan);
 
 /* oneDNN's side (onednn_cpu.c). mxf_cpu_bf16_create: the matmul primitives of every

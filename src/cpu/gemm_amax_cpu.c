@@ -91,10 +91,10 @@ static void gemm_view_init(gemm_view *v, const mxf_gemm_problem *p, const mxf_cp
   mxf_cpu_panels_init(&v->pp, v->rows, v->cols, v->k, 16, 16, 32, core);
 }
 
-mxf_status mxf_cpu_gemm_amax_plan(mxf_plan *plan, int asked_core) {
+mxf_status mxf_cpu_gemm_amax_plan(mxf_plan *plan, const mxf_cpu_override *ov) {
   gemm_view v;
   gemm_view_init(&v, &plan->p.gemm, NULL);
-  mxf_status st = mxf_cpu_core_plan(plan, &v.pp, asked_core);
+  mxf_status st = mxf_cpu_core_plan(plan, &v.pp, ov);
   if (st != MXF_OK) return st;
   /* + 64: the run aligns the start of the caller's buffer itself */
   plan->workspace_size = mxf_cpu_panels_workspace(&v.pp) + 64;
@@ -262,6 +262,7 @@ static int stream_weights(const gemm_ctx *d, int64_t r0, int64_t n, mxf_cpu_stre
       return 0;
     w->panel_sf[p] = op->sf + o;
   }
+  w->isa = v->pp.core->isa;
   w->code_lut = d->lut[1].code;
   w->sf_lut = d->lut[1].sf;
   return 1;

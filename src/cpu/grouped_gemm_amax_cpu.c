@@ -60,16 +60,16 @@ static size_t group_panels_ws(const mxf_grouped_problem *gp, const mxf_cpu_core 
   return wa > wb ? wa : wb;
 }
 
-mxf_status mxf_cpu_grouped_gemm_amax_plan(mxf_plan *plan, int asked_core) {
+mxf_status mxf_cpu_grouped_gemm_amax_plan(mxf_plan *plan, const mxf_cpu_override *ov) {
   const mxf_grouped_problem *gp = &plan->p.grouped;
-  if (asked_core == MXF_CPU_CORE_ONEDNN)
+  if (ov->cpu == MXF_CPU_CORE_ONEDNN)
     return mxf_set_error(MXF_ERR_NOT_SUPPORTED, MXF_CONFIG_ENV
                          " cpu=onednn: grouped_gemm_amax runs on the f32 core (cpu=blas or cpu=c); "
                          "oneDNN's primitives are made per tile shape and a group's rows are "
                          "known only at run time");
   mxf_cpu_panels pp;
   mxf_cpu_gemm_amax_panels(&gp->gemm, &pp);
-  mxf_status st = mxf_cpu_core_plan(plan, &pp, asked_core);
+  mxf_status st = mxf_cpu_core_plan(plan, &pp, ov);
   if (st != MXF_OK) return st;
   const mxf_cpu_core *core = (const mxf_cpu_core *)plan->impl;
   snprintf(plan->kernel, sizeof plan->kernel, "cpu/grouped %s", core->name);

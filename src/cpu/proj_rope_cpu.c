@@ -76,11 +76,11 @@ static size_t proj_block_offset(const mxf_proj_problem *p, const mxf_cpu_panels 
   return proj_rope_offset(pp) + align64(proj_tasks(p, pp) * (size_t)p->rope * sizeof(float));
 }
 
-mxf_status mxf_cpu_proj_rope_plan(mxf_plan *plan, int asked_core) {
+mxf_status mxf_cpu_proj_rope_plan(mxf_plan *plan, const mxf_cpu_override *ov) {
   const mxf_proj_problem *p = &plan->p.proj;
   mxf_cpu_panels pp;
   proj_panels(p, &pp, NULL);
-  mxf_status st = mxf_cpu_core_plan(plan, &pp, asked_core);
+  mxf_status st = mxf_cpu_core_plan(plan, &pp, ov);
   if (st != MXF_OK) return st;
   const size_t blocks =
       proj_swapped(p) ? align64(proj_tasks(p, &pp) * MXF_MX_BLOCK * (size_t)p->d * sizeof(float)) : 0;

@@ -83,6 +83,8 @@
 #define MXF_PANEL_ROWS_MIN 256               /* ... and at least, with a full-K X */
 #define MXF_PANEL_X_BYTES ((size_t)16 << 20) /* full-K X chunk, at most (above the minimum) */
 
+typedef void (*sgemm_micro_fn)(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc, int load);
+
 typedef struct sgemm_ctx {
   int64_t m, n, k, lda, ldb, ldc;
   const float *a, *b;
@@ -90,7 +92,8 @@ typedef struct sgemm_ctx {
   int64_t tiles_n;
   int64_t tm; /* rows of a task: a multiple of MXF_SG_MC */
   int accumulate;
-  int b_packed; /* b is already in the packed layout (k <= MXF_SG_KC) */
+  int b_packed;      /* b is already in the packed layout (k <= MXF_SG_KC) */
+  sgemm_micro_fn fn; /* the micro-kernel of the plan's instruction set */
 } sgemm_ctx;
 
 /* rows [0, rows) of x (ld floats apart), k in [k0, k0 + kc), into micro-panels of r rows:
@@ -124,8 +127,7 @@ static void sgemm_pack(const float *x, int64_t ld, int64_t rows, int64_t k0, int
  * c (MR x NR, ldc floats a row) = fma(pa[k][i], pb[k][j], c) for k = 0 .. kc-1 in order,
  * starting from c's values when `load`, else from +0. One accumulator per (i, j), each a
  * single chain of fused multiply-adds in k order: the order SPEC §5 fixes. The three
- * versions give the same bits; one is picked at load time (MXF_CPU_ISA overrides it). */
-typedef void (*sgemm_micro_fn)(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc, int load);
+ * versions give the same bits; the plan's instruction set picks one (cpu.h). */
 
 static void micro_base(int64_t kc, const float *restrict pa, const float *restrict pb, float *restrict c,
                        int64_t ldc, int load) {
@@ -202,35 +204,29 @@ __attribute__((target("avx512f,fma"))) static void micro_avx512(int64_t kc, cons
 }
 #endif
 
-static struct {
-  sgemm_micro_fn fn;
-  const char *name;
-} g_micro = {micro_base, "baseline"};
+/* The micro-kernel of each instruction set (mxf_cpu_isa_kind); the processor's best is
+ * found once, at load time. */
+static const sgemm_micro_fn k_micro[3] = {micro_base,
+#if MXF_SG_X86
+                                          micro_avx2, micro_avx512
+#else
+                                          micro_base, micro_base
+#endif
+};
+static mxf_cpu_isa_kind g_isa_best = MXF_CPU_ISA_BASELINE;
 
-/* The processor's best version, or MXF_CPU_ISA's (avx512, avx2, baseline; one the
- * processor lacks falls back to the next). */
-static void micro_pick(void) {
-  const char *want = getenv("MXF_CPU_ISA");
-  g_micro.fn = micro_base, g_micro.name = "baseline";
+__attribute__((constructor)) static void isa_init(void) {
 #if MXF_SG_X86
   __builtin_cpu_init();
-  const int fma = __builtin_cpu_supports("fma");
-  const int avx2 = fma && __builtin_cpu_supports("avx2") && !(want && !strcmp(want, "baseline"));
-  const int avx512 = avx2 && __builtin_cpu_supports("avx512f") && !(want && strcmp(want, "avx512"));
-  if (avx512)
-    g_micro.fn = micro_avx512, g_micro.name = "avx512";
-  else if (avx2)
-    g_micro.fn = micro_avx2, g_micro.name = "avx2";
-#else
-  (void)want;
+  if (__builtin_cpu_supports("fma") && __builtin_cpu_supports("avx2"))
+    g_isa_best = __builtin_cpu_supports("avx512f") ? MXF_CPU_ISA_AVX512 : MXF_CPU_ISA_AVX2;
 #endif
 }
 
-__attribute__((constructor)) static void micro_init(void) { micro_pick(); }
+mxf_cpu_isa_kind mxf_cpu_isa_best(void) { return g_isa_best; }
 
-const char *mxf_cpu_isa(void) {
-  if (getenv("MXF_CPU_ISA")) micro_pick();
-  return g_micro.name;
+const char *mxf_cpu_isa_name(mxf_cpu_isa_kind isa) {
+  return isa == MXF_CPU_ISA_AVX512 ? "avx512" : isa == MXF_CPU_ISA_AVX2 ? "avx2" : "baseline";
 }
 
 /* A micro-tile of mr x nr live values: the kernel on C itself when whole, else through a
@@ -282,7 +278,7 @@ static void sgemm_task(void *ctx, int64_t begin, int64_t end) {
   const sgemm_ctx *s = (const sgemm_ctx *)ctx;
   _Alignas(64) float pa[MXF_SG_MC * MXF_SG_KC];
   _Alignas(64) float pb[MXF_SG_NC * MXF_SG_KC];
-  const sgemm_micro_fn fn = g_micro.fn;
+  const sgemm_micro_fn fn = s->fn;
   for (int64_t t = begin; t < end; ++t) {
     int64_t i0 = (t / s->tiles_n) * s->tm, j0 = (t % s->tiles_n) * MXF_SG_NC;
     int64_t mc = s->m - i0 < s->tm ? s->m - i0 : s->tm;
@@ -294,9 +290,11 @@ static void sgemm_task(void *ctx, int64_t begin, int64_t end) {
 /* The problem's tasks: tiles of tm rows (MXF_SG_MC .. MXF_SG_TM_MAX blocks of it, fewer
  * where the threads would otherwise lack tasks) x MXF_SG_NC columns. The cut sets only
  * which thread computes an element, never its sum. */
-static sgemm_ctx sgemm_setup(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                             int64_t ldb, float *c, int64_t ldc, int accumulate, int threads) {
-  sgemm_ctx s = {m, n, k, lda, ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC), MXF_SG_MC, accumulate, 0};
+static sgemm_ctx sgemm_setup(mxf_cpu_isa_kind isa, int64_t m, int64_t n, int64_t k, const float *a,
+                             int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate,
+                             int threads) {
+  sgemm_ctx s = {m,         n,          k, lda,         ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC),
+                 MXF_SG_MC, accumulate, 0, k_micro[isa]};
   const int64_t blocks = mxf_cdiv(m, MXF_SG_MC);
   int64_t per = blocks * s.tiles_n / ((int64_t)threads * MXF_SG_TASKS);
   per = per < 1 ? 1 : per > MXF_SG_TM_MAX ? MXF_SG_TM_MAX : per;
@@ -306,15 +304,15 @@ static sgemm_ctx sgemm_setup(int64_t m, int64_t n, int64_t k, const float *a, in
 
 /* The core on the calling thread alone: what a task of the streaming path runs. With
  * b_packed, b holds n rows x k (<= MXF_SG_KC) values in the packed layout (ldb unused). */
-static void sgemm_serial(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                         int64_t ldb, float *c, int64_t ldc, int accumulate, int b_packed) {
-  sgemm_ctx s = sgemm_setup(m, n, k, a, lda, b, ldb, c, ldc, accumulate, 1);
+static void sgemm_serial(mxf_cpu_isa_kind isa, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                         const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate, int b_packed) {
+  sgemm_ctx s = sgemm_setup(isa, m, n, k, a, lda, b, ldb, c, ldc, accumulate, 1);
   s.b_packed = b_packed;
   sgemm_task(&s, 0, mxf_cdiv(m, s.tm) * s.tiles_n);
 }
 
-void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                        int64_t ldb, float *c, int64_t ldc, int accumulate) {
+void mxf_cpu_sgemm_nt_c(mxf_cpu_isa_kind isa, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                        const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
     if (!accumulate)
@@ -322,24 +320,21 @@ void mxf_cpu_sgemm_nt_c(int64_t m, int64_t n, int64_t k, const float *a, int64_t
         memset(c + i * ldc, 0, (size_t)n * sizeof(float));
     return;
   }
-  if (getenv("MXF_CPU_ISA")) micro_pick();
-  sgemm_ctx s = sgemm_setup(m, n, k, a, lda, b, ldb, c, ldc, accumulate, mxf_cpu_threads());
+  sgemm_ctx s = sgemm_setup(isa, m, n, k, a, lda, b, ldb, c, ldc, accumulate, mxf_cpu_threads());
   mxf_parallel_for(mxf_cdiv(m, s.tm) * s.tiles_n, 1, sgemm_task, &s);
 }
 
-void mxf_cpu_sgemm_nt(mxf_cpu_core_kind core, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+void mxf_cpu_sgemm_nt(const mxf_cpu_core *core, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                       const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate) {
 #if defined(MXF_HAVE_CBLAS)
-  if (core == MXF_CPU_CORE_BLAS && m > 0 && n > 0 && k > 0 && m <= INT_MAX && n <= INT_MAX && k <= INT_MAX &&
-      lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX) {
+  if (core->f32 == MXF_CPU_CORE_BLAS && m > 0 && n > 0 && k > 0 && m <= INT_MAX && n <= INT_MAX &&
+      k <= INT_MAX && lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)m, (blasint)n, (blasint)k, 1.0f, a,
                 (blasint)lda, b, (blasint)ldb, accumulate ? 1.0f : 0.0f, c, (blasint)ldc);
     return;
   }
-#else
-  (void)core;
 #endif
-  mxf_cpu_sgemm_nt_c(m, n, k, a, lda, b, ldb, c, ldc, accumulate);
+  mxf_cpu_sgemm_nt_c(core->isa, m, n, k, a, lda, b, ldb, c, ldc, accumulate);
 }
 
 /* ---------------------------------------------------------------- panel driver */
@@ -626,6 +621,7 @@ static void panels_fill(panels_run *r, int fill_x, int fill_y, int bf16, void *x
 
 typedef struct stream_run {
   const panels_run *r;
+  mxf_cpu_isa_kind isa; /* of the core's micro-kernel */
   int side;
   const float *few; /* the few rows, whole K */
   int64_t ldk;
@@ -641,12 +637,12 @@ static void stream_fill(const stream_run *s, int64_t i0, int64_t cnt, int64_t kf
     if (s->side == 1) {
       const int packed = r->ops->fill_packed && r->ops->fill_packed(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf);
       if (!packed) r->ops->fill(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
-      sgemm_serial(r->rn, cnt, kn, s->few + k0, s->ldk, buf, MXF_STREAM_K, r->acc + i0, r->ldc, k0 > 0,
-                   packed);
+      sgemm_serial(s->isa, r->rn, cnt, kn, s->few + k0, s->ldk, buf, MXF_STREAM_K, r->acc + i0, r->ldc,
+                   k0 > 0, packed);
     } else {
       r->ops->fill(r->ctx, 0, r->r0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
-      sgemm_serial(cnt, r->cn, kn, buf, MXF_STREAM_K, s->few + k0, s->ldk, r->acc + i0 * r->ldc, r->ldc,
-                   k0 > 0, 0);
+      sgemm_serial(s->isa, cnt, r->cn, kn, buf, MXF_STREAM_K, s->few + k0, s->ldk, r->acc + i0 * r->ldc,
+                   r->ldc, k0 > 0, 0);
     }
   }
 }
@@ -679,7 +675,11 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
   r.lay = panels_layout_of(pp);
   r.base = (uint8_t *)ws;
   r.acc = (float *)(r.base + r.lay.acc);
-  const mxf_cpu_core_kind f32 = pp->core ? pp->core->f32 : MXF_CPU_CORE_C;
+  mxf_cpu_core dflt; /* a geometry without a core: the library's own, the processor's best */
+  memset(&dflt, 0, sizeof dflt);
+  dflt.kind = dflt.f32 = MXF_CPU_CORE_C;
+  dflt.isa = mxf_cpu_isa_best();
+  const mxf_cpu_core *core = pp->core ? pp->core : &dflt;
   const int bf16 = panels_bf16(pp) && pp->k > 0;
   r.pfor = bf16 ? mxf_parallel_for_omp : mxf_parallel_for;
   void *scratch = r.base + r.lay.scratch;
@@ -688,8 +688,7 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
   const int64_t k_panels = pp->k > 0 ? mxf_cdiv(pp->k, pp->kc) : 1;
   const int side = panels_stream(pp);
   if (side) {
-    (void)mxf_cpu_isa(); /* MXF_CPU_ISA read before the tasks start */
-    stream_run s = {&r, side, (const float *)r.base, mxf_round_up(pp->k, 16)};
+    stream_run s = {&r, core->isa, side, (const float *)r.base, mxf_round_up(pp->k, 16)};
     for (r.r0 = 0; r.r0 < pp->rows; r.r0 += pp->rc) {
       r.rn = pp->rows - r.r0 < pp->rc ? pp->rows - r.r0 : pp->rc;
       for (r.c0 = 0; r.c0 < pp->cols; r.c0 += pp->nc) {
@@ -734,12 +733,12 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
         if (bf16) { /* the f32 core's blocks of this K panel, beside the bf16 ones */
           r.xk0 = k0, r.xkn = kn;
           panels_fill(&r, kn > 0, kn > 0, 0, xf, pp->ldy, yf, pp->ldy);
-          mxf_cpu_sgemm_nt(f32, r.rn, r.cn, kn, xf, pp->ldy, yf, pp->ldy, r.acc, r.ldc, kp > 0);
+          mxf_cpu_sgemm_nt(core, r.rn, r.cn, kn, xf, pp->ldy, yf, pp->ldy, r.acc, r.ldc, kp > 0);
           continue;
         }
         panels_fill(&r, fill_x, fill_y, 0, xblk, pp->ldx, yblk, pp->ldy);
         const float *xa = (const float *)xblk + (pp->x_full_k ? k0 : 0);
-        mxf_cpu_sgemm_nt(f32, r.rn, r.cn, kn, xa, pp->ldx, (const float *)yblk, pp->ldy, r.acc, r.ldc,
+        mxf_cpu_sgemm_nt(core, r.rn, r.cn, kn, xa, pp->ldx, (const float *)yblk, pp->ldy, r.acc, r.ldc,
                          kp > 0);
       }
       r.pfor(ops->epilogue_tasks(ctx, r.rn, r.cn), 1, panels_epilogue_task, &r);

@@ -19,7 +19,7 @@
  * and added into the accumulators of every row of X by one fused multiply-add per k, in
  * increasing k, from +0: SPEC §5.1's order, the same bits as the GEMM core's.
  *
- * Written for AVX-512 and AVX2 + FMA (the instruction set mxf_cpu_isa() names; the
+ * Written for AVX-512 and AVX2 + FMA (the plan's instruction set, cpu.h; the
  * baseline has no streaming kernel, its fills do the work). Registers, AVX-512: one row
  * of X takes four panels at a time, 2 to 4 rows two (so that each accumulator's
  * multiply-adds are far enough apart), 5 to 8 rows one; more rows go by groups of 8,
@@ -27,8 +27,6 @@
  * rows of X.
  * The backend's story and measurements: docs/kernels/cpu.md.
  */
-#include <string.h>
-
 #include "cpu/cpu.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -501,8 +499,7 @@ static const stream2_fn g_kernels2[4][3] = {S2_ONE(1), S2_ONE(2), S2_ONE(3), S2_
 
 int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
                         int64_t xn, float *acc, int64_t ld) {
-  const char *isa = mxf_cpu_isa();
-  const int avx512 = !strcmp(isa, "avx512"), avx2 = !strcmp(isa, "avx2");
+  const int avx512 = w->isa == MXF_CPU_ISA_AVX512, avx2 = w->isa == MXF_CPU_ISA_AVX2;
   if (!avx512 && !avx2) return 0;
   if ((n & 15) || n > MXF_CPU_FILL_ROWS || xn <= 0 || kblocks <= 0 || (w->sf_vec != 16 && w->sf_vec != 32))
     return 0;
@@ -528,7 +525,7 @@ int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, c
   return 1;
 }
 int mxf_cpu_stream_unpack(const mxf_cpu_stream_w *w, int64_t n, int64_t kb0, int64_t kblocks, float *dst) {
-  if (strcmp(mxf_cpu_isa(), "avx512") != 0) return 0;
+  if (w->isa != MXF_CPU_ISA_AVX512) return 0;
   if ((n & 15) || n > MXF_CPU_FILL_ROWS || kblocks <= 0 || (w->sf_vec != 16 && w->sf_vec != 32)) return 0;
   if (w->fmt != MXF_E2M1 && w->fmt != MXF_E4M3 && w->fmt != MXF_E5M2) return 0;
   for (int64_t p = 0; p < n / 16; ++p)
