@@ -94,6 +94,33 @@ S_INLINE __m512 fma_x(const float *a, __m512 b, __m512 acc) {
   return acc;
 }
 
+/* The decoding, per lane (a row of the panel). e2m1: the low nibble of v through the
+ * code table, times the scale. */
+S_INLINE __m512 e2m1_value(__m512i v, __m512 tab, __m512 sc) {
+  return _mm512_mul_ps(_mm512_permutexvar_ps(v, tab), sc);
+}
+/* fp8, byte b of z: moved to bits 24..31, then sign | magnitude << (E5 ? 21 : 20): for a
+ * finite code its value times 2^-112 (e5m2) or 2^-120 (e4m3), subnormals included. */
+S_INLINE __m512 fp8_fields(__m512i z, int b, int E5) {
+  const __m512i top = _mm512_slli_epi32(z, 24 - 8 * b);
+  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_srai_epi32(top, E5 ? 3 : 4),
+                                              _mm512_set1_epi32(E5 ? (int)0x8FE00000u : (int)0x87F00000u)));
+}
+/* fp8, byte b of z: its value from the code table (any code). */
+S_INLINE __m512 fp8_table(__m512i z, int b, const float *lut) {
+  return _mm512_i32gather_ps(_mm512_and_si512(_mm512_srli_epi32(z, 8 * b), _mm512_set1_epi32(0xFF)), lut, 4);
+}
+/* Nonzero when a byte of z[0..3] is a special code (e4m3 NaN; e5m2 inf, NaN): (b & m1) +
+ * m2 carries into bit 7 for those only. */
+S_INLINE int fp8_special(const __m512i z[4], int E5) {
+  const __m512i m1 = _mm512_set1_epi32(E5 ? 0x7C7C7C7C : 0x7F7F7F7F);
+  const __m512i m2 = _mm512_set1_epi32(E5 ? 0x04040404 : 0x01010101);
+  __m512i any = _mm512_setzero_si512();
+  for (int q = 0; q < 4; ++q)
+    any = _mm512_or_si512(any, _mm512_add_epi32(_mm512_and_si512(z[q], m1), m2));
+  return _mm512_test_epi32_mask(any, _mm512_set1_epi32((int)0x80808080u)) != 0;
+}
+
 /* The accumulators: XN rows of X x NP panels, from +0; stored to acc at the end. */
 #define S_UNROLL _Pragma("GCC unroll 8")
 #define S_ACC_INIT                                                                                           \
@@ -136,8 +163,8 @@ S_INLINE void e2m1_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, c
         const int k = q * 8 + b * 2; /* byte 4q + b: values k (low nibble) and k + 1 */
         S_UNROLL for (int p = 0; p < NP; ++p) {
           const __m512i v = _mm512_srli_epi32(z[p][q], 8 * b);
-          const __m512 lo = _mm512_mul_ps(_mm512_permutexvar_ps(v, tab), s[p][q >> 1]);
-          const __m512 hi = _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab), s[p][q >> 1]);
+          const __m512 lo = e2m1_value(v, tab, s[p][q >> 1]);
+          const __m512 hi = e2m1_value(_mm512_srli_epi32(v, 4), tab, s[p][q >> 1]);
           S_UNROLL for (int m = 0; m < XN; ++m) c[m][p] = fma_x(xb[m] + k, lo, c[m][p]);
           S_UNROLL for (int m = 0; m < XN; ++m) c[m][p] = fma_x(xb[m] + k + 1, hi, c[m][p]);
         }
@@ -151,12 +178,7 @@ S_INLINE void e2m1_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, c
 S_INLINE void fp8_rows(const int XN, const int NP, const int E5, const mxf_cpu_stream_w *w,
                        const uint8_t *const *codes, const uint8_t *const *sf, int64_t kblocks, const float *x,
                        int64_t ldx, float *acc, int64_t ld) {
-  const __m512i fields = _mm512_set1_epi32(E5 ? (int)0x8FE00000u : (int)0x87F00000u);
   const __m512 bias = _mm512_set1_ps(E5 ? 0x1p112f : 0x1p120f), inf = _mm512_set1_ps(__builtin_inff());
-  /* a byte is a special code (e4m3 NaN; e5m2 inf, NaN) when (b & m1) + m2 carries into bit 7 */
-  const __m512i m1 = _mm512_set1_epi32(E5 ? 0x7C7C7C7C : 0x7F7F7F7F);
-  const __m512i m2 = _mm512_set1_epi32(E5 ? 0x04040404 : 0x01010101);
-  const __m512i m3 = _mm512_set1_epi32((int)0x80808080u), ff = _mm512_set1_epi32(0xFF);
   S_ACC_INIT
   _Alignas(64) float sbuf[4][S_CHUNK * 2 * 16];
   for (int64_t kb = 0; kb < kblocks; ++kb) {
@@ -178,13 +200,10 @@ S_INLINE void fp8_rows(const int XN, const int NP, const int E5, const mxf_cpu_s
     }
     for (int h = 0; h < 2; ++h) {
       __m512i z[4][4];
-      __mmask16 special_any = 0;
+      int special_any = 0;
       S_UNROLL for (int p = 0; p < NP; ++p) {
         rows16(codes[p] + kb * 32 + h * 16, w->row_bytes, z[p]);
-        __m512i any = _mm512_setzero_si512();
-        for (int q = 0; q < 4; ++q)
-          any = _mm512_or_si512(any, _mm512_add_epi32(_mm512_and_si512(z[p][q], m1), m2));
-        special_any |= _mm512_test_epi32_mask(any, m3);
+        special_any |= fp8_special(z[p], E5);
       }
       /* (f * 2^bias) * s, the first product exact; or f * (s * 2^bias), one rounding of
        * the same exact product, where s * 2^bias is finite (and then exact: s has at most
@@ -196,11 +215,9 @@ S_INLINE void fp8_rows(const int XN, const int NP, const int E5, const mxf_cpu_s
     S_UNROLL for (int p = 0; p < NP; ++p) {                                                                  \
       __m512 v;                                                                                              \
       if ((MODE) == 2) {                                                                                     \
-        const __m512i code = _mm512_and_si512(_mm512_srli_epi32(z[p][q], 8 * b), ff);                        \
-        v = _mm512_mul_ps(_mm512_i32gather_ps(code, w->code_lut, 4), s[p][h]);                               \
-      } else { /* the byte to bits 24..31, then sign | magnitude << (E5 ? 21 : 20) */                        \
-        const __m512i top = _mm512_slli_epi32(z[p][q], 24 - 8 * b);                                          \
-        const __m512 f = _mm512_castsi512_ps(_mm512_and_si512(_mm512_srai_epi32(top, E5 ? 3 : 4), fields));  \
+        v = _mm512_mul_ps(fp8_table(z[p][q], b, w->code_lut), s[p][h]);                                      \
+      } else {                                                                                               \
+        const __m512 f = fp8_fields(z[p][q], b, E5);                                                         \
         v = (MODE) == 0 ? _mm512_mul_ps(f, sb[p][h]) : _mm512_mul_ps(_mm512_mul_ps(f, bias), s[p][h]);       \
       }                                                                                                      \
       S_UNROLL for (int m = 0; m < XN; ++m) c[m][p] = fma_x(xb[m] + h * 16 + k, v, c[m][p]);                 \
@@ -230,11 +247,7 @@ __attribute__((target("avx512f"))) static void unpack_avx512(const mxf_cpu_strea
                                                              float *dst) {
   const int e2 = w->fmt == MXF_E2M1, E5 = w->fmt == MXF_E5M2;
   const __m512 tab = _mm512_loadu_ps(w->code_lut);
-  const __m512i fields = _mm512_set1_epi32(E5 ? (int)0x8FE00000u : (int)0x87F00000u);
   const __m512 bias = _mm512_set1_ps(E5 ? 0x1p112f : 0x1p120f);
-  const __m512i m1 = _mm512_set1_epi32(E5 ? 0x7C7C7C7C : 0x7F7F7F7F);
-  const __m512i m2 = _mm512_set1_epi32(E5 ? 0x04040404 : 0x01010101);
-  const __m512i m3 = _mm512_set1_epi32((int)0x80808080u), ff = _mm512_set1_epi32(0xFF);
   _Alignas(64) float sbuf[S_CHUNK * 2 * 16];
   for (int64_t j = 0; j < nb; ++j) {
     const int64_t kb = kb0 + j, kc = j % S_CHUNK;
@@ -251,31 +264,21 @@ __attribute__((target("avx512f"))) static void unpack_avx512(const mxf_cpu_strea
         for (int b = 0; b < 4; ++b) {
           const __m512i v = _mm512_srli_epi32(z[q], 8 * b);
           const __m512 sc = q < 2 ? s0 : s1;
-          _mm512_store_ps(o + (q * 8 + b * 2) * 16, _mm512_mul_ps(_mm512_permutexvar_ps(v, tab), sc));
-          _mm512_store_ps(o + (q * 8 + b * 2 + 1) * 16,
-                          _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(v, 4), tab), sc));
+          _mm512_store_ps(o + (q * 8 + b * 2) * 16, e2m1_value(v, tab, sc));
+          _mm512_store_ps(o + (q * 8 + b * 2 + 1) * 16, e2m1_value(_mm512_srli_epi32(v, 4), tab, sc));
         }
       continue;
     }
     for (int h = 0; h < 2; ++h) {
       rows16(codes + kb * 32 + h * 16, w->row_bytes, z);
-      __m512i any = _mm512_setzero_si512();
-      for (int q = 0; q < 4; ++q)
-        any = _mm512_or_si512(any, _mm512_add_epi32(_mm512_and_si512(z[q], m1), m2));
-      const int special = _mm512_test_epi32_mask(any, m3) != 0;
+      const int special = fp8_special(z, E5);
       const __m512 sc = h ? s1 : s0;
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q)
 #pragma GCC unroll 4
         for (int b = 0; b < 4; ++b) {
-          __m512 v;
-          if (special) {
-            v = _mm512_i32gather_ps(_mm512_and_si512(_mm512_srli_epi32(z[q], 8 * b), ff), w->code_lut, 4);
-          } else {
-            const __m512i top = _mm512_slli_epi32(z[q], 24 - 8 * b);
-            v = _mm512_mul_ps(
-                _mm512_castsi512_ps(_mm512_and_si512(_mm512_srai_epi32(top, E5 ? 3 : 4), fields)), bias);
-          }
+          const __m512 v =
+              special ? fp8_table(z[q], b, w->code_lut) : _mm512_mul_ps(fp8_fields(z[q], b, E5), bias);
           _mm512_store_ps(o + (h * 16 + q * 4 + b) * 16, _mm512_mul_ps(v, sc));
         }
     }
