@@ -5,8 +5,9 @@
  * tile it finishes: tens to hundreds a run, each short. Starting and joining a thread
  * costs tens of microseconds (more on virtual machines), and the caller starts them one
  * after the other, so the workers are started once, on first use, and park on a
- * condition variable between calls, after watching for the next call a little while. The pool grows to the
- * largest worker count asked for (MXF_NUM_THREADS may change between calls) and never shrinks.
+ * condition variable between calls, after watching for the next call a little while. The
+ * pool grows to the largest worker count asked for (MXF_NUM_THREADS may change between
+ * calls) and never shrinks.
  *
  * One call owns the pool at a time. A call that finds it owned (another thread of the
  * process runs an op, or a task calls back into the parallel-for) runs its range on its
@@ -193,9 +194,7 @@ void mxf_cpu_fp_leave(unsigned saved) { (void)saved; }
  * an op runs several parallel-fors back to back (a decode-size gemm_amax: 1 x 7168 x 2048
  * MXFP4 on 2 cores took 1.74 ms when its threads had been idle, 1.01 ms right after
  * another call). The variables watched are written under the lock, atomically. */
-#ifndef MXF_POOL_SPIN
 #define MXF_POOL_SPIN 4096 /* pause instructions */
-#endif
 static inline void pool_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();

@@ -675,11 +675,7 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
   r.lay = panels_layout_of(pp);
   r.base = (uint8_t *)ws;
   r.acc = (float *)(r.base + r.lay.acc);
-  mxf_cpu_core dflt; /* a geometry without a core: the library's own, the processor's best */
-  memset(&dflt, 0, sizeof dflt);
-  dflt.kind = dflt.f32 = MXF_CPU_CORE_C;
-  dflt.isa = mxf_cpu_isa_best();
-  const mxf_cpu_core *core = pp->core ? pp->core : &dflt;
+  const mxf_cpu_core *core = pp->core; /* the plan's: mxf_cpu_core_plan set it */
   const int bf16 = panels_bf16(pp) && pp->k > 0;
   r.pfor = bf16 ? mxf_parallel_for_omp : mxf_parallel_for;
   void *scratch = r.base + r.lay.scratch;
