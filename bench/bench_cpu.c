@@ -86,24 +86,6 @@ static void settle(void) {
   nanosleep(&ts, NULL);
 }
 
-/* Reads 64 MiB (twice a large last-level cache) so that what a run reads next comes from
- * memory. */
-static volatile uint64_t g_flush_sum;
-static void flush_caches(void) {
-  static uint64_t *buf;
-  const size_t words = ((size_t)64 << 20) / sizeof(uint64_t);
-  if (!buf) {
-    buf = malloc(words * sizeof(uint64_t));
-    if (!buf) return;
-    for (size_t i = 0; i < words; ++i)
-      buf[i] = i;
-  }
-  uint64_t s = 0;
-  for (size_t i = 0; i < words; i += 8)
-    s += buf[i];
-  g_flush_sum += s;
-}
-
 static double median(double *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_double);
   return n & 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
@@ -124,6 +106,23 @@ static void *xalloc(size_t n) {
     exit(2);
   }
   return p;
+}
+
+/* Reads 64 MiB (twice a large last-level cache) so that what a run reads next comes from
+ * memory. */
+static volatile uint64_t g_flush_sum;
+static void flush_caches(void) {
+  static uint64_t *buf;
+  const size_t words = ((size_t)64 << 20) / sizeof(uint64_t);
+  if (!buf) {
+    buf = xalloc(words * sizeof(uint64_t));
+    for (size_t i = 0; i < words; ++i)
+      buf[i] = i;
+  }
+  uint64_t s = 0;
+  for (size_t i = 0; i < words; i += 8)
+    s += buf[i];
+  g_flush_sum += s;
 }
 
 static int g_runs = 7;
