@@ -525,7 +525,7 @@ static int safe_file_name(const char *s) {
 }
 
 /* Serializes file i of the save (the .safetensors file, or tensor i's NAME.npy) and writes
- * it to outs[i]. */
+ * it to `out`. */
 static int save_one(const char *dest, const tio_tensor *ts, int n, const char *metadata_json, int i,
                     tio_out *out, int named, char *err, size_t errlen) {
   const int st = ends_with(dest, ".safetensors");
