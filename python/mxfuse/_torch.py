@@ -23,6 +23,7 @@ from . import _tensors as T
 
 
 _impl = torch.library.Library("mxfuse", "IMPL")
+_AUTOGRAD_KEYS = ("AutogradCPU", "AutogradCUDA", "AutogradMeta")  # the devices the ops take, and meta tensors
 
 
 def _no_backward(op_name, names):
@@ -41,7 +42,11 @@ def _no_backward(op_name, names):
         with torch._C._AutoDispatchBelowAutograd():
             return overload(*args, **kwargs)
 
-    _impl.impl(op_name, kernel, "Autograd")
+    # On the backends' own autograd keys: a kernel there comes before the Autograd-alias
+    # kernel that custom_op registers, and needs no override of it (which Library.impl
+    # refuses in torch 2.11 unless asked, and in releases before allow_override always).
+    for key in _AUTOGRAD_KEYS:
+        _impl.impl(op_name, kernel, key)
 
 
 def _new(like, shape_code):
