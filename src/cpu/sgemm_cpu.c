@@ -9,7 +9,8 @@
  * work is cut over M and N only: tasks of tm rows (MXF_SG_MC .. MXF_SG_TM_MAX blocks) x
  * MXF_SG_NC columns on mxf_parallel_for; inside a task, K goes by MXF_SG_KC slices, B's
  * rows are packed once per slice and A's in blocks of MXF_SG_MC rows (micro-panels of MR
- * rows of A, NR rows of B, k-interleaved, zero padded at the edges) that stay in L1/L2,
+ * rows of A, NR rows of B, k-interleaved, zero padded at the edges; whole micro-panels
+ * by 8 x 8 transposes where the instruction set has AVX2) that stay in L1/L2,
  * and an MR x NR register-blocked micro-kernel loads the micro-tile's sums from C, adds
  * the slice's products in k order and stores them back: the sums continue across slices,
  * never restart from zero. Hence the bits do not depend on the slices, the tiles, the
@@ -94,20 +95,80 @@ typedef struct sgemm_ctx {
   int accumulate;
   int b_packed;      /* b is already in the packed layout (k <= MXF_SG_KC) */
   sgemm_micro_fn fn; /* the micro-kernel of the plan's instruction set */
+  mxf_cpu_isa_kind isa;
 } sgemm_ctx;
+
+#if MXF_SG_X86
+/* o[q] lane i = rows[i][kk + q]: 8 rows of 8 values transposed. */
+__attribute__((target("avx2"), always_inline)) static inline void tr8x8(const float *const *rows, int64_t kk,
+                                                                       __m256 o[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    const __m256 a = _mm256_loadu_ps(rows[2 * i] + kk), b = _mm256_loadu_ps(rows[2 * i + 1] + kk);
+    t[2 * i] = _mm256_unpacklo_ps(a, b);     /* a0 b0 a1 b1 | a4 b4 a5 b5 */
+    t[2 * i + 1] = _mm256_unpackhi_ps(a, b); /* a2 b2 a3 b3 | a6 b6 a7 b7 */
+  }
+  for (int h = 0; h < 2; ++h) { /* rows 4h .. 4h + 3 */
+    u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);     /* k 0 | 4 */
+    u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE); /* k 1 | 5 */
+    u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+    u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+  }
+  for (int q = 0; q < 4; ++q) {
+    o[q] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x20);
+    o[q + 4] = _mm256_permute2f128_ps(u[q], u[4 + q], 0x31);
+  }
+}
+
+/* sgemm_pack's whole micro-panels (r = MR or NR), 8 values of K at a time; returns how
+ * many values it did (a multiple of 8). An MR panel's stores run 2 values past each
+ * group of K, into the next group's place (written after) or, after the last group, into
+ * the next panel's or the buffer's slack. */
+__attribute__((target("avx2"))) static int64_t pack_avx2(const float *const *src, int64_t kc, int r,
+                                                         float *dst) {
+  int64_t kk = 0;
+  __m256 o[8], o2[8];
+  if (r == MXF_SG_NR)
+    for (; kk + 8 <= kc; kk += 8) {
+      tr8x8(src, kk, o);
+      tr8x8(src + 8, kk, o2);
+      for (int q = 0; q < 8; ++q) {
+        _mm256_store_ps(dst + (kk + q) * 16, o[q]);
+        _mm256_store_ps(dst + (kk + q) * 16 + 8, o2[q]);
+      }
+    }
+  else if (r == MXF_SG_MR) {
+    const float *rows[8] = {src[0], src[1], src[2], src[3], src[4], src[5], src[0], src[0]};
+    for (; kk + 8 <= kc; kk += 8) {
+      tr8x8(rows, kk, o);
+      for (int q = 0; q < 8; ++q)
+        _mm256_storeu_ps(dst + (kk + q) * MXF_SG_MR, o[q]);
+    }
+  }
+  return kk;
+}
+#endif
 
 /* rows [0, rows) of x (ld floats apart), k in [k0, k0 + kc), into micro-panels of r rows:
  * panel p holds rows p*r.., element (row i, k) at p*r*kc + k*r + i; rows beyond `rows`
- * are zero. */
-static void sgemm_pack(const float *x, int64_t ld, int64_t rows, int64_t k0, int64_t kc, int r, float *dst) {
+ * are zero. With vec (AVX2 or better), whole panels go by 8 x 8 transposes. dst has
+ * MXF_SG_PACK_SLACK floats beyond the panels. */
+#define MXF_SG_PACK_SLACK 8
+static void sgemm_pack(const float *x, int64_t ld, int64_t rows, int64_t k0, int64_t kc, int r, int vec,
+                       float *dst) {
   for (int64_t p0 = 0; p0 < rows; p0 += r) {
     int64_t live = rows - p0 < r ? rows - p0 : r;
     const float *src[MXF_SG_NR];
     for (int i = 0; i < r; ++i)
       src[i] = x + (p0 + (i < live ? i : 0)) * ld + k0;
-    if (live == r) { /* 8 values of each row at a time: whole lines read and written */
+    if (live == r) {
       int64_t kk = 0;
-      for (; kk + 8 <= kc; kk += 8)
+#if MXF_SG_X86
+      if (vec) kk = pack_avx2(src, kc, r, dst);
+#else
+      (void)vec;
+#endif
+      for (; kk + 8 <= kc; kk += 8) /* 8 values of each row at a time: whole lines read and written */
         for (int i = 0; i < r; ++i)
           for (int q = 0; q < 8; ++q)
             dst[(kk + q) * r + i] = src[i][kk + q];
@@ -257,10 +318,10 @@ static void sgemm_tile(const sgemm_ctx *s, sgemm_micro_fn fn, int64_t i0, int64_
     if (s->b_packed)
       pb = (float *)s->b + j0 * kc; /* one slice, packed by the caller */
     else
-      sgemm_pack(s->b + j0 * s->ldb, s->ldb, nc, k0, kc, MXF_SG_NR, pb);
+      sgemm_pack(s->b + j0 * s->ldb, s->ldb, nc, k0, kc, MXF_SG_NR, s->isa != MXF_CPU_ISA_BASELINE, pb);
     for (int64_t ib = 0; ib < mc; ib += MXF_SG_MC) {
       const int64_t mb = mc - ib < MXF_SG_MC ? mc - ib : MXF_SG_MC;
-      sgemm_pack(s->a + (i0 + ib) * s->lda, s->lda, mb, k0, kc, MXF_SG_MR, pa);
+      sgemm_pack(s->a + (i0 + ib) * s->lda, s->lda, mb, k0, kc, MXF_SG_MR, s->isa != MXF_CPU_ISA_BASELINE, pa);
       for (int64_t jr = 0; jr < nc; jr += MXF_SG_NR) {
         const int nr = (int)(nc - jr < MXF_SG_NR ? nc - jr : MXF_SG_NR);
         for (int64_t ir = 0; ir < mb; ir += MXF_SG_MR) {
@@ -276,8 +337,8 @@ static void sgemm_tile(const sgemm_ctx *s, sgemm_micro_fn fn, int64_t i0, int64_
 /* Pack buffers on the task's stack: 72 KiB of A, 192 KiB of B. */
 static void sgemm_task(void *ctx, int64_t begin, int64_t end) {
   const sgemm_ctx *s = (const sgemm_ctx *)ctx;
-  _Alignas(64) float pa[MXF_SG_MC * MXF_SG_KC];
-  _Alignas(64) float pb[MXF_SG_NC * MXF_SG_KC];
+  _Alignas(64) float pa[MXF_SG_MC * MXF_SG_KC + MXF_SG_PACK_SLACK];
+  _Alignas(64) float pb[MXF_SG_NC * MXF_SG_KC + MXF_SG_PACK_SLACK];
   const sgemm_micro_fn fn = s->fn;
   for (int64_t t = begin; t < end; ++t) {
     int64_t i0 = (t / s->tiles_n) * s->tm, j0 = (t % s->tiles_n) * MXF_SG_NC;
@@ -294,7 +355,7 @@ static sgemm_ctx sgemm_setup(mxf_cpu_isa_kind isa, int64_t m, int64_t n, int64_t
                              int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate,
                              int threads) {
   sgemm_ctx s = {m,         n,          k, lda,         ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC),
-                 MXF_SG_MC, accumulate, 0, k_micro[isa]};
+                 MXF_SG_MC, accumulate, 0, k_micro[isa], isa};
   const int64_t blocks = mxf_cdiv(m, MXF_SG_MC);
   int64_t per = blocks * s.tiles_n / ((int64_t)threads * MXF_SG_TASKS);
   per = per < 1 ? 1 : per > MXF_SG_TM_MAX ? MXF_SG_TM_MAX : per;
