@@ -23,7 +23,7 @@ for _code, _d in A.DTYPES.items():
     if _d.array_name:
         _SPELLINGS[_d.array_name] = _code
 _SPELLINGS.update(float=A.F32, half=A.F16, e2m1=A.E2M1X2, fp4=A.E2M1X2)
-_known = {}  # dtype objects seen, by value
+_known, _known_torch = {}, {}  # dtype objects seen, by value: torch's apart
 
 
 def _find_code(d):
@@ -48,9 +48,12 @@ def _find_code(d):
 
 def dtype_code(d):
     """The library's dtype for a torch / NumPy / JAX dtype, a type or a name."""
-    code = _known.get(d)
+    # torch's apart, so that torch.compile's tracer meets only keys it can hash (torch 2.11
+    # gave up on a dict holding NumPy dtypes as well)
+    known = _known_torch if type(d).__module__ == "torch" else _known
+    code = known.get(d)
     if code is None:
-        code = _known[d] = _find_code(d)
+        code = known[d] = _find_code(d)
     return code
 
 
@@ -61,7 +64,8 @@ def _result_type(name, fields):
     base = namedtuple(name, fields)
 
     def __getitem__(self, k):
-        return getattr(self, k) if isinstance(k, str) else base.__getitem__(self, k)
+        return getattr(self, k) if isinstance(k, str) else tuple(self)[k]  # (torch 2.11's tracer
+        # takes this, not base.__getitem__)
 
     def keys(self):
         return self._fields

@@ -111,6 +111,23 @@ def test_opcheck(rng):
             assert all(np.array_equal(_bytes(o), _bytes(g)) for o, g in zip(outs, again))
 
 
+def test_compile_after_numpy_dtypes(rng):
+    """torch.compile(fullgraph) traces a call after NumPy (ml_dtypes) and JAX-style dtypes
+    went through the same call spec in eager mode: the tracer of torch 2.11 refused the
+    spec's dtype table once it held those beside torch's. Result equal to eager, bit for bit."""
+    import ml_dtypes
+
+    from mxfuse import _spec
+
+    for d in (np.dtype(ml_dtypes.float8_e5m2), ml_dtypes.float8_e4m3fn, ml_dtypes.bfloat16, np.float32, "bfloat16"):
+        _spec.dtype_code(d)
+    a, b, sa, sb = _gemm_inputs(rng)
+    torch._dynamo.reset()
+    f = torch.compile(lambda a, b, sa, sb: mxfuse.gemm_amax(a, b, sa, sb, c_dtype=torch.bfloat16)[0], fullgraph=True)
+    got, want = f(a, b, sa, sb), mxfuse.gemm_amax(a, b, sa, sb, c_dtype=torch.bfloat16)["c_tensor"]
+    assert np.array_equal(_bytes(got), _bytes(want))
+
+
 def test_export(rng):
     """torch.export of a module calling the ops: the exported program gives the eager bits."""
     a, b, sa, sb = _gemm_inputs(rng)
