@@ -1,7 +1,8 @@
 """Tensor parallelism under torch.distributed, one process per device: NCCL and one GPU a
-rank where GPUs are present, else gloo and CPU tensors (the CPU backend):
+rank where there is a GPU for every rank, else (or with --cpu) gloo and CPU tensors (the
+CPU backend):
 
-    torchrun --nproc_per_node=N tests/python/dist_tp.py [--small]
+    torchrun --nproc_per_node=N tests/python/dist_tp.py [--small] [--cpu]
 
 - proj_rope with the heads of w split across ranks: each rank's four outputs equal the
   matching heads of the whole projection run on its device, and the all-gathered rowwise
@@ -33,11 +34,12 @@ from mx_reference import BITWISE_CONFIGS, mx_operand, oracle, proj_inputs, to_nu
 
 def main():
     small = "--small" in sys.argv
-    gpu = torch.cuda.is_available() and torch.cuda.device_count() > 0
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    gpu = "--cpu" not in sys.argv and torch.cuda.is_available() and torch.cuda.device_count() >= world
     dist.init_process_group("nccl" if gpu else "gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     if gpu:
-        torch.cuda.set_device(rank % torch.cuda.device_count())
+        torch.cuda.set_device(rank)
         dev = f"cuda:{torch.cuda.current_device()}"
     else:
         dev = "cpu"

@@ -1,5 +1,6 @@
 """Several devices on the CPU, each run in its own processes, bound to the loopback and
-bounded in time: dist_tp.py under torchrun (gloo, CPU tensors) at 2 ranks with the plain
+bounded in time (CPU tensors and JAX's CPU platform also where GPUs are present): dist_tp.py
+under torchrun (gloo, CPU tensors) at 2 ranks with the plain
 core (bit for bit against one process) and 4 ranks with the default core (SPEC §5);
 dist_jax.py over 4 host devices (jit with sharded operands, shard_map column- and
 row-parallel, proj_rope heads split) and over two processes (jax.distributed). Also
@@ -32,9 +33,9 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _passed(out, name):
+def _passed(out, name, err=""):
     last = [line for line in out.splitlines() if line.startswith(f"{name}: ") and "passed" in line]
-    assert last, out[-3000:]
+    assert last, out[-3000:] + err[-3000:]
     return last[-1]
 
 
@@ -42,31 +43,31 @@ def _passed(out, name):
 def test_torchrun_gloo(ranks, config, seed):
     pytest.importorskip("torch")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes=1", f"--nproc_per_node={ranks}",
-           "--master_addr=127.0.0.1", f"--master_port={_free_port()}", os.path.join(HERE, "dist_tp.py"), "--small"]
+           "--master_addr=127.0.0.1", f"--master_port={_free_port()}", os.path.join(HERE, "dist_tp.py"), "--small", "--cpu"]
     env = _env(MXF_CONFIG=config, MXF_SEED=str(seed & 0x7FFFFFFF), OMP_NUM_THREADS="1")
     if not config:
         env.pop("MXF_CONFIG")
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
-    line = _passed(r.stdout, "dist_tp")
+    line = _passed(r.stdout, "dist_tp", r.stderr)
     print(line)
     assert r.returncode == 0 and line.endswith(" 0 failed"), r.stdout[-3000:] + r.stderr[-3000:]
 
 
 def test_jax_host_devices(seed):
     pytest.importorskip("jax")
-    env = _env(MXF_CONFIG="cpu=c", MXF_SEED=str(seed & 0x7FFFFFFF),
+    env = _env(MXF_CONFIG="cpu=c", MXF_SEED=str(seed & 0x7FFFFFFF), JAX_PLATFORMS="cpu",
                XLA_FLAGS="--xla_force_host_platform_device_count=4")
     r = subprocess.run([sys.executable, os.path.join(HERE, "dist_jax.py"), "devices"], env=env, capture_output=True,
                        text=True, timeout=TIMEOUT)
     print("\n".join(line for line in r.stdout.splitlines() if "time:" in line))
-    line = _passed(r.stdout, "dist_jax")
+    line = _passed(r.stdout, "dist_jax", r.stderr)
     assert r.returncode == 0 and line.endswith(" 0 failed"), r.stdout[-3000:] + r.stderr[-3000:]
 
 
 def test_jax_two_processes(seed):
     pytest.importorskip("jax")
     port = _free_port()
-    env = _env(MXF_CONFIG="cpu=c", MXF_SEED=str(seed & 0x7FFFFFFF))
+    env = _env(MXF_CONFIG="cpu=c", MXF_SEED=str(seed & 0x7FFFFFFF), JAX_PLATFORMS="cpu")
     procs = [subprocess.Popen([sys.executable, os.path.join(HERE, "dist_jax.py"), "process", str(i), str(port)],
                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for i in (0, 1)]
     outs = []
