@@ -23,7 +23,8 @@ for _code, _d in A.DTYPES.items():
     if _d.array_name:
         _SPELLINGS[_d.array_name] = _code
 _SPELLINGS.update(float=A.F32, half=A.F16, e2m1=A.E2M1X2, fp4=A.E2M1X2)
-_known, _known_torch = {}, {}  # dtype objects seen, by value: torch's apart
+# dtype objects seen, by value: names, torch dtypes and the rest (NumPy, ml_dtypes, JAX) apart
+_known_str, _known_torch, _known = {}, {}, {}
 
 
 def _find_code(d):
@@ -48,9 +49,9 @@ def _find_code(d):
 
 def dtype_code(d):
     """The library's dtype for a torch / NumPy / JAX dtype, a type or a name."""
-    # torch's apart, so that torch.compile's tracer meets only keys it can hash (torch 2.11
-    # gave up on a dict holding NumPy dtypes as well)
-    known = _known_torch if type(d).__module__ == "torch" else _known
+    # in tables apart, so that torch.compile's tracer (which meets names and torch dtypes)
+    # sees only keys it can hash: torch 2.11's gave up on a table holding NumPy dtypes too
+    known = _known_str if isinstance(d, str) else _known_torch if type(d).__module__ == "torch" else _known
     code = known.get(d)
     if code is None:
         code = known[d] = _find_code(d)

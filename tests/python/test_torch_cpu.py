@@ -122,10 +122,11 @@ def test_compile_after_numpy_dtypes(rng):
     for d in (np.dtype(ml_dtypes.float8_e5m2), ml_dtypes.float8_e4m3fn, ml_dtypes.bfloat16, np.float32, "bfloat16"):
         _spec.dtype_code(d)
     a, b, sa, sb = _gemm_inputs(rng)
-    torch._dynamo.reset()
-    f = torch.compile(lambda a, b, sa, sb: mxfuse.gemm_amax(a, b, sa, sb, c_dtype=torch.bfloat16)[0], fullgraph=True)
-    got, want = f(a, b, sa, sb), mxfuse.gemm_amax(a, b, sa, sb, c_dtype=torch.bfloat16)["c_tensor"]
-    assert np.array_equal(_bytes(got), _bytes(want))
+    for kw in (dict(c_dtype=torch.bfloat16), dict(c_dtype="bfloat16"), {}):  # {}: the default, a name
+        torch._dynamo.reset()
+        f = torch.compile(lambda a, b, sa, sb: mxfuse.gemm_amax(a, b, sa, sb, **kw)[0], fullgraph=True)
+        got, want = f(a, b, sa, sb), mxfuse.gemm_amax(a, b, sa, sb, **kw)["c_tensor"]
+        assert np.array_equal(_bytes(got), _bytes(want)), kw
 
 
 def test_export(rng):
