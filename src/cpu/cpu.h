@@ -130,13 +130,14 @@ typedef struct mxf_cpu_panel_ops {
    * would give. Returns 0, having written nothing, where it cannot (the driver then calls
    * fill and packs). */
   int (*fill_packed)(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, float *dst);
-  /* Optional (may be NULL), for the streaming path with few rows of X: acc[i][j] (ld
-   * floats a row) for i < xn, j < n (n a multiple of 16), rows [r0, r0 + n) of Y: the sums
-   * over k in [0, kdone) of x[i][k] * Y[r0 + j][k] in SPEC §5.1's order from +0 (x: xn
-   * rows of the f32 values of X, ldx apart); returns kdone, a multiple of 32 (0: nothing
-   * written; the driver's fills do the rest, continuing the sums). */
-  int64_t (*stream)(void *ctx, const float *x, int64_t ldx, int64_t xn, int64_t r0, int64_t n, float *acc,
-                    int64_t ld);
+  /* Optional (may be NULL), for the streaming path: rows [r0, r0 + n) (n a multiple of
+   * 16) of the many, Y (which = 1: few rows of X) or X (which = 0: few rows of Y),
+   * against the xn few rows (x: their f32 values, ldx apart): acc[i][j] (ld floats a row)
+   * for i < xn, j < n, the sums over k in [0, kdone) of x[i][k] * many[r0 + j][k] in SPEC
+   * §5.1's order from +0; returns kdone, a multiple of 32 (0: nothing written; the
+   * driver's fills do the rest, continuing the sums). */
+  int64_t (*stream)(void *ctx, int which, const float *x, int64_t ldx, int64_t xn, int64_t r0, int64_t n,
+                    float *acc, int64_t ld);
   /* Task count of the epilogue of a tile of rn x cn, and tasks [t0, t1) of the tile at
    * rows [r0, r0 + rn) of X, rows [c0, c0 + cn) of Y: acc holds the full K sums, ld floats
    * a row, and the epilogue may overwrite it. Tasks run concurrently. */
@@ -178,6 +179,11 @@ typedef struct mxf_cpu_stream_w {
 } mxf_cpu_stream_w;
 int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
                         int64_t xn, float *acc, int64_t ld);
+/* The rows of X an op hands the kernel, at most (more: the packed fill, which decodes
+ * once for all rows): 16 with e2m1 codes, whose decoding is cheap enough to repeat for a
+ * second group of 8 rows; 8 (one group, decoded once) with fp8 codes, whose decoding
+ * costs about twice as much. */
+#define MXF_CPU_STREAM_X(fmt) ((fmt) == MXF_E2M1 ? 16 : 8)
 /* The same values into the GEMM core's packed layout (the streaming path's fill of
  * more rows of X): blocks of 32 values [kb0, kb0 + kblocks) of the n rows, value (row
  * p * 16 + i, 32 kb0 + kk) at dst[p * 16 * 32 kblocks + kk * 16 + i]. AVX-512 only;

@@ -269,16 +269,13 @@ static int stream_weights(const gemm_ctx *d, int64_t r0, int64_t n, mxf_cpu_stre
 }
 
 /* The driver's streaming kernel on rows [r0, r0 + n) of Y: the whole blocks of 32
- * values of K, for up to MXF_GEMM_STREAM_X rows of X (more: the packed fill, which
- * decodes once for all rows): 16 with e2m1 codes, whose decoding is cheap enough to
- * repeat for a second group of 8 rows; 8 (one group, decoded once) with fp8 codes, whose
- * decoding costs about twice as much. */
-#define MXF_GEMM_STREAM_X(fmt) ((fmt) == MXF_E2M1 ? 16 : 8)
-static int64_t gemm_stream(void *ctx, const float *x, int64_t ldx, int64_t xn, int64_t r0, int64_t n,
+ * values of K, for up to MXF_CPU_STREAM_X rows of X (more: the packed fill, which
+ * decodes once for all rows). */
+static int64_t gemm_stream(void *ctx, int which, const float *x, int64_t ldx, int64_t xn, int64_t r0, int64_t n,
                            float *acc, int64_t ld) {
   const gemm_ctx *d = (const gemm_ctx *)ctx;
   mxf_cpu_stream_w w;
-  if (xn > MXF_GEMM_STREAM_X(d->v->y.fmt) || !stream_weights(d, r0, n, &w)) return 0;
+  if (!which || xn > MXF_CPU_STREAM_X(d->v->y.fmt) || !stream_weights(d, r0, n, &w)) return 0;
   const int64_t kblocks = d->v->k / 32;
   return mxf_cpu_stream_rows(&w, n, kblocks, x, ldx, xn, acc, ld) ? kblocks * 32 : 0;
 }

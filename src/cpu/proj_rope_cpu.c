@@ -7,7 +7,8 @@
  * dense rows, the few tokens the one the onednn core writes into oneDNN's layout):
  *   1. it asks for blocks of x (tokens x the whole K, or one K panel) and of w (outputs
  *      x one K panel) as f32: bf16 widened, e4m3 codes times their e8m0 scale (both
- *      exact); the in-out (K, H*D) weight is transposed on the way;
+ *      exact); the in-out (K, H*D) weight is transposed on the way; with up to 8 tokens
+ *      an MXFP8 out-in w goes through the streaming kernel instead (proj_stream);
  *   2. the tile's y accumulates in f32 over the K panels; tiles hold whole heads
  *      (output panels are multiples of D) and whole 32-token blocks (token panels are
  *      multiples of 32; the last may be partial);
@@ -96,6 +97,8 @@ typedef struct proj_ctx {
   float *rope;          /* per epilogue task: a copy of a token's RoPE features */
   float *block;         /* swapped, per epilogue task: its (tokens, features) block, transposed */
   float scale_lut[256]; /* e8m0 byte -> f32 */
+  float code_lut[256];  /* e4m3 byte -> f32 (MXFP8 inputs) */
+  mxf_cpu_isa_kind isa; /* the plan's instruction set */
 } proj_ctx;
 
 /* ---------------------------------------------------------------- blocks */
@@ -171,6 +174,32 @@ static void proj_fill(void *vctx, int which, int64_t r0, int64_t n, int64_t k0, 
     block_rows(c, c->a->w, (const uint8_t *)c->a->w_scale, r0, n, k0, kn, dst, ld);
   else
     block_in_out(c, r0, n, k0, kn, dst, ld);
+}
+
+/* The driver's streaming kernel (stream_cpu.c) on rows [r0, r0 + n) of an MXFP8 out-in
+ * w, against xn <= MXF_CPU_STREAM_X tokens (x: their f32 values): the decode-size
+ * projection reads w's codes once, decoded in registers, with the sums of the fills'
+ * order (SPEC §5.1). */
+static int64_t proj_stream(void *vctx, int which, const float *x, int64_t ldx, int64_t xn, int64_t r0, int64_t n,
+                           float *acc, int64_t ld) {
+  const proj_ctx *c = (const proj_ctx *)vctx;
+  const mxf_proj_problem *p = c->p;
+  if (!(which ^ c->swapped) || !p->mxfp8 || !p->w_out_in || xn > MXF_CPU_STREAM_X(MXF_E4M3) || (r0 & 15) ||
+      (n & 15) || n > MXF_CPU_FILL_ROWS || (p->k & 31))
+    return 0;
+  const int64_t kb = p->k / MXF_MX_BLOCK;
+  mxf_cpu_stream_w w = {.isa = c->isa,
+                        .fmt = MXF_E4M3,
+                        .sf_vec = MXF_MX_BLOCK,
+                        .codes = (const uint8_t *)c->a->w + r0 * p->k,
+                        .row_bytes = p->k,
+                        .sf_row = kb,
+                        .sf_swizzled = 0,
+                        .code_lut = c->code_lut,
+                        .sf_lut = c->scale_lut};
+  for (int64_t q = 0; q < n / 16; ++q)
+    w.panel_sf[q] = (const uint8_t *)c->a->w_scale + (r0 + 16 * q) * kb;
+  return mxf_cpu_stream_rows(&w, n, kb, x, ldx, xn, acc, ld) ? p->k : 0;
 }
 
 /* The driver's bf16 fill: bf16 x, and bf16 w out-in, rows copied as they are. */
@@ -273,10 +302,14 @@ mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args 
   c.swapped = proj_swapped(p);
   c.rope = (float *)(base + proj_rope_offset(&pp));
   c.block = c.swapped ? (float *)(base + proj_block_offset(p, &pp)) : NULL;
-  for (int i = 0; i < 256; ++i)
+  c.isa = pp.core->isa;
+  for (int i = 0; i < 256; ++i) {
     c.scale_lut[i] = mxf_e8m0_to_f32((uint8_t)i);
+    c.code_lut[i] = mxf_e4m3_to_f32((uint8_t)i);
+  }
   static const mxf_cpu_panel_ops ops = {.fill = proj_fill,
                                         .fill16 = proj_fill16,
+                                        .stream = proj_stream,
                                         .epilogue_tasks = proj_epilogue_tasks,
                                         .epilogue = proj_epilogue};
   return mxf_cpu_gemm_panels(&pp, &ops, &c, base);

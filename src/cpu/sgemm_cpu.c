@@ -708,6 +708,24 @@ static void stream_fill(const stream_run *s, int64_t i0, int64_t cnt, int64_t kf
   }
 }
 
+/* The op's streaming kernel on rows [i0, i0 + n) of the many (a multiple of 16): the K
+ * it did (0: none). Side 2's tile has the many as its rows, so the kernel's sums (few
+ * rows x n) go through a buffer and are transposed into it. */
+static int64_t stream_kernel(const stream_run *s, int64_t i0, int64_t n) {
+  const panels_run *r = s->r;
+  if (!n || !r->ops->stream) return 0;
+  if (s->side == 1)
+    return r->ops->stream(r->ctx, 1, s->few, s->ldk, r->rn, r->c0 + i0, n, r->acc + i0, r->ldc);
+  if (r->cn > MXF_CPU_STREAM_X(MXF_E2M1)) return 0;
+  _Alignas(64) float t[MXF_CPU_STREAM_X(MXF_E2M1) * MXF_CPU_FILL_ROWS];
+  const int64_t kdone = r->ops->stream(r->ctx, 0, s->few, s->ldk, r->cn, r->r0 + i0, n, t, n);
+  if (kdone)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t i = 0; i < r->cn; ++i)
+        r->acc[(i0 + j) * r->ldc + i] = t[i * n + j];
+  return kdone;
+}
+
 /* A chunk of MXF_CPU_FILL_ROWS rows of the many a task: the op's streaming kernel where
  * it takes them (whole panels of 16, whole blocks of 32 values), the fills for the rest
  * (whole panels apart from the last rows, so that the packed fill may take them). */
@@ -719,10 +737,7 @@ static void stream_task(void *vctx, int64_t begin, int64_t end) {
     const int64_t i0 = t * MXF_CPU_FILL_ROWS, many = s->side == 1 ? r->cn : r->rn;
     const int64_t cnt = many - i0 < MXF_CPU_FILL_ROWS ? many - i0 : MXF_CPU_FILL_ROWS;
     const int64_t whole = cnt & ~(int64_t)15;
-    const int64_t kdone =
-        s->side == 1 && whole && r->ops->stream
-            ? r->ops->stream(r->ctx, s->few, s->ldk, r->rn, r->c0 + i0, whole, r->acc + i0, r->ldc)
-            : 0;
+    const int64_t kdone = stream_kernel(s, i0, whole);
     /* the whole panels (the kernel's part, then the rest of K), then the last rows */
     if (whole) stream_fill(s, i0, whole, kdone, buf);
     if (whole < cnt) stream_fill(s, i0 + whole, cnt - whole, 0, buf);
