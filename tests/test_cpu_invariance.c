@@ -13,8 +13,9 @@
  * micro-kernel (MXF_CONFIG cpu_isa=avx2, baseline); NaN and inf codes in a few rows; f32 C and
  * amax compared byte for byte.
  * proj_rope (bf16 and MXFP8, both w layouts): T = 72 tokens whole, by single tokens and
- * by 32-token blocks, by head shards, with 1 and 3 threads: every output byte compared
- * (out_col only where its 32-token blocks are whole).
+ * by 32-token blocks, by head shards, with 1 and 3 threads, by single tokens with each
+ * lesser instruction set: every output byte compared (out_col only where its 32-token
+ * blocks are whole).
  * Skipped where MXF_CONFIG asks for a vendor core (cpu=blas, cpu=onednn: not invariant).
  */
 #include <math.h>
@@ -404,6 +405,17 @@ static void proj_invariance(tu_rng *r) {
       proj_check(&p, &whole, &got, 1, t ? "3 threads" : "1 thread");
     }
     unsetenv("MXF_NUM_THREADS");
+    static const char *const isas[] = {"avx2", "baseline"};
+    for (int t = 0; t < 2; ++t) { /* single tokens (the streaming path) on the lesser kernels */
+      if (!ask_isa(isas[t])) continue;
+      memset(&got, 0, sizeof got);
+      for (int64_t i = 0; i < PT; ++i)
+        proj_piece(&p, i, i + 1, 0, PH, &got);
+      char how[40];
+      snprintf(how, sizeof how, "single tokens, %s", isas[t]);
+      proj_check(&p, &whole, &got, 0, how);
+    }
+    ask_isa(NULL);
   }
 }
 

@@ -159,7 +159,8 @@ mxf_status mxf_cpu_gemm_amax_group(const mxf_gemm_problem *p, const mxf_cpu_pane
                                    const mxf_gemm_amax_args *args, void *ws, float *amax);
 
 /* ------------------------------------------------------------ the streaming kernel */
-/* stream_cpu.c: n rows (a multiple of 16, at most MXF_CPU_FILL_ROWS) of MX weight codes,
+/* stream_cpu.c: n rows (a multiple of 16, at most MXF_CPU_FILL_ROWS) of MX weight codes
+ * (or bf16 values),
  * decoded in registers, against xn rows of f32 X: acc[i * ld + j] = the sum over k in
  * [0, 32 * kblocks) of x[i * ldx + k] * w(j, k) in SPEC §5.1's order from +0, w(j, k) the
  * code's value times its block scale (the values the op's fill gives). Returns 0, having
@@ -167,7 +168,8 @@ mxf_status mxf_cpu_gemm_amax_group(const mxf_gemm_problem *p, const mxf_cpu_pane
  * shape it does not take). */
 typedef struct mxf_cpu_stream_w {
   mxf_cpu_isa_kind isa; /* the plan's (AVX-512 or AVX2; the baseline has no kernel) */
-  mxf_dtype fmt;        /* MXF_E2M1, MXF_E4M3 or MXF_E5M2 */
+  mxf_dtype fmt;        /* MXF_E2M1, MXF_E4M3, MXF_E5M2, or MXF_BF16 (values, no scales:
+                           the scale fields and tables unused) */
   int sf_vec;           /* 16 or 32 */
   const uint8_t *codes; /* row 0's value 0 (e2m1: the byte of an even value index) */
   int64_t row_bytes;    /* from one row's codes to the next's */
@@ -180,10 +182,10 @@ typedef struct mxf_cpu_stream_w {
 int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
                         int64_t xn, float *acc, int64_t ld);
 /* The rows of X an op hands the kernel, at most (more: the packed fill, which decodes
- * once for all rows): 16 with e2m1 codes, whose decoding is cheap enough to repeat for a
- * second group of 8 rows; 8 (one group, decoded once) with fp8 codes, whose decoding
- * costs about twice as much. */
-#define MXF_CPU_STREAM_X(fmt) ((fmt) == MXF_E2M1 ? 16 : 8)
+ * once for all rows): 16 with e2m1 codes or bf16 values, whose decoding is cheap enough
+ * to repeat for a second group of 8 rows; 8 (one group, decoded once) with fp8 codes,
+ * whose decoding costs about twice as much. */
+#define MXF_CPU_STREAM_X(fmt) ((fmt) == MXF_E2M1 || (fmt) == MXF_BF16 ? 16 : 8)
 /* The same values into the GEMM core's packed layout (the streaming path's fill of
  * more rows of X): blocks of 32 values [kb0, kb0 + kblocks) of the n rows, value (row
  * p * 16 + i, 32 kb0 + kk) at dst[p * 16 * 32 kblocks + kk * 16 + i]. AVX-512 only;

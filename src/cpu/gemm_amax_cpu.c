@@ -236,19 +236,21 @@ static void gemm_fill(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, i
 
 /* ------------------------------------------------------------ the streaming kernel */
 /* Rows [r0, r0 + n) of Y (n a multiple of 16) as the streaming kernel's weights
- * (stream_cpu.c): MX codes of unit k stride, e2m1 rows on whole bytes, the scale offsets
- * of each panel's rows a fixed step apart. 0 where they are not. */
+ * (stream_cpu.c): MX codes or bf16 values of unit k stride, e2m1 rows on whole bytes,
+ * the scale offsets of each panel's rows a fixed step apart. 0 where they are not. */
 static int stream_weights(const gemm_ctx *d, int64_t r0, int64_t n, mxf_cpu_stream_w *w) {
   const gemm_view *v = d->v;
   const gemm_operand *op = &v->y;
-  if (op->fmt == MXF_BF16 || op->ks != 1 || (r0 & 15) || (n & 15) || n > MXF_CPU_FILL_ROWS) return 0;
+  if (op->ks != 1 || (r0 & 15) || (n & 15) || n > MXF_CPU_FILL_ROWS) return 0;
   const int e2 = op->fmt == MXF_E2M1;
   if (e2 && ((op->rs & 1) || (op->ls & 1))) return 0;
   w->fmt = op->fmt;
   w->sf_vec = v->sf_vec;
-  const int64_t at = r0 * op->rs + d->batch * op->ls;
-  w->codes = op->data + (e2 ? at / 2 : at);
-  w->row_bytes = e2 ? op->rs / 2 : op->rs;
+  w->isa = v->pp.core->isa;
+  const int64_t at = r0 * op->rs + d->batch * op->ls, es = op->fmt == MXF_BF16 ? 2 : 1;
+  w->codes = op->data + (e2 ? at / 2 : at * es);
+  w->row_bytes = e2 ? op->rs / 2 : op->rs * es;
+  if (op->fmt == MXF_BF16) return 1; /* values: no scales */
   const int64_t s0 = mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0, 0, d->batch);
   w->sf_row = mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0 + 1, 0, d->batch) - s0;
   w->sf_swizzled = op->layout != MXF_SF_COMPACT;
@@ -262,7 +264,6 @@ static int stream_weights(const gemm_ctx *d, int64_t r0, int64_t n, mxf_cpu_stre
       return 0;
     w->panel_sf[p] = op->sf + o;
   }
-  w->isa = v->pp.core->isa;
   w->code_lut = d->lut[1].code;
   w->sf_lut = d->lut[1].sf;
   return 1;

@@ -7,8 +7,9 @@
  * dense rows, the few tokens the one the onednn core writes into oneDNN's layout):
  *   1. it asks for blocks of x (tokens x the whole K, or one K panel) and of w (outputs
  *      x one K panel) as f32: bf16 widened, e4m3 codes times their e8m0 scale (both
- *      exact); the in-out (K, H*D) weight is transposed on the way; with up to 8 tokens
- *      an MXFP8 out-in w goes through the streaming kernel instead (proj_stream);
+ *      exact); the in-out (K, H*D) weight is transposed on the way; with few tokens
+ *      (MXFP8: up to 8, bf16: 16) an out-in w goes through the streaming kernel instead
+ *      (proj_stream);
  *   2. the tile's y accumulates in f32 over the K panels; tiles hold whole heads
  *      (output panels are multiples of D) and whole 32-token blocks (token panels are
  *      multiples of 32; the last may be partial);
@@ -176,30 +177,31 @@ static void proj_fill(void *vctx, int which, int64_t r0, int64_t n, int64_t k0, 
     block_in_out(c, r0, n, k0, kn, dst, ld);
 }
 
-/* The driver's streaming kernel (stream_cpu.c) on rows [r0, r0 + n) of an MXFP8 out-in
- * w, against xn <= MXF_CPU_STREAM_X tokens (x: their f32 values): the decode-size
- * projection reads w's codes once, decoded in registers, with the sums of the fills'
- * order (SPEC §5.1). */
+/* The driver's streaming kernel (stream_cpu.c) on rows [r0, r0 + n) of an out-in w
+ * (MXFP8 or bf16), against xn <= MXF_CPU_STREAM_X tokens (x: their f32 values): the
+ * decode-size projection reads w once, decoded in registers, with the sums of the fills'
+ * order (SPEC §5.1); the whole 32-value blocks of K (bf16: the fills do the rest). */
 static int64_t proj_stream(void *vctx, int which, const float *x, int64_t ldx, int64_t xn, int64_t r0, int64_t n,
                            float *acc, int64_t ld) {
   const proj_ctx *c = (const proj_ctx *)vctx;
   const mxf_proj_problem *p = c->p;
-  if (!(which ^ c->swapped) || !p->mxfp8 || !p->w_out_in || xn > MXF_CPU_STREAM_X(MXF_E4M3) || (r0 & 15) ||
-      (n & 15) || n > MXF_CPU_FILL_ROWS || (p->k & 31))
+  const mxf_dtype fmt = p->mxfp8 ? MXF_E4M3 : MXF_BF16;
+  const int64_t es = p->mxfp8 ? 1 : 2, kb = p->k / MXF_MX_BLOCK;
+  if (!(which ^ c->swapped) || !p->w_out_in || xn > MXF_CPU_STREAM_X(fmt) || (r0 & 15) || (n & 15) ||
+      n > MXF_CPU_FILL_ROWS || kb == 0)
     return 0;
-  const int64_t kb = p->k / MXF_MX_BLOCK;
   mxf_cpu_stream_w w = {.isa = c->isa,
-                        .fmt = MXF_E4M3,
+                        .fmt = fmt,
                         .sf_vec = MXF_MX_BLOCK,
-                        .codes = (const uint8_t *)c->a->w + r0 * p->k,
-                        .row_bytes = p->k,
+                        .codes = (const uint8_t *)c->a->w + r0 * p->k * es,
+                        .row_bytes = p->k * es,
                         .sf_row = kb,
                         .sf_swizzled = 0,
                         .code_lut = c->code_lut,
                         .sf_lut = c->scale_lut};
-  for (int64_t q = 0; q < n / 16; ++q)
+  for (int64_t q = 0; q < n / 16 && p->mxfp8; ++q)
     w.panel_sf[q] = (const uint8_t *)c->a->w_scale + (r0 + 16 * q) * kb;
-  return mxf_cpu_stream_rows(&w, n, kb, x, ldx, xn, acc, ld) ? p->k : 0;
+  return mxf_cpu_stream_rows(&w, n, kb, x, ldx, xn, acc, ld) ? kb * MXF_MX_BLOCK : 0;
 }
 
 /* The driver's bf16 fill: bf16 x, and bf16 w out-in, rows copied as they are. */

@@ -1,11 +1,11 @@
 /*
  * stream_cpu.c — the streaming path's kernel: a few rows of f32 X against 16-row panels
- * of MX weight codes (e2m1, e4m3, e5m2) that are decoded in registers and never stored
- * (mxf_cpu_stream_rows; cpu.h). What a decode-size GEMM spends its time on is reading
+ * of MX weight codes (e2m1, e4m3, e5m2) or bf16 values that are decoded in registers
+ * and never stored (mxf_cpu_stream_rows; cpu.h). What a decode-size GEMM spends its time on is reading
  * the codes once; this kernel keeps the rest beside that read.
  *
  * Per 32 values of K of a panel: each of the 16 rows' code bytes are loaded (16 bytes of
- * e2m1, 2 x 16 of fp8) and transposed as 4-byte words (rows16), so that one vector holds
+ * e2m1, 2 x 16 of fp8, 4 x 16 of bf16) and transposed as 4-byte words (rows16), so that one vector holds
  * word q of the 16 rows, lane i = row i; a shift brings byte b of every lane to its low
  * bits, where
  *   e2m1: the low and the high nibble (values 2j, 2j + 1) index a 16-entry table by a
@@ -15,6 +15,8 @@
  *         value, subnormals included (formats.h, mxf_e4m3_bits_f32); a 16-row word
  *         group holding a NaN or infinity code takes its values from the table by a
  *         gather instead;
+ *   bf16: a word holds two values, the low one moved up by a shift, the high one kept
+ *         by a mask (no scale);
  * times the row's block scale (exact: SPEC §1.2; the same product the fill computes),
  * and added into the accumulators of every row of X by one fused multiply-add per k, in
  * increasing k, from +0: SPEC §5.1's order, the same bits as the GEMM core's.
@@ -235,6 +237,34 @@ S_INLINE void fp8_rows(const int XN, const int NP, const int E5, const mxf_cpu_s
   }
   S_ACC_STORE
 }
+/* bf16 values (no scales), as e2m1_rows: per block each row's 64 bytes as 4 groups of
+ * 16; a word holds values 2j (its low half) and 2j + 1, which a shift and a mask put
+ * into f32's place. */
+S_INLINE void bf16_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, const uint8_t *const *codes,
+                        int64_t kblocks, const float *x, int64_t ldx, float *acc, int64_t ld) {
+  const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
+  S_ACC_INIT
+  for (int64_t kb = 0; kb < kblocks; ++kb) {
+    S_X_BLOCK(kb * 32)
+    S_UNROLL for (int p = 0; p < NP; ++p) prefetch_rows(codes[p] + kb * 64, w->row_bytes);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      __m512i z[4][4];
+      S_UNROLL for (int p = 0; p < NP; ++p) rows16(codes[p] + kb * 64 + g * 16, w->row_bytes, z[p]);
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        const int k = g * 8 + q * 2;
+        S_UNROLL for (int p = 0; p < NP; ++p) {
+          const __m512 lo = _mm512_castsi512_ps(_mm512_slli_epi32(z[p][q], 16));
+          const __m512 hi = _mm512_castsi512_ps(_mm512_and_si512(z[p][q], high));
+          S_UNROLL for (int m = 0; m < XN; ++m) c[m][p] = fma_x(xb[m] + k, lo, c[m][p]);
+          S_UNROLL for (int m = 0; m < XN; ++m) c[m][p] = fma_x(xb[m] + k + 1, hi, c[m][p]);
+        }
+      }
+    }
+  }
+  S_ACC_STORE
+}
 #undef S_ACC_INIT
 #undef S_ACC_STORE
 #undef S_X_BLOCK
@@ -296,7 +326,8 @@ __attribute__((target("avx512f"))) static void unpack_avx512(const mxf_cpu_strea
 #define S_KERNELS(XN, NP)                                                                                    \
   S_KERNEL(e2m1_##XN##_##NP, e2m1_rows(XN, NP, w, codes, sf, kblocks, x, ldx, acc, ld))                      \
   S_KERNEL(e4m3_##XN##_##NP, fp8_rows(XN, NP, 0, w, codes, sf, kblocks, x, ldx, acc, ld))                    \
-  S_KERNEL(e5m2_##XN##_##NP, fp8_rows(XN, NP, 1, w, codes, sf, kblocks, x, ldx, acc, ld))
+  S_KERNEL(e5m2_##XN##_##NP, fp8_rows(XN, NP, 1, w, codes, sf, kblocks, x, ldx, acc, ld))                    \
+  S_KERNEL(bf16_##XN##_##NP, ((void)sf, bf16_rows(XN, NP, w, codes, kblocks, x, ldx, acc, ld)))
 S_KERNELS(1, 1)
 S_KERNELS(1, 2)
 S_KERNELS(1, 3)
@@ -317,9 +348,9 @@ S_KERNELS(8, 1)
 typedef void (*stream_fn)(const mxf_cpu_stream_w *, const uint8_t *const *, const uint8_t *const *, int64_t,
                           const float *, int64_t, float *, int64_t);
 #define S_ONE(XN, NP)                                                                                        \
-  { e2m1_##XN##_##NP, e4m3_##XN##_##NP, e5m2_##XN##_##NP }
+  { e2m1_##XN##_##NP, e4m3_##XN##_##NP, e5m2_##XN##_##NP, bf16_##XN##_##NP }
 /* [rows of X - 1][panels - 1][format] */
-static const stream_fn g_kernels[8][4][3] = {{S_ONE(1, 1), S_ONE(1, 2), S_ONE(1, 3), S_ONE(1, 4)},
+static const stream_fn g_kernels[8][4][4] = {{S_ONE(1, 1), S_ONE(1, 2), S_ONE(1, 3), S_ONE(1, 4)},
                                              {S_ONE(2, 1), S_ONE(2, 2)},
                                              {S_ONE(3, 1), S_ONE(3, 2)},
                                              {S_ONE(4, 1), S_ONE(4, 2)},
@@ -467,6 +498,35 @@ S2_INLINE void fp8_rows_avx2(const int XN, const int E5, const mxf_cpu_stream_w 
   }
   S2_STORE
 }
+S2_INLINE void bf16_rows_avx2(const int XN, const mxf_cpu_stream_w *w, const uint8_t *codes, int64_t kblocks,
+                              const float *x, int64_t ldx, float *acc, int64_t ld) {
+  const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
+  __m256 c[4][2];
+  S2_UNROLL for (int m = 0; m < XN; ++m) c[m][0] = c[m][1] = _mm256_setzero_ps();
+  for (int64_t kb = 0; kb < kblocks; ++kb) {
+    const float *xb[4];
+    S2_UNROLL for (int m = 0; m < XN; ++m) xb[m] = x + m * ldx + kb * 32;
+    for (int i = 0; i < 16; ++i)
+      __builtin_prefetch(codes + i * w->row_bytes + kb * 64 + S_PREFETCH);
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) { /* values 8g .. 8g + 7 */
+      __m256i z[2][4];
+      rows8(codes + kb * 64 + g * 16, w->row_bytes, z[0]);
+      rows8(codes + 8 * w->row_bytes + kb * 64 + g * 16, w->row_bytes, z[1]);
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        const int k = g * 8 + q * 2;
+        for (int h = 0; h < 2; ++h) {
+          const __m256 lo = _mm256_castsi256_ps(_mm256_slli_epi32(z[h][q], 16));
+          const __m256 hi = _mm256_castsi256_ps(_mm256_and_si256(z[h][q], high));
+          S2_UNROLL for (int m = 0; m < XN; ++m) c[m][h] = fma_x8(xb[m] + k, lo, c[m][h]);
+          S2_UNROLL for (int m = 0; m < XN; ++m) c[m][h] = fma_x8(xb[m] + k + 1, hi, c[m][h]);
+        }
+      }
+    }
+  }
+  S2_STORE
+}
 #undef S2_PREP
 #undef S2_CHUNK_SCALES
 #undef S2_STORE
@@ -489,6 +549,12 @@ typedef void (*stream2_fn)(const mxf_cpu_stream_w *, const uint8_t *, const uint
       const mxf_cpu_stream_w *w, const uint8_t *codes, const uint8_t *sf, int64_t kblocks, const float *x,   \
       int64_t ldx, float *acc, int64_t ld) {                                                                 \
     fp8_rows_avx2(XN, 1, w, codes, sf, kblocks, x, ldx, acc, ld);                                            \
+  }                                                                                                          \
+  __attribute__((target("avx2,fma"))) static void bf16_avx2_##XN(                                            \
+      const mxf_cpu_stream_w *w, const uint8_t *codes, const uint8_t *sf, int64_t kblocks, const float *x,   \
+      int64_t ldx, float *acc, int64_t ld) {                                                                 \
+    (void)sf;                                                                                                \
+    bf16_rows_avx2(XN, w, codes, kblocks, x, ldx, acc, ld);                                                  \
   }
 S2_KERNELS(1)
 S2_KERNELS(2)
@@ -496,18 +562,18 @@ S2_KERNELS(3)
 S2_KERNELS(4)
 #undef S2_KERNELS
 #define S2_ONE(XN)                                                                                           \
-  { e2m1_avx2_##XN, e4m3_avx2_##XN, e5m2_avx2_##XN }
-static const stream2_fn g_kernels2[4][3] = {S2_ONE(1), S2_ONE(2), S2_ONE(3), S2_ONE(4)};
+  { e2m1_avx2_##XN, e4m3_avx2_##XN, e5m2_avx2_##XN, bf16_avx2_##XN }
+static const stream2_fn g_kernels2[4][4] = {S2_ONE(1), S2_ONE(2), S2_ONE(3), S2_ONE(4)};
 #undef S2_ONE
 
 int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
                         int64_t xn, float *acc, int64_t ld) {
   const int avx512 = w->isa == MXF_CPU_ISA_AVX512, avx2 = w->isa == MXF_CPU_ISA_AVX2;
   if (!avx512 && !avx2) return 0;
-  if ((n & 15) || n > MXF_CPU_FILL_ROWS || xn <= 0 || kblocks <= 0 || (w->sf_vec != 16 && w->sf_vec != 32))
+  const int f = w->fmt == MXF_E2M1 ? 0 : w->fmt == MXF_E4M3 ? 1 : w->fmt == MXF_E5M2 ? 2 : w->fmt == MXF_BF16 ? 3 : -1;
+  if (f < 0 || (n & 15) || n > MXF_CPU_FILL_ROWS || xn <= 0 || kblocks <= 0 ||
+      (f < 3 && w->sf_vec != 16 && w->sf_vec != 32))
     return 0;
-  const int f = w->fmt == MXF_E2M1 ? 0 : w->fmt == MXF_E4M3 ? 1 : w->fmt == MXF_E5M2 ? 2 : -1;
-  if (f < 0) return 0;
   const int group = avx512 ? 8 : 4; /* rows of X a kernel takes */
   for (int64_t i0 = 0; i0 < xn; i0 += group) {
     const int xg = (int)(xn - i0 < group ? xn - i0 : group);
