@@ -272,8 +272,8 @@ static int stream_weights(const gemm_ctx *d, int64_t r0, int64_t n, mxf_cpu_stre
 /* The driver's streaming kernel on rows [r0, r0 + n) of Y: the whole blocks of 32
  * values of K, for up to MXF_CPU_STREAM_X rows of X (more: the packed fill, which
  * decodes once for all rows). */
-static int64_t gemm_stream(void *ctx, int which, const float *x, int64_t ldx, int64_t xn, int64_t r0, int64_t n,
-                           float *acc, int64_t ld) {
+static int64_t gemm_stream(void *ctx, int which, const float *x, int64_t ldx, int64_t xn, int64_t r0,
+                           int64_t n, float *acc, int64_t ld) {
   const gemm_ctx *d = (const gemm_ctx *)ctx;
   mxf_cpu_stream_w w;
   if (!which || xn > MXF_CPU_STREAM_X(d->v->y.fmt) || !stream_weights(d, r0, n, &w)) return 0;

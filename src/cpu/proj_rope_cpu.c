@@ -181,8 +181,8 @@ static void proj_fill(void *vctx, int which, int64_t r0, int64_t n, int64_t k0, 
  * (MXFP8 or bf16), against xn <= MXF_CPU_STREAM_X tokens (x: their f32 values): the
  * decode-size projection reads w once, decoded in registers, with the sums of the fills'
  * order (SPEC §5.1); the whole 32-value blocks of K (bf16: the fills do the rest). */
-static int64_t proj_stream(void *vctx, int which, const float *x, int64_t ldx, int64_t xn, int64_t r0, int64_t n,
-                           float *acc, int64_t ld) {
+static int64_t proj_stream(void *vctx, int which, const float *x, int64_t ldx, int64_t xn, int64_t r0,
+                           int64_t n, float *acc, int64_t ld) {
   const proj_ctx *c = (const proj_ctx *)vctx;
   const mxf_proj_problem *p = c->p;
   const mxf_dtype fmt = p->mxfp8 ? MXF_E4M3 : MXF_BF16;

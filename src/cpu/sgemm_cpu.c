@@ -101,14 +101,15 @@ typedef struct sgemm_ctx {
 #if MXF_SG_X86
 /* o[q] lane i = rows[i][kk + q]: 8 rows of 8 values transposed. */
 __attribute__((target("avx2"), always_inline)) static inline void tr8x8(const float *const *rows, int64_t kk,
-                                                                       __m256 o[8]) {
+                                                                        __m256 o[8]) {
   __m256 t[8], u[8];
   for (int i = 0; i < 4; ++i) {
     const __m256 a = _mm256_loadu_ps(rows[2 * i] + kk), b = _mm256_loadu_ps(rows[2 * i + 1] + kk);
     t[2 * i] = _mm256_unpacklo_ps(a, b);     /* a0 b0 a1 b1 | a4 b4 a5 b5 */
     t[2 * i + 1] = _mm256_unpackhi_ps(a, b); /* a2 b2 a3 b3 | a6 b6 a7 b7 */
   }
-  for (int h = 0; h < 2; ++h) { /* rows 4h .. 4h + 3 */
+  /* rows 4h .. 4h + 3 */
+  for (int h = 0; h < 2; ++h) {
     u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);     /* k 0 | 4 */
     u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE); /* k 1 | 5 */
     u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
@@ -321,7 +322,8 @@ static void sgemm_tile(const sgemm_ctx *s, sgemm_micro_fn fn, int64_t i0, int64_
       sgemm_pack(s->b + j0 * s->ldb, s->ldb, nc, k0, kc, MXF_SG_NR, s->isa != MXF_CPU_ISA_BASELINE, pb);
     for (int64_t ib = 0; ib < mc; ib += MXF_SG_MC) {
       const int64_t mb = mc - ib < MXF_SG_MC ? mc - ib : MXF_SG_MC;
-      sgemm_pack(s->a + (i0 + ib) * s->lda, s->lda, mb, k0, kc, MXF_SG_MR, s->isa != MXF_CPU_ISA_BASELINE, pa);
+      sgemm_pack(s->a + (i0 + ib) * s->lda, s->lda, mb, k0, kc, MXF_SG_MR, s->isa != MXF_CPU_ISA_BASELINE,
+                 pa);
       for (int64_t jr = 0; jr < nc; jr += MXF_SG_NR) {
         const int nr = (int)(nc - jr < MXF_SG_NR ? nc - jr : MXF_SG_NR);
         for (int64_t ir = 0; ir < mb; ir += MXF_SG_MR) {
@@ -354,7 +356,7 @@ static void sgemm_task(void *ctx, int64_t begin, int64_t end) {
 static sgemm_ctx sgemm_setup(mxf_cpu_isa_kind isa, int64_t m, int64_t n, int64_t k, const float *a,
                              int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate,
                              int threads) {
-  sgemm_ctx s = {m,         n,          k, lda,         ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC),
+  sgemm_ctx s = {m,         n,          k, lda,          ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC),
                  MXF_SG_MC, accumulate, 0, k_micro[isa], isa};
   const int64_t blocks = mxf_cdiv(m, MXF_SG_MC);
   int64_t per = blocks * s.tiles_n / ((int64_t)threads * MXF_SG_TASKS);

@@ -1,13 +1,13 @@
 /*
  * stream_cpu.c — the streaming path's kernel: a few rows of f32 X against 16-row panels
  * of MX weight codes (e2m1, e4m3, e5m2) or bf16 values that are decoded in registers
- * and never stored (mxf_cpu_stream_rows; cpu.h). What a decode-size GEMM spends its time on is reading
- * the codes once; this kernel keeps the rest beside that read.
+ * and never stored (mxf_cpu_stream_rows; cpu.h). What a decode-size GEMM spends its time
+ * on is reading the codes once; this kernel keeps the rest beside that read.
  *
  * Per 32 values of K of a panel: each of the 16 rows' code bytes are loaded (16 bytes of
- * e2m1, 2 x 16 of fp8, 4 x 16 of bf16) and transposed as 4-byte words (rows16), so that one vector holds
- * word q of the 16 rows, lane i = row i; a shift brings byte b of every lane to its low
- * bits, where
+ * e2m1, 2 x 16 of fp8, 4 x 16 of bf16) and transposed as 4-byte words (rows16), so that
+ * one vector holds word q of the 16 rows, lane i = row i; a shift brings byte b of every
+ * lane to its low bits, where
  *   e2m1: the low and the high nibble (values 2j, 2j + 1) index a 16-entry table by a
  *         permute (the code table of the op, formats.h's values);
  *   fp8:  the code's sign, exponent and mantissa go to f32's fields by a shift, an
@@ -570,7 +570,11 @@ int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, c
                         int64_t xn, float *acc, int64_t ld) {
   const int avx512 = w->isa == MXF_CPU_ISA_AVX512, avx2 = w->isa == MXF_CPU_ISA_AVX2;
   if (!avx512 && !avx2) return 0;
-  const int f = w->fmt == MXF_E2M1 ? 0 : w->fmt == MXF_E4M3 ? 1 : w->fmt == MXF_E5M2 ? 2 : w->fmt == MXF_BF16 ? 3 : -1;
+  const int f = w->fmt == MXF_E2M1   ? 0
+                : w->fmt == MXF_E4M3 ? 1
+                : w->fmt == MXF_E5M2 ? 2
+                : w->fmt == MXF_BF16 ? 3
+                                     : -1;
   if (f < 0 || (n & 15) || n > MXF_CPU_FILL_ROWS || xn <= 0 || kblocks <= 0 ||
       (f < 3 && w->sf_vec != 16 && w->sf_vec != 32))
     return 0;
