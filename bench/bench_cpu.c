@@ -20,7 +20,7 @@
  * API with a preallocated workspace; 256 sampled elements of each gemm_amax case's C are
  * then judged by SPEC §5 (judge/judge.h), and a wrong one fails the benchmark.
  *
- * Before them (cases readbw, decode, invariance; dec_mxfp4, dec_nvfp4, dec_mxfp8 pick one
+ * Before them (cases readbw, decode, invariance; dec_mxfp4, dec_nvfp4, dec_mxfp8, dec_pbf16, dec_pmxfp8 pick one
  * weight format, MXF_BENCH_DECODE_M=1,4 some batch sizes):
  *   readbw      the memory's read bandwidth: all threads summing a buffer of
  *               MXF_BENCH_READ_MIB (default 256) MiB, beyond the last-level cache
@@ -30,7 +30,9 @@
  *               weight bytes (codes + scales), its share of the read bandwidth, and
  *               OpenBLAS sgemm on the weights dequantized to f32 beforehand, in one
  *               process: each side's runs back to back, the caches flushed (64 MiB
- *               read) before each, so that the weights come from memory
+ *               read) before each, so that the weights come from memory; and (dec_pbf16,
+ *               dec_pmxfp8) proj_rope at T in {1, 4, 16} tokens, bf16 and MXFP8 inputs, w
+ *               out-in (24576 x 1536), against sgemm of its GEMM on f32 weights
  *   invariance  one bf16 x MXFP4 problem computed whole, by rows of 1, by column halves,
  *               with 1 and 2 threads: bytes of C that differ (0 by SPEC §5.1; a nonzero
  *               count fails the benchmark)
@@ -562,7 +564,8 @@ static float *decode_weights_f32(const decode_op *o) {
 }
 
 typedef struct decode_result {
-  const char *fmt;
+  const char *fmt; /* the table's name: mxfp4, ... (gemm_amax), pbf16, pmxfp8 (proj_rope) */
+  const char *what;
   int64_t m, n, k;
   double ms, gbs, of_read, sgemm_ms;
 } decode_result;
@@ -575,12 +578,12 @@ static int bench_decode(double read_gbs) {
   static const int64_t shapes[][2] = {{7168, 2048}, {2048, 7168}, {24576, 1536}};
   static const int64_t ms[] = {1, 4, 16, 64};
   static const struct {
-    const char *name;
+    const char *name, *what;
     mxf_dtype fmt, sf;
     int sf_vec;
-  } fmts[] = {{"mxfp4", MXF_E2M1, MXF_E8M0, 32},
-              {"nvfp4", MXF_E2M1, MXF_E4M3, 16},
-              {"mxfp8", MXF_E4M3, MXF_E8M0, 32}};
+  } fmts[] = {{"mxfp4", "bf16 x mxfp4", MXF_E2M1, MXF_E8M0, 32},
+              {"nvfp4", "bf16 x nvfp4", MXF_E2M1, MXF_E4M3, 16},
+              {"mxfp8", "bf16 x mxfp8", MXF_E4M3, MXF_E8M0, 32}};
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; ++s)
     for (size_t f = 0; f < sizeof fmts / sizeof *fmts; ++f) {
       char fname[16];
@@ -620,7 +623,7 @@ static int bench_decode(double read_gbs) {
         }
         mxf_plan_destroy(plan);
         decode_result *r = &g_dec[g_ndec++];
-        r->fmt = fmts[f].name, r->m = ms[mi], r->n = o.n, r->k = o.k;
+        r->fmt = fmts[f].name, r->what = fmts[f].what, r->m = ms[mi], r->n = o.n, r->k = o.k;
         r->ms = median(t, g_runs);
 #if defined(MXF_HAVE_CBLAS)
         r->sgemm_ms = median(ts, g_runs);
@@ -633,6 +636,74 @@ static int bench_decode(double read_gbs) {
       free(bf), free(af), free(cf);
       decode_free(&o);
     }
+  return 0;
+}
+
+/* proj_rope at decode sizes: T in {1, 4, 16} tokens (MXF_BENCH_DECODE_M narrows), bf16
+ * and MXFP8 inputs with w out-in (24576 x 1536), the default core, against sgemm of the
+ * same GEMM on w dequantized to f32 beforehand; timed as the decode rows above. */
+static int bench_decode_proj(double read_gbs) {
+  static const int64_t ts[] = {1, 4, 16};
+  const int64_t n = PROJ_H * PROJ_D, kb = PROJ_K / 32;
+  for (int f8 = 0; f8 < 2; ++f8) {
+    const char *name = f8 ? "pmxfp8" : "pbf16";
+    char dname[16];
+    snprintf(dname, sizeof dname, "dec_%s", name);
+    if (!wanted("decode") && !wanted(dname)) continue;
+    float *wf = NULL, *xf = xalloc((size_t)(16 * PROJ_K) * 4), *cf = xalloc((size_t)(16 * n) * 4);
+    for (size_t ti = 0; ti < sizeof ts / sizeof *ts; ++ti) {
+      char tname[32];
+      snprintf(tname, sizeof tname, "%lld", (long long)ts[ti]);
+      if (!tu_env_lists("MXF_BENCH_DECODE_M", tname)) continue;
+      bench_case bc;
+      memset(&bc, 0, sizeof bc);
+      if (setup_proj(&bc, ts[ti], f8)) return -1;
+      const uint8_t *w8 = (const uint8_t *)bc.bufs[1], *ws8 = (const uint8_t *)bc.bufs[3];
+      const uint16_t *w16 = (const uint16_t *)bc.bufs[1];
+      if (!wf) {
+        wf = xalloc((size_t)(n * PROJ_K) * 4);
+        for (int64_t i = 0; i < n * PROJ_K; ++i)
+          wf[i] = f8 ? mxf_e4m3_to_f32(w8[i]) * mxf_e8m0_to_f32(ws8[i / 32]) : mxf_bf16_to_f32(w16[i]);
+      }
+      for (int64_t i = 0; i < ts[ti] * PROJ_K; ++i)
+        xf[i] = f8 ? mxf_e4m3_to_f32(((const uint8_t *)bc.bufs[0])[i]) *
+                         mxf_e8m0_to_f32(((const uint8_t *)bc.bufs[2])[i / 32])
+                   : mxf_bf16_to_f32(((const uint16_t *)bc.bufs[0])[i]);
+      double t[64], tsg[64];
+      settle();
+      for (int round = -2; round < g_runs; ++round) {
+        flush_caches();
+        const double t0 = now_ms();
+        if (bc.run(&bc)) return -1;
+        if (round >= 0) t[round] = now_ms() - t0;
+      }
+      for (int round = -2; round < g_runs; ++round) {
+        flush_caches();
+        const double t0 = now_ms();
+#if defined(MXF_HAVE_CBLAS)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ts[ti], (int)n, PROJ_K, 1.0f, xf, PROJ_K, wf,
+                    PROJ_K, 0.0f, cf, (int)n);
+#endif
+        if (round >= 0) tsg[round] = now_ms() - t0;
+      }
+      decode_result *r = &g_dec[g_ndec++];
+      r->fmt = name, r->what = f8 ? "proj_rope mxfp8 w" : "proj_rope bf16 w";
+      r->m = ts[ti], r->n = n, r->k = PROJ_K;
+      r->ms = median(t, g_runs);
+#if defined(MXF_HAVE_CBLAS)
+      r->sgemm_ms = median(tsg, g_runs);
+#else
+      r->sgemm_ms = 0;
+#endif
+      r->gbs = (double)(n * PROJ_K * (f8 ? 1 : 2) + (f8 ? n * kb : 0)) / (r->ms * 1e6);
+      r->of_read = read_gbs > 0 ? r->gbs / read_gbs : 0;
+      mxf_plan_destroy(bc.plan);
+      free(bc.ws);
+      for (int i = 0; i < 10; ++i)
+        free(bc.bufs[i]);
+    }
+    free(wf), free(xf), free(cf);
+  }
   return 0;
 }
 
@@ -702,10 +773,10 @@ int main(int argc, char **argv) {
    * and the process's peak RSS growth over it */
   double rss_mib = one_call_rss_growth(64, 7168, 2048);
   /* the memory's read bandwidth, decode against it, the invariance check */
-  const int any_decode =
-      wanted("decode") || wanted("dec_mxfp4") || wanted("dec_nvfp4") || wanted("dec_mxfp8");
+  const int any_decode = wanted("decode") || wanted("dec_mxfp4") || wanted("dec_nvfp4") || wanted("dec_mxfp8") ||
+                         wanted("dec_pbf16") || wanted("dec_pmxfp8");
   const double read_gbs = wanted("readbw") || any_decode ? read_bandwidth() : 0.0;
-  if (bench_decode(read_gbs)) return 1;
+  if (bench_decode(read_gbs) || bench_decode_proj(read_gbs)) return 1;
   if (wanted("invariance") && bench_invariance()) return 1;
   int64_t T = 256;
   env = getenv("MXF_BENCH_PROJ_T");
@@ -837,8 +908,8 @@ int main(int argc, char **argv) {
            read_gbs, bench_threads(), g_runs);
   if (g_ndec) {
     printf(
-        "\ndecode: bf16 A (M x K) x weights (N x K), compact scales, f32 C, default core; sgemm: OpenBLAS on "
-        "the weights dequantized to f32 beforehand\n");
+        "\ndecode: bf16 A (M x K) x weights (N x K), compact scales, f32 C, default core (pbf16, pmxfp8: "
+        "proj_rope, M = T tokens, w out-in); sgemm: OpenBLAS on the weights dequantized to f32 beforehand\n");
     printf("%-6s %5s %6s %6s %10s %12s %10s %10s %12s\n", "format", "M", "N", "K", "ms", "weight GB/s",
            "of read", "sgemm ms", "time/sgemm");
     for (int i = 0; i < g_ndec; ++i)
@@ -897,9 +968,9 @@ int main(int argc, char **argv) {
   for (int i = 0; i < g_ndec; ++i)
     fprintf(
         f,
-        "    {\"op\": \"decode\", \"what\": \"bf16 x %s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"ms\": "
+        "    {\"op\": \"decode\", \"what\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"ms\": "
         "%.4f, \"weight_gbs\": %.3f, \"of_read\": %.4f, \"sgemm_ms\": %.4f},\n",
-        g_dec[i].fmt, (long long)g_dec[i].m, (long long)g_dec[i].n, (long long)g_dec[i].k, g_dec[i].ms,
+        g_dec[i].what, (long long)g_dec[i].m, (long long)g_dec[i].n, (long long)g_dec[i].k, g_dec[i].ms,
         g_dec[i].gbs, g_dec[i].of_read, g_dec[i].sgemm_ms);
   for (int i = 0; i < g_ninv; ++i)
     fprintf(f, "    {\"op\": \"invariance\", \"how\": \"%s\", \"differing_bytes\": %zu},\n", g_inv[i].how,

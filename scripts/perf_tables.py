@@ -157,7 +157,8 @@ def cpu_tables(path, data, meta):
     out.append("")
     if decode:
         bw = next((r["gbs"] for r in extra if r.get("op") == "read_bandwidth"), None)
-        out += ["Decode: bf16 A (M × K) times weights (N × K), compact scales, f32 C, the default core; "
+        out += ["Decode: bf16 A (M × K) times weights (N × K), compact scales, f32 C, the default core "
+                "(`proj_rope` rows: M = T tokens, its bf16 or MXFP8 inputs, w out-in); "
                 "GB/s of weight bytes (codes and scales) and their share of the read bandwidth"
                 + (f" ({bw:.1f} GB/s: all threads reading a buffer beyond the last-level cache)" if bw else "")
                 + "; `sgemm` on the weights dequantized to f32 beforehand (8× or 4× the bytes), same process:", ""]
