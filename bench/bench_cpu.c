@@ -20,8 +20,8 @@
  * API with a preallocated workspace; 256 sampled elements of each gemm_amax case's C are
  * then judged by SPEC §5 (judge/judge.h), and a wrong one fails the benchmark.
  *
- * Before them (cases readbw, decode, invariance; dec_mxfp4, dec_nvfp4, dec_mxfp8, dec_pbf16, dec_pmxfp8 pick one
- * weight format, MXF_BENCH_DECODE_M=1,4 some batch sizes):
+ * Before them (cases readbw, decode, invariance; dec_mxfp4, dec_nvfp4, dec_mxfp8,
+ * dec_pbf16, dec_pmxfp8 pick one weight format, MXF_BENCH_DECODE_M=1,4 some batch sizes):
  *   readbw      the memory's read bandwidth: all threads summing a buffer of
  *               MXF_BENCH_READ_MIB (default 256) MiB, beyond the last-level cache
  *   decode      bf16 A (M x K) x weights (N x K) for M in {1, 4, 16, 64} and (N, K) in
@@ -47,7 +47,11 @@
  *   ./build/mxf_bench_cpu [out.json] [M N K]
  * Figures and what they mean: docs/kernels/cpu.md (Measured).
  */
+#if !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#endif
 #include <math.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -426,9 +430,9 @@ static double one_call_rss_growth(int64_t max_m, int64_t n, int64_t k) {
 static int wanted(const char *name) { return tu_env_lists("MXF_BENCH_ONLY", name); }
 
 /* ------------------------------------------------------------ read bandwidth, decode, invariance */
-/* The machine's read bandwidth: every thread (MXF_NUM_THREADS, else the online cores)
- * sums its share of a buffer of MXF_BENCH_READ_MIB (default 256 MiB, beyond any last-level
- * cache) as 64-bit words; GB/s of the median run. */
+/* The machine's read bandwidth: every thread (MXF_NUM_THREADS, else the CPUs the process
+ * may run on) sums its share of a buffer of MXF_BENCH_READ_MIB (default 256 MiB, beyond
+ * any last-level cache) as 64-bit words; GB/s of the median run. */
 typedef struct read_job {
   const uint64_t *p;
   size_t n;
@@ -447,7 +451,9 @@ static void *read_thread(void *v) {
 static int bench_threads(void) {
   const char *e = getenv("MXF_NUM_THREADS");
   if (e && atoi(e) >= 1) return atoi(e);
-  const long n = sysconf(_SC_NPROCESSORS_ONLN);
+  cpu_set_t set; /* the library's default: the CPUs this process may run on */
+  long n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  if (n < 1) n = sysconf(_SC_NPROCESSORS_ONLN);
   return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
@@ -681,8 +687,8 @@ static int bench_decode_proj(double read_gbs) {
         flush_caches();
         const double t0 = now_ms();
 #if defined(MXF_HAVE_CBLAS)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ts[ti], (int)n, PROJ_K, 1.0f, xf, PROJ_K, wf,
-                    PROJ_K, 0.0f, cf, (int)n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ts[ti], (int)n, PROJ_K, 1.0f, xf, PROJ_K,
+                    wf, PROJ_K, 0.0f, cf, (int)n);
 #endif
         if (round >= 0) tsg[round] = now_ms() - t0;
       }
@@ -722,6 +728,8 @@ static int bench_invariance(void) {
   decode_alloc(&o, 96, 1024, 2048, MXF_E2M1, MXF_E8M0, 32);
   float *whole = xalloc((size_t)(o.m * o.n) * 4), *got = xalloc((size_t)(o.m * o.n) * 4);
   mxf_plan *plan = NULL;
+  char asked[32] = ""; /* the caller's MXF_NUM_THREADS, put back at the end */
+  if (getenv("MXF_NUM_THREADS")) snprintf(asked, sizeof asked, "%s", getenv("MXF_NUM_THREADS"));
   setenv("MXF_NUM_THREADS", "2", 1);
   if (decode_plan(&o, 0, o.m, 0, o.n, whole, o.n, &plan) || decode_run(&o, plan, 0, 0, whole)) return -1;
   mxf_plan_destroy(plan);
@@ -753,7 +761,10 @@ static int bench_invariance(void) {
     static const char *const hows[] = {"rows of 1", "column halves", "1 thread", "2 threads"};
     g_inv[g_ninv++] = (inv_result){hows[how], diff};
   }
-  unsetenv("MXF_NUM_THREADS");
+  if (asked[0])
+    setenv("MXF_NUM_THREADS", asked, 1);
+  else
+    unsetenv("MXF_NUM_THREADS");
   free(whole), free(got);
   decode_free(&o);
   return 0;
@@ -773,8 +784,8 @@ int main(int argc, char **argv) {
    * and the process's peak RSS growth over it */
   double rss_mib = one_call_rss_growth(64, 7168, 2048);
   /* the memory's read bandwidth, decode against it, the invariance check */
-  const int any_decode = wanted("decode") || wanted("dec_mxfp4") || wanted("dec_nvfp4") || wanted("dec_mxfp8") ||
-                         wanted("dec_pbf16") || wanted("dec_pmxfp8");
+  const int any_decode = wanted("decode") || wanted("dec_mxfp4") || wanted("dec_nvfp4") ||
+                         wanted("dec_mxfp8") || wanted("dec_pbf16") || wanted("dec_pmxfp8");
   const double read_gbs = wanted("readbw") || any_decode ? read_bandwidth() : 0.0;
   if (bench_decode(read_gbs) || bench_decode_proj(read_gbs)) return 1;
   if (wanted("invariance") && bench_invariance()) return 1;
@@ -966,12 +977,11 @@ int main(int argc, char **argv) {
   }
   if (read_gbs > 0) fprintf(f, "    {\"op\": \"read_bandwidth\", \"gbs\": %.3f},\n", read_gbs);
   for (int i = 0; i < g_ndec; ++i)
-    fprintf(
-        f,
-        "    {\"op\": \"decode\", \"what\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"ms\": "
-        "%.4f, \"weight_gbs\": %.3f, \"of_read\": %.4f, \"sgemm_ms\": %.4f},\n",
-        g_dec[i].what, (long long)g_dec[i].m, (long long)g_dec[i].n, (long long)g_dec[i].k, g_dec[i].ms,
-        g_dec[i].gbs, g_dec[i].of_read, g_dec[i].sgemm_ms);
+    fprintf(f,
+            "    {\"op\": \"decode\", \"what\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"ms\": "
+            "%.4f, \"weight_gbs\": %.3f, \"of_read\": %.4f, \"sgemm_ms\": %.4f},\n",
+            g_dec[i].what, (long long)g_dec[i].m, (long long)g_dec[i].n, (long long)g_dec[i].k, g_dec[i].ms,
+            g_dec[i].gbs, g_dec[i].of_read, g_dec[i].sgemm_ms);
   for (int i = 0; i < g_ninv; ++i)
     fprintf(f, "    {\"op\": \"invariance\", \"how\": \"%s\", \"differing_bytes\": %zu},\n", g_inv[i].how,
             g_inv[i].diff);

@@ -25,9 +25,13 @@
  * mxfuse. A destructor stops and joins the workers when the library is unloaded.
  * The backend's story: docs/kernels/cpu.md.
  */
+#if !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#endif
 #include "cpu/parallel.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -59,7 +63,13 @@ int mxf_cpu_threads(void) {
     int v = atoi(env);
     if (v >= 1) return v > MXF_MAX_THREADS ? MXF_MAX_THREADS : v;
   }
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  /* the CPUs this process may run on (taskset, a container's cpuset), else those online */
+  long n = 0;
+#if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+#endif
+  if (n < 1) n = sysconf(_SC_NPROCESSORS_ONLN);
   if (n < 1) n = 1;
   return n > MXF_MAX_THREADS ? MXF_MAX_THREADS : (int)n;
 }
