@@ -579,6 +579,55 @@ typedef struct decode_result {
 static decode_result g_dec[64];
 static int g_ndec;
 
+/* One decode row: the op's runs (fn(ctx)) back to back, then sgemm's (m x n x k on the
+ * f32 a and b), as a model's layers run, each run after the caches are flushed so that
+ * the weights come from memory; the pause before the op's runs lets OpenBLAS's threads
+ * of the previous row's sgemm park. weight_bytes: what a run reads of the weights. */
+static int decode_row(const char *fmt, const char *what, int (*fn)(void *), void *ctx, int64_t m, int64_t n,
+                      int64_t k, const float *a, const float *b, float *c, double weight_bytes,
+                      double read_gbs) {
+  double t[64], ts[64];
+  settle();
+  for (int round = -2; round < g_runs; ++round) {
+    flush_caches();
+    const double t0 = now_ms();
+    if (fn(ctx)) return -1;
+    if (round >= 0) t[round] = now_ms() - t0;
+  }
+  for (int round = -2; round < g_runs; ++round) {
+    flush_caches();
+    const double t0 = now_ms();
+#if defined(MXF_HAVE_CBLAS)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f, a, (int)k, b, (int)k,
+                0.0f, c, (int)n);
+#else
+    (void)a, (void)b, (void)c;
+#endif
+    if (round >= 0) ts[round] = now_ms() - t0;
+  }
+  decode_result *r = &g_dec[g_ndec++];
+  r->fmt = fmt, r->what = what, r->m = m, r->n = n, r->k = k;
+  r->ms = median(t, g_runs);
+#if defined(MXF_HAVE_CBLAS)
+  r->sgemm_ms = median(ts, g_runs);
+#else
+  r->sgemm_ms = 0;
+#endif
+  r->gbs = weight_bytes / (r->ms * 1e6);
+  r->of_read = read_gbs > 0 ? r->gbs / read_gbs : 0;
+  return 0;
+}
+
+typedef struct decode_call {
+  decode_op *o;
+  mxf_plan *plan;
+} decode_call;
+static int run_decode_call(void *v) {
+  const decode_call *d = (const decode_call *)v;
+  return decode_run(d->o, d->plan, 0, 0, d->o->c);
+}
+static int run_case(void *v) { return ((bench_case *)v)->run((bench_case *)v); }
+
 /* The decode table: M x (N, K) x weight format; MXF_BENCH_DECODE_M=1,4,... narrows M. */
 static int bench_decode(double read_gbs) {
   static const int64_t shapes[][2] = {{7168, 2048}, {2048, 7168}, {24576, 1536}};
@@ -605,39 +654,12 @@ static int bench_decode(double read_gbs) {
         char mname[32];
         snprintf(mname, sizeof mname, "%lld", (long long)ms[mi]);
         if (!tu_env_lists("MXF_BENCH_DECODE_M", mname)) continue;
-        mxf_plan *plan = NULL;
-        if (decode_plan(&o, 0, ms[mi], 0, o.n, o.c, o.n, &plan)) return -1;
-        /* each side's runs back to back (as a model's layers run), each after the caches
-         * are flushed, so that the weights come from memory; the pause before the op's
-         * runs lets OpenBLAS's threads of the previous row's sgemm park */
-        double t[64], ts[64];
-        settle();
-        for (int round = -2; round < g_runs; ++round) {
-          flush_caches();
-          const double t0 = now_ms();
-          if (decode_run(&o, plan, 0, 0, o.c)) return -1;
-          if (round >= 0) t[round] = now_ms() - t0;
-        }
-        for (int round = -2; round < g_runs; ++round) {
-          flush_caches();
-          const double t0 = now_ms();
-#if defined(MXF_HAVE_CBLAS)
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ms[mi], (int)o.n, (int)o.k, 1.0f, af,
-                      (int)o.k, bf, (int)o.k, 0.0f, cf, (int)o.n);
-#endif
-          if (round >= 0) ts[round] = now_ms() - t0;
-        }
-        mxf_plan_destroy(plan);
-        decode_result *r = &g_dec[g_ndec++];
-        r->fmt = fmts[f].name, r->what = fmts[f].what, r->m = ms[mi], r->n = o.n, r->k = o.k;
-        r->ms = median(t, g_runs);
-#if defined(MXF_HAVE_CBLAS)
-        r->sgemm_ms = median(ts, g_runs);
-#else
-        r->sgemm_ms = 0;
-#endif
-        r->gbs = (double)(o.b_bytes + o.sb_bytes) / (r->ms * 1e6);
-        r->of_read = read_gbs > 0 ? r->gbs / read_gbs : 0;
+        decode_call dc = {&o, NULL};
+        if (decode_plan(&o, 0, ms[mi], 0, o.n, o.c, o.n, &dc.plan)) return -1;
+        const int bad = decode_row(fmts[f].name, fmts[f].what, run_decode_call, &dc, ms[mi], o.n, o.k, af, bf,
+                                   cf, (double)(o.b_bytes + o.sb_bytes), read_gbs);
+        mxf_plan_destroy(dc.plan);
+        if (bad) return -1;
       }
       free(bf), free(af), free(cf);
       decode_free(&o);
@@ -675,34 +697,9 @@ static int bench_decode_proj(double read_gbs) {
         xf[i] = f8 ? mxf_e4m3_to_f32(((const uint8_t *)bc.bufs[0])[i]) *
                          mxf_e8m0_to_f32(((const uint8_t *)bc.bufs[2])[i / 32])
                    : mxf_bf16_to_f32(((const uint16_t *)bc.bufs[0])[i]);
-      double t[64], tsg[64];
-      settle();
-      for (int round = -2; round < g_runs; ++round) {
-        flush_caches();
-        const double t0 = now_ms();
-        if (bc.run(&bc)) return -1;
-        if (round >= 0) t[round] = now_ms() - t0;
-      }
-      for (int round = -2; round < g_runs; ++round) {
-        flush_caches();
-        const double t0 = now_ms();
-#if defined(MXF_HAVE_CBLAS)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)ts[ti], (int)n, PROJ_K, 1.0f, xf, PROJ_K,
-                    wf, PROJ_K, 0.0f, cf, (int)n);
-#endif
-        if (round >= 0) tsg[round] = now_ms() - t0;
-      }
-      decode_result *r = &g_dec[g_ndec++];
-      r->fmt = name, r->what = f8 ? "proj_rope mxfp8 w" : "proj_rope bf16 w";
-      r->m = ts[ti], r->n = n, r->k = PROJ_K;
-      r->ms = median(t, g_runs);
-#if defined(MXF_HAVE_CBLAS)
-      r->sgemm_ms = median(tsg, g_runs);
-#else
-      r->sgemm_ms = 0;
-#endif
-      r->gbs = (double)(n * PROJ_K * (f8 ? 1 : 2) + (f8 ? n * kb : 0)) / (r->ms * 1e6);
-      r->of_read = read_gbs > 0 ? r->gbs / read_gbs : 0;
+      if (decode_row(name, f8 ? "proj_rope mxfp8 w" : "proj_rope bf16 w", run_case, &bc, ts[ti], n, PROJ_K,
+                     xf, wf, cf, (double)(n * PROJ_K * (f8 ? 1 : 2) + (f8 ? n * kb : 0)), read_gbs))
+        return -1;
       mxf_plan_destroy(bc.plan);
       free(bc.ws);
       for (int i = 0; i < 10; ++i)

@@ -30,10 +30,7 @@ enum { M = 256, N = 256, K = 256 }; /* 2^24 multiply-adds: beyond the calling th
 static int threads_started(void) {
   uint8_t *a = malloc(M * K), *b = malloc(N * K), *sfa = malloc(M * K / 32), *sfb = malloc(N * K / 32);
   float *c = malloc(sizeof(float) * M * N), amax = 0;
-  memset(a, 0x38, M * K);
-  memset(b, 0x38, N * K);
-  memset(sfa, 127, M * K / 32);
-  memset(sfb, 127, N * K / 32);
+  tu_ones_e4m3(M, N, K, a, b, sfa, sfb);
   mxf_gemm_amax_desc d = tu_gemm_e4m3_desc(M, N, K, a, b, sfa, sfb, c, &amax);
   const int before = thread_count();
   const int ok = mxf_gemm_amax(&d, NULL) == MXF_OK && amax == K && c[M * N - 1] == K;

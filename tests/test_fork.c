@@ -23,10 +23,7 @@ static int g_stop;
 static float one_gemm(void) {
   static _Thread_local uint8_t a[M * K], b[N * K], sfa[M * K / 32], sfb[N * K / 32];
   static _Thread_local float c[M * N];
-  memset(a, 0x38, sizeof a);
-  memset(b, 0x38, sizeof b);
-  memset(sfa, 127, sizeof sfa);
-  memset(sfb, 127, sizeof sfb);
+  tu_ones_e4m3(M, N, K, a, b, sfa, sfb);
   float amax = -1;
   mxf_gemm_amax_desc d = tu_gemm_e4m3_desc(M, N, K, a, b, sfa, sfb, c, &amax);
   return mxf_gemm_amax(&d, NULL) == MXF_OK ? amax : -1;

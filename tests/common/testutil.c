@@ -185,6 +185,13 @@ uint16_t tu_bf16_activation(tu_rng *r) {
   return (uint16_t)((h & 0x807F) | (e << 7));
 }
 
+void tu_ones_e4m3(int64_t m, int64_t n, int64_t k, void *a, void *b, void *sfa, void *sfb) {
+  memset(a, 0x38, (size_t)(m * k));
+  memset(b, 0x38, (size_t)(n * k));
+  memset(sfa, 127, (size_t)(m * (k / 32)));
+  memset(sfb, 127, (size_t)(n * (k / 32)));
+}
+
 mxf_gemm_amax_desc tu_gemm_e4m3_desc(int64_t m, int64_t n, int64_t k, void *a, void *b, void *sfa, void *sfb,
                                      void *c, float *amax) {
   const int64_t sa[2] = {m, k}, sb[2] = {n, k}, ssa[2] = {m, (k + 31) / 32}, ssb[2] = {n, (k + 31) / 32},

@@ -79,5 +79,8 @@ mxf_tensor tu_tensor(void *data, mxf_dtype dtype, int ndim, const int64_t *shape
  * over the given buffers. */
 mxf_gemm_amax_desc tu_gemm_e4m3_desc(int64_t m, int64_t n, int64_t k, void *a, void *b, void *sfa, void *sfb,
                                      void *c, float *amax);
+/* Ones for it: e4m3 1.0 in a (m x k) and b (n x k), unit e8m0 scales (k / 32 a row): every
+ * value of C, and the amax, equal k. */
+void tu_ones_e4m3(int64_t m, int64_t n, int64_t k, void *a, void *b, void *sfa, void *sfb);
 
 #endif
