@@ -188,8 +188,8 @@ int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, c
 #define MXF_CPU_STREAM_X(fmt) ((fmt) == MXF_E2M1 || (fmt) == MXF_BF16 ? 16 : 8)
 /* The same values into the GEMM core's packed layout (the streaming path's fill of
  * more rows of X): blocks of 32 values [kb0, kb0 + kblocks) of the n rows, value (row
- * p * 16 + i, 32 kb0 + kk) at dst[p * 16 * 32 kblocks + kk * 16 + i]. AVX-512 only;
- * returns 0, having written nothing, where it cannot run. */
+ * p * 16 + i, 32 kb0 + kk) at dst[p * 16 * 32 kblocks + kk * 16 + i]. AVX-512 and AVX2
+ * (MX codes); returns 0, having written nothing, where it cannot run. */
 int mxf_cpu_stream_unpack(const mxf_cpu_stream_w *w, int64_t n, int64_t kb0, int64_t kblocks, float *dst);
 
 /* ------------------------------------------------------------ choosing the core */

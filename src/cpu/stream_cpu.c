@@ -26,7 +26,8 @@
  * of X takes four panels at a time, 2 to 4 rows two (so that each accumulator's
  * multiply-adds are far enough apart), 5 to 8 rows one; more rows go by groups of 8,
  * each decoding the codes again. AVX2: a panel as two halves of 8 lanes, groups of 4
- * rows of X.
+ * rows of X. The same decoding, stored, feeds the GEMM core's packed layout where there
+ * are more rows of X (mxf_cpu_stream_unpack).
  * The backend's story and measurements: docs/kernels/cpu.md.
  */
 #include "cpu/cpu.h"
@@ -385,6 +386,32 @@ S2_INLINE __m256 fma_x8(const float *a, __m256 b, __m256 acc) {
   return acc;
 }
 
+/* The decoding, per lane, in 8 lanes (as e2m1_value, fp8_fields, fp8_table, fp8_special).
+ * e2m1: the low nibble of v through the 8 magnitudes (the permute takes 3 index bits)
+ * and the sign bit, times the scale. */
+S2_INLINE __m256 e2m1_value8(__m256i v, __m256 mag, __m256 sc) {
+  const __m256i sign = _mm256_and_si256(_mm256_slli_epi32(v, 28), _mm256_set1_epi32((int)0x80000000u));
+  return _mm256_mul_ps(_mm256_or_ps(_mm256_permutevar8x32_ps(mag, v), _mm256_castsi256_ps(sign)), sc);
+}
+S2_INLINE __m256 fp8_fields8(__m256i z, int b, int E5) {
+  const __m256i top = _mm256_slli_epi32(z, 24 - 8 * b);
+  return _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(top, E5 ? 3 : 4),
+                                              _mm256_set1_epi32(E5 ? (int)0x8FE00000u : (int)0x87F00000u)));
+}
+S2_INLINE __m256 fp8_table8(__m256i z, int b, const float *lut) {
+  return _mm256_i32gather_ps(lut, _mm256_and_si256(_mm256_srli_epi32(z, 8 * b), _mm256_set1_epi32(0xFF)), 4);
+}
+/* a panel's two halves of 4 words */
+S2_INLINE int fp8_special8(const __m256i z[2][4], int E5) {
+  const __m256i m1 = _mm256_set1_epi32(E5 ? 0x7C7C7C7C : 0x7F7F7F7F);
+  const __m256i m2 = _mm256_set1_epi32(E5 ? 0x04040404 : 0x01010101);
+  __m256i any = _mm256_setzero_si256();
+  for (int h = 0; h < 2; ++h)
+    for (int q = 0; q < 4; ++q)
+      any = _mm256_or_si256(any, _mm256_add_epi32(_mm256_and_si256(z[h][q], m1), m2));
+  return !_mm256_testz_si256(any, _mm256_set1_epi32((int)0x80808080u));
+}
+
 #define S2_UNROLL _Pragma("GCC unroll 8")
 #define S2_PREP                                                                                              \
   __m256 c[4][2];                                                                                            \
@@ -405,7 +432,6 @@ S2_INLINE void e2m1_rows_avx2(const int XN, const mxf_cpu_stream_w *w, const uin
                               const uint8_t *sf, int64_t kblocks, const float *x, int64_t ldx, float *acc,
                               int64_t ld) {
   const __m256 mag = _mm256_loadu_ps(w->code_lut); /* codes 0..7; 8..15 are their negatives */
-  const __m256i sign = _mm256_set1_epi32((int)0x80000000u);
   S2_PREP
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     S2_CHUNK_SCALES
@@ -422,15 +448,8 @@ S2_INLINE void e2m1_rows_avx2(const int XN, const mxf_cpu_stream_w *w, const uin
         const int k = q * 8 + b * 2;
         for (int h = 0; h < 2; ++h) { /* rows 8h..8h+7 */
           const __m256 sc = _mm256_load_ps(sbuf + kc * 32 + (w->sf_vec == 16 && q >= 2 ? 16 : 0) + 8 * h);
-          const __m256i v = _mm256_srli_epi32(z[h][q], 8 * b), v4 = _mm256_srli_epi32(v, 4);
-          const __m256 lo = _mm256_mul_ps(
-              _mm256_or_ps(_mm256_permutevar8x32_ps(mag, v),
-                           _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(v, 28), sign))),
-              sc);
-          const __m256 hi = _mm256_mul_ps(
-              _mm256_or_ps(_mm256_permutevar8x32_ps(mag, v4),
-                           _mm256_castsi256_ps(_mm256_and_si256(_mm256_slli_epi32(v4, 28), sign))),
-              sc);
+          const __m256i v = _mm256_srli_epi32(z[h][q], 8 * b);
+          const __m256 lo = e2m1_value8(v, mag, sc), hi = e2m1_value8(_mm256_srli_epi32(v, 4), mag, sc);
           S2_UNROLL for (int m = 0; m < XN; ++m) c[m][h] = fma_x8(xb[m] + k, lo, c[m][h]);
           S2_UNROLL for (int m = 0; m < XN; ++m) c[m][h] = fma_x8(xb[m] + k + 1, hi, c[m][h]);
         }
@@ -442,11 +461,7 @@ S2_INLINE void e2m1_rows_avx2(const int XN, const mxf_cpu_stream_w *w, const uin
 S2_INLINE void fp8_rows_avx2(const int XN, const int E5, const mxf_cpu_stream_w *w, const uint8_t *codes,
                              const uint8_t *sf, int64_t kblocks, const float *x, int64_t ldx, float *acc,
                              int64_t ld) {
-  const __m256i fields = _mm256_set1_epi32(E5 ? (int)0x8FE00000u : (int)0x87F00000u);
   const __m256 bias = _mm256_set1_ps(E5 ? 0x1p112f : 0x1p120f), inf = _mm256_set1_ps(__builtin_inff());
-  const __m256i m1 = _mm256_set1_epi32(E5 ? 0x7C7C7C7C : 0x7F7F7F7F);
-  const __m256i m2 = _mm256_set1_epi32(E5 ? 0x04040404 : 0x01010101);
-  const __m256i m3 = _mm256_set1_epi32((int)0x80808080u), ff = _mm256_set1_epi32(0xFF);
   S2_PREP
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     S2_CHUNK_SCALES
@@ -457,11 +472,7 @@ S2_INLINE void fp8_rows_avx2(const int XN, const int E5, const mxf_cpu_stream_w 
       __m256i z[2][4];
       rows8(codes + kb * 32 + hk * 16, w->row_bytes, z[0]);
       rows8(codes + 8 * w->row_bytes + kb * 32 + hk * 16, w->row_bytes, z[1]);
-      __m256i any = _mm256_setzero_si256();
-      for (int h = 0; h < 2; ++h)
-        for (int q = 0; q < 4; ++q)
-          any = _mm256_or_si256(any, _mm256_add_epi32(_mm256_and_si256(z[h][q], m1), m2));
-      const int special = !_mm256_testz_si256(any, m3);
+      const int special = fp8_special8(z, E5);
       __m256 s[2], sb[2];
       int fast = 1;
       for (int h = 0; h < 2; ++h) {
@@ -476,11 +487,9 @@ S2_INLINE void fp8_rows_avx2(const int XN, const int E5, const mxf_cpu_stream_w 
     for (int h = 0; h < 2; ++h) {                                                                            \
       __m256 v;                                                                                              \
       if ((MODE) == 2) {                                                                                     \
-        const __m256i code = _mm256_and_si256(_mm256_srli_epi32(z[h][q], 8 * b), ff);                        \
-        v = _mm256_mul_ps(_mm256_i32gather_ps(w->code_lut, code, 4), s[h]);                                  \
+        v = _mm256_mul_ps(fp8_table8(z[h][q], b, w->code_lut), s[h]);                                        \
       } else {                                                                                               \
-        const __m256i top = _mm256_slli_epi32(z[h][q], 24 - 8 * b);                                          \
-        const __m256 f = _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(top, E5 ? 3 : 4), fields));  \
+        const __m256 f = fp8_fields8(z[h][q], b, E5);                                                        \
         v = (MODE) == 0 ? _mm256_mul_ps(f, sb[h]) : _mm256_mul_ps(_mm256_mul_ps(f, bias), s[h]);             \
       }                                                                                                      \
       S2_UNROLL for (int m = 0; m < XN; ++m) c[m][h] = fma_x8(xb[m] + k, v, c[m][h]);                        \
@@ -527,6 +536,58 @@ S2_INLINE void bf16_rows_avx2(const int XN, const mxf_cpu_stream_w *w, const uin
   }
   S2_STORE
 }
+/* unpack_avx512's decoding in 8 lanes (mxf_cpu_stream_unpack): a panel's 16 rows as two
+ * halves of 8. */
+__attribute__((target("avx2,fma"))) static void unpack_avx2(const mxf_cpu_stream_w *w, const uint8_t *codes,
+                                                            const uint8_t *sf, int64_t kb0, int64_t nb,
+                                                            float *dst) {
+  const int e2 = w->fmt == MXF_E2M1, E5 = w->fmt == MXF_E5M2;
+  const int64_t rs = w->row_bytes;
+  const __m256 mag = _mm256_loadu_ps(w->code_lut);
+  const __m256 bias = _mm256_set1_ps(E5 ? 0x1p112f : 0x1p120f);
+  _Alignas(64) float sbuf[S_CHUNK * 2 * 16];
+  for (int64_t j = 0; j < nb; ++j) {
+    const int64_t kb = kb0 + j, kc = j % S_CHUNK;
+    if (kc == 0) panel_scales(w, sf, kb, (int)(nb - j < S_CHUNK ? nb - j : S_CHUNK), sbuf);
+    const float *sc = sbuf + kc * 32; /* rows 8h.. of values 16 hh.. at sc[hh * 16 + 8 h] */
+    const int sv = w->sf_vec == 16 ? 16 : 0;
+    float *o = dst + j * 32 * 16;
+    __m256i z[2][4];
+    if (e2) {
+      rows8(codes + kb * 16, rs, z[0]);
+      rows8(codes + 8 * rs + kb * 16, rs, z[1]);
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q)
+#pragma GCC unroll 4
+        for (int b = 0; b < 4; ++b) {
+          const int k = q * 8 + b * 2;
+          for (int h = 0; h < 2; ++h) {
+            const __m256 s = _mm256_load_ps(sc + (q >= 2 ? sv : 0) + 8 * h);
+            const __m256i v = _mm256_srli_epi32(z[h][q], 8 * b);
+            _mm256_store_ps(o + k * 16 + 8 * h, e2m1_value8(v, mag, s));
+            _mm256_store_ps(o + (k + 1) * 16 + 8 * h, e2m1_value8(_mm256_srli_epi32(v, 4), mag, s));
+          }
+        }
+      continue;
+    }
+    for (int hk = 0; hk < 2; ++hk) {
+      rows8(codes + kb * 32 + hk * 16, rs, z[0]);
+      rows8(codes + 8 * rs + kb * 32 + hk * 16, rs, z[1]);
+      const int special = fp8_special8(z, E5);
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q)
+#pragma GCC unroll 4
+        for (int b = 0; b < 4; ++b)
+          for (int h = 0; h < 2; ++h) {
+            const __m256 s = _mm256_load_ps(sc + hk * sv + 8 * h);
+            const __m256 v = special ? fp8_table8(z[h][q], b, w->code_lut)
+                                     : _mm256_mul_ps(fp8_fields8(z[h][q], b, E5), bias);
+            _mm256_store_ps(o + (hk * 16 + q * 4 + b) * 16 + 8 * h, _mm256_mul_ps(v, s));
+          }
+    }
+  }
+}
+
 #undef S2_PREP
 #undef S2_CHUNK_SCALES
 #undef S2_STORE
@@ -598,12 +659,13 @@ int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, c
   return 1;
 }
 int mxf_cpu_stream_unpack(const mxf_cpu_stream_w *w, int64_t n, int64_t kb0, int64_t kblocks, float *dst) {
-  if (w->isa != MXF_CPU_ISA_AVX512) return 0;
+  const int avx512 = w->isa == MXF_CPU_ISA_AVX512;
+  if (!avx512 && w->isa != MXF_CPU_ISA_AVX2) return 0;
   if ((n & 15) || n > MXF_CPU_FILL_ROWS || kblocks <= 0 || (w->sf_vec != 16 && w->sf_vec != 32)) return 0;
   if (w->fmt != MXF_E2M1 && w->fmt != MXF_E4M3 && w->fmt != MXF_E5M2) return 0;
   for (int64_t p = 0; p < n / 16; ++p)
-    unpack_avx512(w, w->codes + 16 * p * w->row_bytes, w->panel_sf[p], kb0, kblocks,
-                  dst + p * 16 * 32 * kblocks);
+    (avx512 ? unpack_avx512 : unpack_avx2)(w, w->codes + 16 * p * w->row_bytes, w->panel_sf[p], kb0, kblocks,
+                                           dst + p * 16 * 32 * kblocks);
   return 1;
 }
 #else
