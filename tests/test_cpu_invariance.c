@@ -10,7 +10,8 @@
  * computed whole, by rows of 1 (the streaming path), by
  * blocks of 1 to 24 rows in column halves (each kernel of the streaming path), by
  * column halves (N = 50: the streaming path on the other side), with 1 and 3 threads and with each lesser
- * micro-kernel (MXF_CONFIG cpu_isa=avx2, baseline); NaN and inf codes in a few rows; f32 C and
+ * micro-kernel (MXF_CONFIG cpu_isa=avx2, baseline); NaN and inf codes, and e8m0 scales 0 and
+ * 255, in a few rows; f32 C and
  * amax compared byte for byte.
  * proj_rope (bf16 and MXFP8, both w layouts): T = 72 tokens whole, by single tokens and
  * by 32-token blocks, by head shards, with 1 and 3 threads, by single tokens with each
@@ -248,6 +249,10 @@ static void gemm_invariance(tu_rng *r) {
         p.sa[i] = rand_scale(r, p.c->sfa);
       for (int64_t i = 0; i < GN * p.kb; ++i)
         p.sb[i] = rand_scale(r, p.c->sfb);
+      /* e8m0 scales 0 (2^-127, a subnormal) and 255 (NaN) in a few rows of B */
+      if (p.c->sfb == MXF_E8M0)
+        for (int i = 0; i < 4; ++i)
+          p.sb[tu_range(r, 0, GN - 1) * p.kb + tu_range(r, 0, p.kb - 1)] = i & 1 ? 255 : 0;
 
       const float am = run_piece(&p, 0, GM, 0, GN, whole);
       float a = 0.0f;
