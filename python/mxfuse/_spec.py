@@ -65,8 +65,8 @@ def _result_type(name, fields):
     base = namedtuple(name, fields)
 
     def __getitem__(self, k):
-        return getattr(self, k) if isinstance(k, str) else tuple(self)[k]  # (torch 2.11's tracer
-        # takes this, not base.__getitem__)
+        # an index through tuple(), which torch 2.11's tracer takes (not base.__getitem__)
+        return getattr(self, k) if isinstance(k, str) else tuple(self)[k]
 
     def keys(self):
         return self._fields

@@ -93,9 +93,8 @@ typedef struct sgemm_ctx {
   int64_t tiles_n;
   int64_t tm; /* rows of a task: a multiple of MXF_SG_MC */
   int accumulate;
-  int b_packed;      /* b is already in the packed layout (k <= MXF_SG_KC) */
-  sgemm_micro_fn fn; /* the micro-kernel of the plan's instruction set */
-  mxf_cpu_isa_kind isa;
+  int b_packed;         /* b is already in the packed layout (k <= MXF_SG_KC) */
+  mxf_cpu_isa_kind isa; /* the plan's: its micro-kernel (k_micro) and packing */
 } sgemm_ctx;
 
 #if MXF_SG_X86
@@ -341,7 +340,7 @@ static void sgemm_task(void *ctx, int64_t begin, int64_t end) {
   const sgemm_ctx *s = (const sgemm_ctx *)ctx;
   _Alignas(64) float pa[MXF_SG_MC * MXF_SG_KC + MXF_SG_PACK_SLACK];
   _Alignas(64) float pb[MXF_SG_NC * MXF_SG_KC + MXF_SG_PACK_SLACK];
-  const sgemm_micro_fn fn = s->fn;
+  const sgemm_micro_fn fn = k_micro[s->isa];
   for (int64_t t = begin; t < end; ++t) {
     int64_t i0 = (t / s->tiles_n) * s->tm, j0 = (t % s->tiles_n) * MXF_SG_NC;
     int64_t mc = s->m - i0 < s->tm ? s->m - i0 : s->tm;
@@ -356,8 +355,7 @@ static void sgemm_task(void *ctx, int64_t begin, int64_t end) {
 static sgemm_ctx sgemm_setup(mxf_cpu_isa_kind isa, int64_t m, int64_t n, int64_t k, const float *a,
                              int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate,
                              int threads) {
-  sgemm_ctx s = {m,         n,          k, lda,          ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC),
-                 MXF_SG_MC, accumulate, 0, k_micro[isa], isa};
+  sgemm_ctx s = {m, n, k, lda, ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC), MXF_SG_MC, accumulate, 0, isa};
   const int64_t blocks = mxf_cdiv(m, MXF_SG_MC);
   int64_t per = blocks * s.tiles_n / ((int64_t)threads * MXF_SG_TASKS);
   per = per < 1 ? 1 : per > MXF_SG_TM_MAX ? MXF_SG_TM_MAX : per;
@@ -684,7 +682,6 @@ static void panels_fill(panels_run *r, int fill_x, int fill_y, int bf16, void *x
 
 typedef struct stream_run {
   const panels_run *r;
-  mxf_cpu_isa_kind isa; /* of the core's micro-kernel */
   int side;
   const float *few; /* the few rows, whole K */
   int64_t ldk;
@@ -700,12 +697,12 @@ static void stream_fill(const stream_run *s, int64_t i0, int64_t cnt, int64_t kf
     if (s->side == 1) {
       const int packed = r->ops->fill_packed && r->ops->fill_packed(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf);
       if (!packed) r->ops->fill(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
-      sgemm_serial(s->isa, r->rn, cnt, kn, s->few + k0, s->ldk, buf, MXF_STREAM_K, r->acc + i0, r->ldc,
+      sgemm_serial(pp->core->isa, r->rn, cnt, kn, s->few + k0, s->ldk, buf, MXF_STREAM_K, r->acc + i0, r->ldc,
                    k0 > 0, packed);
     } else {
       r->ops->fill(r->ctx, 0, r->r0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
-      sgemm_serial(s->isa, cnt, r->cn, kn, buf, MXF_STREAM_K, s->few + k0, s->ldk, r->acc + i0 * r->ldc,
-                   r->ldc, k0 > 0, 0);
+      sgemm_serial(pp->core->isa, cnt, r->cn, kn, buf, MXF_STREAM_K, s->few + k0, s->ldk,
+                   r->acc + i0 * r->ldc, r->ldc, k0 > 0, 0);
     }
   }
 }
@@ -718,8 +715,8 @@ static int64_t stream_kernel(const stream_run *s, int64_t i0, int64_t n) {
   if (!n || !r->ops->stream) return 0;
   if (s->side == 1)
     return r->ops->stream(r->ctx, 1, s->few, s->ldk, r->rn, r->c0 + i0, n, r->acc + i0, r->ldc);
-  if (r->cn > MXF_CPU_STREAM_X(MXF_E2M1)) return 0;
-  _Alignas(64) float t[MXF_CPU_STREAM_X(MXF_E2M1) * MXF_CPU_FILL_ROWS];
+  if (r->cn > MXF_CPU_STREAM_X_MAX) return 0;
+  _Alignas(64) float t[MXF_CPU_STREAM_X_MAX * MXF_CPU_FILL_ROWS];
   const int64_t kdone = r->ops->stream(r->ctx, 0, s->few, s->ldk, r->cn, r->r0 + i0, n, t, n);
   if (kdone)
     for (int64_t j = 0; j < n; ++j)
@@ -762,7 +759,7 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
   const int64_t k_panels = pp->k > 0 ? mxf_cdiv(pp->k, pp->kc) : 1;
   const int side = panels_stream(pp);
   if (side) {
-    stream_run s = {&r, core->isa, side, (const float *)r.base, mxf_round_up(pp->k, 16)};
+    stream_run s = {&r, side, (const float *)r.base, mxf_round_up(pp->k, 16)};
     for (r.r0 = 0; r.r0 < pp->rows; r.r0 += pp->rc) {
       r.rn = pp->rows - r.r0 < pp->rc ? pp->rows - r.r0 : pp->rc;
       for (r.c0 = 0; r.c0 < pp->cols; r.c0 += pp->nc) {

@@ -413,15 +413,21 @@ S2_INLINE int fp8_special8(const __m256i z[2][4], int E5) {
 }
 
 #define S2_UNROLL _Pragma("GCC unroll 8")
-#define S2_PREP                                                                                              \
+/* The accumulators (XN rows of X, a panel's two halves), from +0; the rows of X at the
+ * block's first value; the scales, a chunk ahead (into sbuf, S2_PREP's). */
+#define S2_ACC_INIT                                                                                          \
   __m256 c[4][2];                                                                                            \
-  S2_UNROLL for (int m = 0; m < XN; ++m) c[m][0] = c[m][1] = _mm256_setzero_ps();                            \
+  S2_UNROLL for (int m = 0; m < XN; ++m) c[m][0] = c[m][1] = _mm256_setzero_ps();
+#define S2_X_BLOCK(K0)                                                                                       \
+  const float *xb[4];                                                                                        \
+  S2_UNROLL for (int m = 0; m < XN; ++m) xb[m] = x + m * ldx + (K0);
+#define S2_PREP                                                                                              \
+  S2_ACC_INIT                                                                                                \
   _Alignas(64) float sbuf[S_CHUNK * 2 * 16];
 #define S2_CHUNK_SCALES                                                                                      \
   const int64_t kc = kb % S_CHUNK;                                                                           \
   if (kc == 0) panel_scales(w, sf, kb, (int)(kblocks - kb < S_CHUNK ? kblocks - kb : S_CHUNK), sbuf);        \
-  const float *xb[4];                                                                                        \
-  S2_UNROLL for (int m = 0; m < XN; ++m) xb[m] = x + m * ldx + kb * 32;
+  S2_X_BLOCK(kb * 32)
 #define S2_STORE                                                                                             \
   S2_UNROLL for (int m = 0; m < XN; ++m) {                                                                   \
     _mm256_storeu_ps(acc + m * ld, c[m][0]);                                                                 \
@@ -510,11 +516,9 @@ S2_INLINE void fp8_rows_avx2(const int XN, const int E5, const mxf_cpu_stream_w 
 S2_INLINE void bf16_rows_avx2(const int XN, const mxf_cpu_stream_w *w, const uint8_t *codes, int64_t kblocks,
                               const float *x, int64_t ldx, float *acc, int64_t ld) {
   const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
-  __m256 c[4][2];
-  S2_UNROLL for (int m = 0; m < XN; ++m) c[m][0] = c[m][1] = _mm256_setzero_ps();
+  S2_ACC_INIT
   for (int64_t kb = 0; kb < kblocks; ++kb) {
-    const float *xb[4];
-    S2_UNROLL for (int m = 0; m < XN; ++m) xb[m] = x + m * ldx + kb * 32;
+    S2_X_BLOCK(kb * 32)
     for (int i = 0; i < 16; ++i)
       __builtin_prefetch(codes + i * w->row_bytes + kb * 64 + S_PREFETCH);
 #pragma GCC unroll 4
@@ -588,6 +592,8 @@ __attribute__((target("avx2,fma"))) static void unpack_avx2(const mxf_cpu_stream
   }
 }
 
+#undef S2_ACC_INIT
+#undef S2_X_BLOCK
 #undef S2_PREP
 #undef S2_CHUNK_SCALES
 #undef S2_STORE
