@@ -77,6 +77,9 @@ def _torch_meta(x):
         raise A.InvalidValueError(A.ERR_INVALID_VALUE, f"mxfuse: a tensor of shape {tuple(x.shape)} is on torch's "
                                   "meta device (shapes only, no data); run on CPU or CUDA tensors (torch.compile "
                                   "traces the custom ops through their fake implementations)")
+    if x.device.type not in ("cpu", "cuda"):
+        raise A.NotSupportedError(A.ERR_NOT_SUPPORTED, f"mxfuse: a tensor of shape {tuple(x.shape)} is on torch "
+                                  f"device '{x.device}'; mxfuse runs on CPU and CUDA tensors")
     code = _torch_dtypes().get(x.dtype)
     if code is None:
         code = S.dtype_code(x.dtype)  # raises with the list

@@ -169,6 +169,11 @@ def test_torch_meta_and_empty():
     x = torch.empty((64, 64), device="meta")
     with pytest.raises(mxfuse.InvalidValueError, match="meta device"):
         mxfuse.quantize(x)
+    class Elsewhere(torch.Tensor):  # a tensor that says it is on another device (XPU here)
+        device = torch.device("xpu", 0)
+
+    with pytest.raises(mxfuse.NotSupportedError, match="device 'xpu:0'; mxfuse runs on CPU and CUDA"):
+        mxfuse.quantize(torch.Tensor._make_subclass(Elsewhere, torch.zeros((64, 64))))
     q_row, s_row, q_col, s_col = mxfuse.quantize(torch.zeros((0, 64)))
     assert tuple(q_row.shape) == (0, 64)
     a = torch.zeros((0, 64), dtype=torch.float8_e4m3fn)
