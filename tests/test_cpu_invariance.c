@@ -6,8 +6,9 @@
  * gemm_amax, every weight format (MXFP4, NVFP4-style e2m1 with ue4m3 scales, MXFP8 e4m3
  * and e5m2) with every activation format (bf16 without scales, the same MX format), both
  * scale layouts (compact, swizzled), k- and m/n-major operands and n- and m-major C: one
- * problem (M = 70, N = 100, K = 1120: the GEMM path, K across several slices and panels)
- * computed whole, by rows of 1 (the streaming path), by
+ * problem (M = 70, N = 100, K = 1120: the GEMM path, K across several slices and panels;
+ * bf16 x MXFP4 and x MXFP8 e4m3 also at K = 8224, rows the streaming kernel reads in
+ * place where it copies K = 1120's) computed whole, by rows of 1 (the streaming path), by
  * blocks of 1 to 24 rows in column halves (each kernel of the streaming path), by
  * column halves (N = 50: the streaming path on the other side), with 1 and 3 threads and with each lesser
  * micro-kernel (MXF_CONFIG cpu_isa=avx2, baseline); NaN and inf codes, and e8m0 scales 0 and
@@ -46,14 +47,15 @@ static const combo g_combos[] = {
 
 #define GM 70
 #define GN 100
-#define GK 1120
+#define GK 1120      /* the problem's K */
+#define GK_LONG 8224 /* a second problem's, for the streaming kernel's long rows (cpu.md) */
 
 typedef struct problem {
   const combo *c;
   int swz, a_mm, b_nm, c_mm;
-  uint16_t a[GM * GK], b[GN * GK]; /* codes (bf16 bits), logical (row, k) */
-  uint8_t sa[GM * (GK / 16 + 1)], sb[GN * (GK / 16 + 1)];
-  int64_t kb;
+  uint16_t a[GM * GK_LONG], b[GN * GK_LONG]; /* codes (bf16 bits), logical (row, k) */
+  uint8_t sa[GM * (GK_LONG / 16 + 1)], sb[GN * (GK_LONG / 16 + 1)];
+  int64_t k, kb;
 } problem;
 
 static uint16_t rand_code(tu_rng *r, mxf_dtype f) {
@@ -89,24 +91,25 @@ static mxf_tensor operand(const problem *p, int which, int64_t r0, int64_t r1, u
   const uint8_t *ssrc = which ? p->sb : p->sa;
   const int mm = which ? p->b_nm : p->a_mm;
   const int64_t n = r1 - r0, ld = (n + 15) / 16 * 16; /* m/n-major: rows of 16-byte multiples */
-  const size_t nb = bytes_of(f, (mm ? ld : n) * GK) + 64;
+  const int64_t K = p->k;
+  const size_t nb = bytes_of(f, (mm ? ld : n) * K) + 64;
   *codes = tu_malloc(nb);
   tu_poison(*codes, nb, 0xFF);
   for (int64_t i = 0; i < n; ++i)
-    for (int64_t k = 0; k < GK; ++k)
-      put(f, *codes, mm ? k * ld + i : i * GK + k, src[(r0 + i) * GK + k]);
-  mxf_tensor t = {*codes, f, MXF_DEVICE_CPU, 3, {n, GK, 1}, {0}};
-  if (mm) t.stride[0] = 1, t.stride[1] = ld, t.stride[2] = ld * GK;
+    for (int64_t k = 0; k < K; ++k)
+      put(f, *codes, mm ? k * ld + i : i * K + k, src[(r0 + i) * K + k]);
+  mxf_tensor t = {*codes, f, MXF_DEVICE_CPU, 3, {n, K, 1}, {0}};
+  if (mm) t.stride[0] = 1, t.stride[1] = ld, t.stride[2] = ld * K;
   *sf = NULL;
   memset(sft, 0, sizeof *sft);
   if (f == MXF_BF16) return t;
   const mxf_sf_layout lay = p->swz ? MXF_SF_SWIZZLED : MXF_SF_COMPACT;
-  const size_t sn = mxf_sf_size(n, GK, 1, p->c->sf_vec, lay);
+  const size_t sn = mxf_sf_size(n, K, 1, p->c->sf_vec, lay);
   *sf = tu_malloc(sn);
   tu_poison(*sf, sn, 0xFF);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t b = 0; b < p->kb; ++b)
-      (*sf)[p->swz ? mxf_sf_swizzled_offset(i, b, 0, n, GK, p->c->sf_vec) : i * p->kb + b] =
+      (*sf)[p->swz ? mxf_sf_swizzled_offset(i, b, 0, n, K, p->c->sf_vec) : i * p->kb + b] =
           ssrc[(r0 + i) * p->kb + b];
   *sft = (mxf_tensor){*sf, sfd, MXF_DEVICE_CPU, 2, {n, p->kb}, {0}};
   if (p->swz) {
@@ -222,71 +225,82 @@ static float row_blocks(const problem *p, float *got) {
   return a;
 }
 
-static void gemm_invariance(tu_rng *r) {
+/* Combination ci in variant 0..3 (scale layout, operand majors, C's major) with K k. */
+static void gemm_case(tu_rng *r, size_t ci, int variant, int64_t k) {
   static problem p;
   static float whole[GM * GN], got[GM * GN], row0[GM * GN];
-  for (size_t ci = 0; ci < sizeof g_combos / sizeof *g_combos; ++ci)
-    for (int variant = 0; variant < 4; ++variant) {
-      p.c = &g_combos[ci];
-      p.swz = variant & 1;
-      p.a_mm = variant == 2 && p.c->fa != MXF_E2M1;
-      p.b_nm = variant == 2 && p.c->fb != MXF_E2M1;
-      p.c_mm = variant == 3;
-      p.kb = (GK + p.c->sf_vec - 1) / p.c->sf_vec;
-      for (int64_t i = 0; i < GM * GK; ++i)
-        p.a[i] = rand_code(r, p.c->fa);
-      for (int64_t i = 0; i < GN * GK; ++i)
-        p.b[i] = rand_code(r, p.c->fb);
-      /* NaN and inf codes in a few rows of B (and A): their outputs' bits must match too */
-      static const uint16_t e4_special[] = {0x7F, 0xFF}, e5_special[] = {0x7C, 0xFC, 0x7E, 0xFF};
-      for (int i = 0; i < 4; ++i) {
-        const int64_t at = tu_range(r, 0, GN - 1) * GK + tu_range(r, 0, GK - 1);
-        if (p.c->fb == MXF_E4M3) p.b[at] = e4_special[i & 1];
-        if (p.c->fb == MXF_E5M2) p.b[at] = e5_special[i];
-        if (p.c->fa == MXF_E4M3) p.a[at % (GM * GK)] = e4_special[i & 1];
-      }
-      for (int64_t i = 0; i < GM * p.kb; ++i)
-        p.sa[i] = rand_scale(r, p.c->sfa);
-      for (int64_t i = 0; i < GN * p.kb; ++i)
-        p.sb[i] = rand_scale(r, p.c->sfb);
-      /* e8m0 scales 0 (2^-127, a subnormal) and 255 (NaN) in a few rows of B */
-      if (p.c->sfb == MXF_E8M0)
-        for (int i = 0; i < 4; ++i)
-          p.sb[tu_range(r, 0, GN - 1) * p.kb + tu_range(r, 0, p.kb - 1)] = i & 1 ? 255 : 0;
+  p.c = &g_combos[ci];
+  p.swz = variant & 1;
+  p.a_mm = variant == 2 && p.c->fa != MXF_E2M1;
+  p.b_nm = variant == 2 && p.c->fb != MXF_E2M1;
+  p.c_mm = variant == 3;
+  p.k = k;
+  p.kb = (k + p.c->sf_vec - 1) / p.c->sf_vec;
+  for (int64_t i = 0; i < GM * k; ++i)
+    p.a[i] = rand_code(r, p.c->fa);
+  for (int64_t i = 0; i < GN * k; ++i)
+    p.b[i] = rand_code(r, p.c->fb);
+  /* NaN and inf codes in a few rows of B (and A): their outputs' bits must match too */
+  static const uint16_t e4_special[] = {0x7F, 0xFF}, e5_special[] = {0x7C, 0xFC, 0x7E, 0xFF};
+  for (int i = 0; i < 4; ++i) {
+    const int64_t at = tu_range(r, 0, GN - 1) * k + tu_range(r, 0, k - 1);
+    if (p.c->fb == MXF_E4M3) p.b[at] = e4_special[i & 1];
+    if (p.c->fb == MXF_E5M2) p.b[at] = e5_special[i];
+    if (p.c->fa == MXF_E4M3) p.a[at % (GM * k)] = e4_special[i & 1];
+  }
+  for (int64_t i = 0; i < GM * p.kb; ++i)
+    p.sa[i] = rand_scale(r, p.c->sfa);
+  for (int64_t i = 0; i < GN * p.kb; ++i)
+    p.sb[i] = rand_scale(r, p.c->sfb);
+  /* e8m0 scales 0 (2^-127, a subnormal) and 255 (NaN) in a few rows of B */
+  if (p.c->sfb == MXF_E8M0)
+    for (int i = 0; i < 4; ++i)
+      p.sb[tu_range(r, 0, GN - 1) * p.kb + tu_range(r, 0, p.kb - 1)] = i & 1 ? 255 : 0;
 
-      const float am = run_piece(&p, 0, GM, 0, GN, whole);
-      float a = 0.0f;
-      for (int64_t m = 0; m < GM; ++m)
-        a = amax_max(a, run_piece(&p, m, m + 1, 0, GN, got));
-      check_same(whole, am, got, a, "rows of 1", &p);
-      a = row_blocks(&p, got);
-      check_same(whole, am, got, a, "row blocks of 1 to 24 in column halves", &p);
-      a = amax_max(run_piece(&p, 0, GM, 0, GN / 2, got), run_piece(&p, 0, GM, GN / 2, GN, got));
-      check_same(whole, am, got, a, "column halves", &p);
-      static const char *const threads[] = {"1", "3"};
-      for (int t = 0; t < 2; ++t) {
-        setenv("MXF_NUM_THREADS", threads[t], 1);
-        a = run_piece(&p, 0, GM, 0, GN, got);
-        check_same(whole, am, got, a, t ? "3 threads" : "1 thread", &p);
-      }
-      unsetenv("MXF_NUM_THREADS");
-      static const char *const isas[] = {"avx2", "baseline"};
-      for (int t = 0; t < 2; ++t) {
-        if (!ask_isa(isas[t])) continue;
-        a = run_piece(&p, 0, GM, 0, GN, got);
-        check_same(whole, am, got, a, isas[t], &p);
-        memcpy(row0, got, sizeof row0);
-        run_piece(&p, 0, 1, 0, GN, got); /* the streaming path, row 0 */
-        memcpy(got + GN, row0 + GN, sizeof row0 - GN * sizeof(float));
-        char how[32];
-        snprintf(how, sizeof how, "row 0 alone, %s", isas[t]);
-        check_same(whole, am, got, am, how, &p);
-        a = row_blocks(&p, got);
-        snprintf(how, sizeof how, "row blocks, %s", isas[t]);
-        check_same(whole, am, got, a, how, &p);
-      }
-      ask_isa(NULL);
-    }
+  const float am = run_piece(&p, 0, GM, 0, GN, whole);
+  float a = 0.0f;
+  for (int64_t m = 0; m < GM; ++m)
+    a = amax_max(a, run_piece(&p, m, m + 1, 0, GN, got));
+  check_same(whole, am, got, a, "rows of 1", &p);
+  a = row_blocks(&p, got);
+  check_same(whole, am, got, a, "row blocks of 1 to 24 in column halves", &p);
+  a = amax_max(run_piece(&p, 0, GM, 0, GN / 2, got), run_piece(&p, 0, GM, GN / 2, GN, got));
+  check_same(whole, am, got, a, "column halves", &p);
+  static const char *const threads[] = {"1", "3"};
+  for (int t = 0; t < 2; ++t) {
+    setenv("MXF_NUM_THREADS", threads[t], 1);
+    a = run_piece(&p, 0, GM, 0, GN, got);
+    check_same(whole, am, got, a, t ? "3 threads" : "1 thread", &p);
+  }
+  unsetenv("MXF_NUM_THREADS");
+  static const char *const isas[] = {"avx2", "baseline"};
+  for (int t = 0; t < 2; ++t) {
+    if (!ask_isa(isas[t])) continue;
+    a = run_piece(&p, 0, GM, 0, GN, got);
+    check_same(whole, am, got, a, isas[t], &p);
+    memcpy(row0, got, sizeof row0);
+    run_piece(&p, 0, 1, 0, GN, got); /* the streaming path, row 0 */
+    memcpy(got + GN, row0 + GN, sizeof row0 - GN * sizeof(float));
+    char how[32];
+    snprintf(how, sizeof how, "row 0 alone, %s", isas[t]);
+    check_same(whole, am, got, am, how, &p);
+    a = row_blocks(&p, got);
+    snprintf(how, sizeof how, "row blocks, %s", isas[t]);
+    check_same(whole, am, got, a, how, &p);
+  }
+  ask_isa(NULL);
+}
+
+/* Every combination and variant at K = GK; bf16 x MXFP4 and bf16 x MXFP8 e4m3 (both
+ * scale layouts) also at K = GK_LONG, whose rows the streaming kernel reads in place
+ * (AVX-512: e2m1 with up to 4 rows of X, e4m3 always; AVX2: e4m3) where GK's it copies. */
+static void gemm_invariance(tu_rng *r) {
+  for (size_t ci = 0; ci < sizeof g_combos / sizeof *g_combos; ++ci)
+    for (int variant = 0; variant < 4; ++variant)
+      gemm_case(r, ci, variant, GK);
+  for (size_t ci = 0; ci < 3; ci += 2)
+    for (int variant = 0; variant < 2; ++variant)
+      gemm_case(r, ci, variant, GK_LONG);
 }
 
 /* ------------------------------------------------------------ proj_rope */

@@ -173,6 +173,8 @@ typedef struct mxf_cpu_stream_w {
   int sf_vec;           /* 16 or 32 */
   const uint8_t *codes; /* row 0's value 0 (e2m1: the byte of an even value index) */
   int64_t row_bytes;    /* from one row's codes to the next's */
+  int64_t rows_after;   /* rows of codes that follow the call's n (at row_bytes), which
+                           the kernel may read ahead into the caches (never into C) */
   const uint8_t *panel_sf[MXF_CPU_FILL_ROWS / 16]; /* scale of block 0 of each panel's first row */
   int64_t sf_row;        /* from one row's scale to the next's within a panel of 16 */
   int sf_swizzled;       /* block kb at + (kb >> 2) * 512 + (kb & 3) (SPEC §1.1), else + kb */

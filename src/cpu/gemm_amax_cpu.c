@@ -250,6 +250,7 @@ static int stream_weights(const gemm_ctx *d, int64_t r0, int64_t n, mxf_cpu_stre
   const int64_t at = r0 * op->rs + d->batch * op->ls, es = op->fmt == MXF_BF16 ? 2 : 1;
   w->codes = op->data + (e2 ? at / 2 : at * es);
   w->row_bytes = e2 ? op->rs / 2 : op->rs * es;
+  w->rows_after = op->rows - r0 - n;
   if (op->fmt == MXF_BF16) return 1; /* values: no scales */
   const int64_t s0 = mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0, 0, d->batch);
   w->sf_row = mxf_gemm_sf_offset(op->layout, op->rows, v->kb, r0 + 1, 0, d->batch) - s0;

@@ -195,6 +195,7 @@ static int64_t proj_stream(void *vctx, int which, const float *x, int64_t ldx, i
                         .sf_vec = MXF_MX_BLOCK,
                         .codes = (const uint8_t *)c->a->w + r0 * p->k * es,
                         .row_bytes = p->k * es,
+                        .rows_after = p->h * p->d - r0 - n,
                         .sf_row = kb,
                         .sf_swizzled = 0,
                         .code_lut = c->code_lut,

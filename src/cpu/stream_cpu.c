@@ -5,7 +5,8 @@
  * on is reading the codes once; this kernel keeps the rest beside that read.
  *
  * Per 32 values of K of a panel: each of the 16 rows' code bytes are loaded (16 bytes of
- * e2m1, 2 x 16 of fp8, 4 x 16 of bf16) and transposed as 4-byte words (rows16), so that
+ * e2m1, 2 x 16 of fp8, 4 x 16 of bf16; from an L1 copy of the rows' 64-byte pieces where
+ * the rows are short, panel_codes) and transposed as 4-byte words (rows16), so that
  * one vector holds word q of the 16 rows, lane i = row i; a shift brings byte b of every
  * lane to its low bits, where
  *   e2m1: the low and the high nibble (values 2j, 2j + 1) index a 16-entry table by a
@@ -36,27 +37,72 @@
 #include <immintrin.h>
 
 #define S_INLINE __attribute__((target("avx512f"), always_inline)) static inline
-#define S_PREFETCH                                                                                           \
-  512 /* bytes ahead in each row that the kernel asks for; panel p's rows                                    \
-            on the blocks kb = p mod 4 (e2m1: a line every 4 blocks), so that                                \
-            the requests come spread out */
 
-/* 16 rows (at p + i * rs) x 16 bytes as 4 vectors: z[q] lane i = row i's bytes 4q..4q+3. */
+/* 16 rows (at p + i * rs) x 16 bytes as 4 vectors: z[q] lane i = row i's bytes 4q..4q+3.
+ * Row 4j + r goes to 128-bit lane j of y[r] (a broadcast load, merged), then each lane's
+ * 4 x 4 words are transposed in place: shuffles within 128-bit lanes only. */
 S_INLINE void rows16(const uint8_t *p, int64_t rs, __m512i z[4]) {
-  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  __m512i t[4];
-  for (int r = 0; r < 4; ++r) { /* rows 4r..4r+3, one per 128-bit lane, then (lane, word) transposed */
-    const uint8_t *b = p + 4 * r * rs;
-    __m512i y = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b));
-    y = _mm512_inserti32x4(y, _mm_loadu_si128((const __m128i *)(b + rs)), 1);
-    y = _mm512_inserti32x4(y, _mm_loadu_si128((const __m128i *)(b + 2 * rs)), 2);
-    y = _mm512_inserti32x4(y, _mm_loadu_si128((const __m128i *)(b + 3 * rs)), 3);
-    t[r] = _mm512_permutexvar_epi32(idx, y); /* lane q: word q of the 4 rows */
+  __m512i y[4];
+  for (int r = 0; r < 4; ++r) {
+    y[r] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + r * rs)));
+    for (int j = 1; j < 4; ++j)
+      y[r] = _mm512_mask_broadcast_i32x4(y[r], (__mmask16)(0xF << 4 * j),
+                                         _mm_loadu_si128((const __m128i *)(p + (4 * j + r) * rs)));
   }
-  const __m512i u0 = _mm512_shuffle_i32x4(t[0], t[1], 0x44), u1 = _mm512_shuffle_i32x4(t[0], t[1], 0xEE);
-  const __m512i u2 = _mm512_shuffle_i32x4(t[2], t[3], 0x44), u3 = _mm512_shuffle_i32x4(t[2], t[3], 0xEE);
-  z[0] = _mm512_shuffle_i32x4(u0, u2, 0x88), z[1] = _mm512_shuffle_i32x4(u0, u2, 0xDD);
-  z[2] = _mm512_shuffle_i32x4(u1, u3, 0x88), z[3] = _mm512_shuffle_i32x4(u1, u3, 0xDD);
+  const __m512i t0 = _mm512_unpacklo_epi32(y[0], y[1]), t1 = _mm512_unpackhi_epi32(y[0], y[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(y[2], y[3]), t3 = _mm512_unpackhi_epi32(y[2], y[3]);
+  z[0] = _mm512_unpacklo_epi64(t0, t2), z[1] = _mm512_unpackhi_epi64(t0, t2);
+  z[2] = _mm512_unpacklo_epi64(t1, t3), z[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+/* How a kernel reads its panels' codes. Short rows (a group of panels within
+ * S_GROUP_AHEAD_MAX bytes): the next group's codes are asked into L2 while this group
+ * runs, `per` cache lines of them at each block in address order (prefetch_next), and
+ * each row's 64-byte pieces are copied whole into an L1 buffer as the blocks enter them
+ * (16 rows a multiple of 1 KiB apart, as the model shapes' are, share a few L1 sets:
+ * read in place over several blocks, their lines were evicted between blocks). Long
+ * rows (the next group would not fit in L2 beside this one) are read in place, each
+ * row's codes asked for S_ROW_AHEAD bytes ahead. */
+typedef struct mxf_cpu_stream_ahead {
+  const uint8_t *next;
+  int64_t per;
+  int copy; /* short rows */
+} mxf_cpu_stream_ahead;
+#define S_ROW_AHEAD 512
+#define S_GROUP_AHEAD_MAX (128 << 10)
+
+static inline __attribute__((always_inline)) void prefetch_next(const mxf_cpu_stream_ahead *a, int64_t kb) {
+  const uint8_t *p = a->next + kb * a->per * 64;
+  for (int64_t i = 0; i < a->per; ++i)
+    __builtin_prefetch(p + 64 * i, 0, 2);
+}
+
+/* Where a panel's 16 rows have their bytes [o, o + 16) (o: a multiple of 16 within
+ * the kernel's end bytes of each row): *rs apart from the returned pointer, in buf
+ * (64 x 16 bytes) for short rows, in place for long ones. `ahead` asks for long rows'
+ * codes ahead at this o (the kernels spread the requests over the blocks). */
+static inline __attribute__((always_inline)) const uint8_t *
+panel_codes(const mxf_cpu_stream_ahead *a, const uint8_t *codes, int64_t row_bytes, int64_t o, int64_t end,
+            int ahead, uint8_t *buf, int64_t *rs) {
+  if (!a->copy) {
+    if (ahead)
+      for (int i = 0; i < 16; ++i)
+        __builtin_prefetch(codes + i * row_bytes + o + S_ROW_AHEAD);
+    *rs = row_bytes;
+    return codes + o;
+  }
+  const int64_t at = o & ~(int64_t)63;
+  if (o == at) {
+    for (int i = 0; i < 16; ++i) {
+      if (end - at >= 64)
+        __builtin_memcpy(buf + 64 * i, codes + i * row_bytes + at, 64);
+      else
+        for (int64_t b = 0; b < end - at; b += 16)
+          __builtin_memcpy(buf + 64 * i + b, codes + i * row_bytes + at + b, 16);
+    }
+  }
+  *rs = 64;
+  return buf + (o - at);
 }
 
 /* Offset of scale block kb from block 0 of the same row. */
@@ -83,11 +129,6 @@ static inline __attribute__((always_inline)) void panel_scales(const mxf_cpu_str
     }
 }
 #define S_CHUNK 16 /* blocks of 32 values whose scales are read at a time */
-
-S_INLINE void prefetch_rows(const uint8_t *p, int64_t rs) {
-  for (int i = 0; i < 16; ++i)
-    __builtin_prefetch(p + i * rs + S_PREFETCH);
-}
 
 /* acc + a * b with a, one f32, broadcast from memory by the multiply-add itself: written
  * as the instruction, since the compiler otherwise hoists the broadcasts into registers
@@ -141,10 +182,11 @@ S_INLINE int fp8_special(const __m512i z[4], int E5) {
 /* e2m1 codes: XN rows of X, NP panels, kblocks blocks of 32 values. */
 S_INLINE void e2m1_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, const uint8_t *const *codes,
                         const uint8_t *const *sf, int64_t kblocks, const float *x, int64_t ldx, float *acc,
-                        int64_t ld) {
+                        int64_t ld, const mxf_cpu_stream_ahead *ahead) {
   const __m512 tab = _mm512_loadu_ps(w->code_lut);
   S_ACC_INIT
   _Alignas(64) float sbuf[4][S_CHUNK * 2 * 16];
+  _Alignas(64) uint8_t lb[4][16 * 64];
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     const int64_t kc = kb % S_CHUNK;
     if (kc == 0)
@@ -153,12 +195,15 @@ S_INLINE void e2m1_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, c
     __m512i z[4][4];
     __m512 s[4][2];
     S_UNROLL for (int p = 0; p < NP; ++p) {
-      if ((kb & 3) == (p & 3)) prefetch_rows(codes[p] + kb * 16, w->row_bytes);
-      rows16(codes[p] + kb * 16, w->row_bytes, z[p]);
+      int64_t rs;
+      const uint8_t *cp =
+          panel_codes(ahead, codes[p], w->row_bytes, kb * 16, kblocks * 16, (kb & 3) == (p & 3), lb[p], &rs);
+      rows16(cp, rs, z[p]);
       s[p][0] = _mm512_load_ps(sbuf[p] + kc * 32);
       s[p][1] = w->sf_vec == 16 ? _mm512_load_ps(sbuf[p] + kc * 32 + 16) : s[p][0];
     }
     S_X_BLOCK(kb * 32)
+    prefetch_next(ahead, kb);
 #pragma GCC unroll 4
     for (int q = 0; q < 4; ++q)
 #pragma GCC unroll 4
@@ -180,10 +225,11 @@ S_INLINE void e2m1_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, c
  * group of 4 words per row. */
 S_INLINE void fp8_rows(const int XN, const int NP, const int E5, const mxf_cpu_stream_w *w,
                        const uint8_t *const *codes, const uint8_t *const *sf, int64_t kblocks, const float *x,
-                       int64_t ldx, float *acc, int64_t ld) {
+                       int64_t ldx, float *acc, int64_t ld, const mxf_cpu_stream_ahead *ahead) {
   const __m512 bias = _mm512_set1_ps(E5 ? 0x1p112f : 0x1p120f), inf = _mm512_set1_ps(__builtin_inff());
   S_ACC_INIT
   _Alignas(64) float sbuf[4][S_CHUNK * 2 * 16];
+  _Alignas(64) uint8_t lb[4][16 * 64];
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     const int64_t kc = kb % S_CHUNK;
     if (kc == 0)
@@ -193,7 +239,6 @@ S_INLINE void fp8_rows(const int XN, const int NP, const int E5, const mxf_cpu_s
     int fast = 1;
     S_X_BLOCK(kb * 32)
     S_UNROLL for (int p = 0; p < NP; ++p) {
-      if ((kb & 1) == (p & 1)) prefetch_rows(codes[p] + kb * 32, w->row_bytes);
       s[p][0] = _mm512_load_ps(sbuf[p] + kc * 32);
       s[p][1] = w->sf_vec == 16 ? _mm512_load_ps(sbuf[p] + kc * 32 + 16) : s[p][0];
       for (int h = 0; h < 2; ++h) {
@@ -201,11 +246,15 @@ S_INLINE void fp8_rows(const int XN, const int NP, const int E5, const mxf_cpu_s
         fast &= _mm512_cmp_ps_mask(sb[p][h], inf, _CMP_LT_OQ) == 0xFFFF;
       }
     }
+    prefetch_next(ahead, kb);
     for (int h = 0; h < 2; ++h) {
       __m512i z[4][4];
       int special_any = 0;
       S_UNROLL for (int p = 0; p < NP; ++p) {
-        rows16(codes[p] + kb * 32 + h * 16, w->row_bytes, z[p]);
+        int64_t rs;
+        const uint8_t *cp = panel_codes(ahead, codes[p], w->row_bytes, kb * 32 + h * 16, kblocks * 32,
+                                        h == 0 && (kb & 1) == (p & 1), lb[p], &rs);
+        rows16(cp, rs, z[p]);
         special_any |= fp8_special(z[p], E5);
       }
       /* (f * 2^bias) * s, the first product exact; or f * (s * 2^bias), one rounding of
@@ -242,16 +291,23 @@ S_INLINE void fp8_rows(const int XN, const int NP, const int E5, const mxf_cpu_s
  * 16; a word holds values 2j (its low half) and 2j + 1, which a shift and a mask put
  * into f32's place. */
 S_INLINE void bf16_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, const uint8_t *const *codes,
-                        int64_t kblocks, const float *x, int64_t ldx, float *acc, int64_t ld) {
+                        int64_t kblocks, const float *x, int64_t ldx, float *acc, int64_t ld,
+                        const mxf_cpu_stream_ahead *ahead) {
   const __m512i high = _mm512_set1_epi32((int)0xFFFF0000u);
   S_ACC_INIT
+  _Alignas(64) uint8_t lb[4][16 * 64];
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     S_X_BLOCK(kb * 32)
-    S_UNROLL for (int p = 0; p < NP; ++p) prefetch_rows(codes[p] + kb * 64, w->row_bytes);
+    prefetch_next(ahead, kb);
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) {
       __m512i z[4][4];
-      S_UNROLL for (int p = 0; p < NP; ++p) rows16(codes[p] + kb * 64 + g * 16, w->row_bytes, z[p]);
+      S_UNROLL for (int p = 0; p < NP; ++p) {
+        int64_t rs;
+        const uint8_t *cp =
+            panel_codes(ahead, codes[p], w->row_bytes, kb * 64 + g * 16, kblocks * 64, g == 0, lb[p], &rs);
+        rows16(cp, rs, z[p]);
+      }
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) {
         const int k = g * 8 + q * 2;
@@ -321,14 +377,14 @@ __attribute__((target("avx512f"))) static void unpack_avx512(const mxf_cpu_strea
 #define S_KERNEL(NAME, BODY)                                                                                 \
   __attribute__((target("avx512f"))) static void NAME(                                                       \
       const mxf_cpu_stream_w *w, const uint8_t *const *codes, const uint8_t *const *sf, int64_t kblocks,     \
-      const float *x, int64_t ldx, float *acc, int64_t ld) {                                                 \
+      const float *x, int64_t ldx, float *acc, int64_t ld, const mxf_cpu_stream_ahead *ahead) {              \
     BODY;                                                                                                    \
   }
 #define S_KERNELS(XN, NP)                                                                                    \
-  S_KERNEL(e2m1_##XN##_##NP, e2m1_rows(XN, NP, w, codes, sf, kblocks, x, ldx, acc, ld))                      \
-  S_KERNEL(e4m3_##XN##_##NP, fp8_rows(XN, NP, 0, w, codes, sf, kblocks, x, ldx, acc, ld))                    \
-  S_KERNEL(e5m2_##XN##_##NP, fp8_rows(XN, NP, 1, w, codes, sf, kblocks, x, ldx, acc, ld))                    \
-  S_KERNEL(bf16_##XN##_##NP, ((void)sf, bf16_rows(XN, NP, w, codes, kblocks, x, ldx, acc, ld)))
+  S_KERNEL(e2m1_##XN##_##NP, e2m1_rows(XN, NP, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))               \
+  S_KERNEL(e4m3_##XN##_##NP, fp8_rows(XN, NP, 0, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))             \
+  S_KERNEL(e5m2_##XN##_##NP, fp8_rows(XN, NP, 1, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))             \
+  S_KERNEL(bf16_##XN##_##NP, ((void)sf, bf16_rows(XN, NP, w, codes, kblocks, x, ldx, acc, ld, ahead)))
 S_KERNELS(1, 1)
 S_KERNELS(1, 2)
 S_KERNELS(1, 3)
@@ -347,7 +403,7 @@ S_KERNELS(8, 1)
 #undef S_KERNEL
 
 typedef void (*stream_fn)(const mxf_cpu_stream_w *, const uint8_t *const *, const uint8_t *const *, int64_t,
-                          const float *, int64_t, float *, int64_t);
+                          const float *, int64_t, float *, int64_t, const mxf_cpu_stream_ahead *);
 #define S_ONE(XN, NP)                                                                                        \
   { e2m1_##XN##_##NP, e4m3_##XN##_##NP, e5m2_##XN##_##NP, bf16_##XN##_##NP }
 /* [rows of X - 1][panels - 1][format] */
@@ -423,7 +479,8 @@ S2_INLINE int fp8_special8(const __m256i z[2][4], int E5) {
   S2_UNROLL for (int m = 0; m < XN; ++m) xb[m] = x + m * ldx + (K0);
 #define S2_PREP                                                                                              \
   S2_ACC_INIT                                                                                                \
-  _Alignas(64) float sbuf[S_CHUNK * 2 * 16];
+  _Alignas(64) float sbuf[S_CHUNK * 2 * 16];                                                                 \
+  _Alignas(64) uint8_t lb[16 * 64];
 #define S2_CHUNK_SCALES                                                                                      \
   const int64_t kc = kb % S_CHUNK;                                                                           \
   if (kc == 0) panel_scales(w, sf, kb, (int)(kblocks - kb < S_CHUNK ? kblocks - kb : S_CHUNK), sbuf);        \
@@ -436,17 +493,18 @@ S2_INLINE int fp8_special8(const __m256i z[2][4], int E5) {
 
 S2_INLINE void e2m1_rows_avx2(const int XN, const mxf_cpu_stream_w *w, const uint8_t *codes,
                               const uint8_t *sf, int64_t kblocks, const float *x, int64_t ldx, float *acc,
-                              int64_t ld) {
+                              int64_t ld, const mxf_cpu_stream_ahead *ahead) {
   const __m256 mag = _mm256_loadu_ps(w->code_lut); /* codes 0..7; 8..15 are their negatives */
   S2_PREP
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     S2_CHUNK_SCALES
-    if ((kb & 3) == 0)
-      for (int i = 0; i < 16; ++i)
-        __builtin_prefetch(codes + i * w->row_bytes + kb * 16 + S_PREFETCH);
+    prefetch_next(ahead, kb);
     __m256i z[2][4];
-    rows8(codes + kb * 16, w->row_bytes, z[0]);
-    rows8(codes + 8 * w->row_bytes + kb * 16, w->row_bytes, z[1]);
+    int64_t rs;
+    const uint8_t *cb =
+        panel_codes(ahead, codes, w->row_bytes, kb * 16, kblocks * 16, (kb & 3) == 0, lb, &rs);
+    rows8(cb, rs, z[0]);
+    rows8(cb + 8 * rs, rs, z[1]);
 #pragma GCC unroll 4
     for (int q = 0; q < 4; ++q)
 #pragma GCC unroll 4
@@ -466,18 +524,19 @@ S2_INLINE void e2m1_rows_avx2(const int XN, const mxf_cpu_stream_w *w, const uin
 
 S2_INLINE void fp8_rows_avx2(const int XN, const int E5, const mxf_cpu_stream_w *w, const uint8_t *codes,
                              const uint8_t *sf, int64_t kblocks, const float *x, int64_t ldx, float *acc,
-                             int64_t ld) {
+                             int64_t ld, const mxf_cpu_stream_ahead *ahead) {
   const __m256 bias = _mm256_set1_ps(E5 ? 0x1p112f : 0x1p120f), inf = _mm256_set1_ps(__builtin_inff());
   S2_PREP
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     S2_CHUNK_SCALES
-    if ((kb & 1) == 0)
-      for (int i = 0; i < 16; ++i)
-        __builtin_prefetch(codes + i * w->row_bytes + kb * 32 + S_PREFETCH);
+    prefetch_next(ahead, kb);
     for (int hk = 0; hk < 2; ++hk) { /* values 16 hk .. 16 hk + 15 */
       __m256i z[2][4];
-      rows8(codes + kb * 32 + hk * 16, w->row_bytes, z[0]);
-      rows8(codes + 8 * w->row_bytes + kb * 32 + hk * 16, w->row_bytes, z[1]);
+      int64_t rs;
+      const uint8_t *cb = panel_codes(ahead, codes, w->row_bytes, kb * 32 + hk * 16, kblocks * 32,
+                                      hk == 0 && (kb & 1) == 0, lb, &rs);
+      rows8(cb, rs, z[0]);
+      rows8(cb + 8 * rs, rs, z[1]);
       const int special = fp8_special8(z, E5);
       __m256 s[2], sb[2];
       int fast = 1;
@@ -514,18 +573,22 @@ S2_INLINE void fp8_rows_avx2(const int XN, const int E5, const mxf_cpu_stream_w 
   S2_STORE
 }
 S2_INLINE void bf16_rows_avx2(const int XN, const mxf_cpu_stream_w *w, const uint8_t *codes, int64_t kblocks,
-                              const float *x, int64_t ldx, float *acc, int64_t ld) {
+                              const float *x, int64_t ldx, float *acc, int64_t ld,
+                              const mxf_cpu_stream_ahead *ahead) {
   const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
   S2_ACC_INIT
+  _Alignas(64) uint8_t lb[16 * 64];
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     S2_X_BLOCK(kb * 32)
-    for (int i = 0; i < 16; ++i)
-      __builtin_prefetch(codes + i * w->row_bytes + kb * 64 + S_PREFETCH);
+    prefetch_next(ahead, kb);
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) { /* values 8g .. 8g + 7 */
       __m256i z[2][4];
-      rows8(codes + kb * 64 + g * 16, w->row_bytes, z[0]);
-      rows8(codes + 8 * w->row_bytes + kb * 64 + g * 16, w->row_bytes, z[1]);
+      int64_t rs;
+      const uint8_t *cb =
+          panel_codes(ahead, codes, w->row_bytes, kb * 64 + g * 16, kblocks * 64, g == 0, lb, &rs);
+      rows8(cb, rs, z[0]);
+      rows8(cb + 8 * rs, rs, z[1]);
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) {
         const int k = g * 8 + q * 2;
@@ -600,34 +663,24 @@ __attribute__((target("avx2,fma"))) static void unpack_avx2(const mxf_cpu_stream
 #undef S2_UNROLL
 
 typedef void (*stream2_fn)(const mxf_cpu_stream_w *, const uint8_t *, const uint8_t *, int64_t, const float *,
-                           int64_t, float *, int64_t);
-#define S2_KERNELS(XN)                                                                                       \
-  __attribute__((target("avx2,fma"))) static void e2m1_avx2_##XN(                                            \
+                           int64_t, float *, int64_t, const mxf_cpu_stream_ahead *);
+#define S2_KERNEL(NAME, BODY)                                                                                \
+  __attribute__((target("avx2,fma"))) static void NAME(                                                      \
       const mxf_cpu_stream_w *w, const uint8_t *codes, const uint8_t *sf, int64_t kblocks, const float *x,   \
-      int64_t ldx, float *acc, int64_t ld) {                                                                 \
-    e2m1_rows_avx2(XN, w, codes, sf, kblocks, x, ldx, acc, ld);                                              \
-  }                                                                                                          \
-  __attribute__((target("avx2,fma"))) static void e4m3_avx2_##XN(                                            \
-      const mxf_cpu_stream_w *w, const uint8_t *codes, const uint8_t *sf, int64_t kblocks, const float *x,   \
-      int64_t ldx, float *acc, int64_t ld) {                                                                 \
-    fp8_rows_avx2(XN, 0, w, codes, sf, kblocks, x, ldx, acc, ld);                                            \
-  }                                                                                                          \
-  __attribute__((target("avx2,fma"))) static void e5m2_avx2_##XN(                                            \
-      const mxf_cpu_stream_w *w, const uint8_t *codes, const uint8_t *sf, int64_t kblocks, const float *x,   \
-      int64_t ldx, float *acc, int64_t ld) {                                                                 \
-    fp8_rows_avx2(XN, 1, w, codes, sf, kblocks, x, ldx, acc, ld);                                            \
-  }                                                                                                          \
-  __attribute__((target("avx2,fma"))) static void bf16_avx2_##XN(                                            \
-      const mxf_cpu_stream_w *w, const uint8_t *codes, const uint8_t *sf, int64_t kblocks, const float *x,   \
-      int64_t ldx, float *acc, int64_t ld) {                                                                 \
-    (void)sf;                                                                                                \
-    bf16_rows_avx2(XN, w, codes, kblocks, x, ldx, acc, ld);                                                  \
+      int64_t ldx, float *acc, int64_t ld, const mxf_cpu_stream_ahead *ahead) {                              \
+    BODY;                                                                                                    \
   }
+#define S2_KERNELS(XN)                                                                                       \
+  S2_KERNEL(e2m1_avx2_##XN, e2m1_rows_avx2(XN, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))               \
+  S2_KERNEL(e4m3_avx2_##XN, fp8_rows_avx2(XN, 0, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))             \
+  S2_KERNEL(e5m2_avx2_##XN, fp8_rows_avx2(XN, 1, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))             \
+  S2_KERNEL(bf16_avx2_##XN, ((void)sf, bf16_rows_avx2(XN, w, codes, kblocks, x, ldx, acc, ld, ahead)))
 S2_KERNELS(1)
 S2_KERNELS(2)
 S2_KERNELS(3)
 S2_KERNELS(4)
 #undef S2_KERNELS
+#undef S2_KERNEL
 #define S2_ONE(XN)                                                                                           \
   { e2m1_avx2_##XN, e4m3_avx2_##XN, e5m2_avx2_##XN, bf16_avx2_##XN }
 static const stream2_fn g_kernels2[4][4] = {S2_ONE(1), S2_ONE(2), S2_ONE(3), S2_ONE(4)};
@@ -656,10 +709,20 @@ int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, c
         codes[p] = w->codes + (j0 + 16 * p) * w->row_bytes;
         sf[p] = w->panel_sf[(j0 >> 4) + p];
       }
+      /* short rows: the next group of panels is that of this call's rows, then of the
+         rows after them (or the call's first again, for more rows of X) */
+      mxf_cpu_stream_ahead a = {w->codes, 0, 16 * np_max * w->row_bytes <= S_GROUP_AHEAD_MAX};
+      if (a.copy) {
+        int64_t next = j0 + 16 * np, avail = n + w->rows_after - next;
+        if (next >= n && i0 + group < xn) next = 0, avail = n;
+        const int64_t rows = avail < 16 * np_max ? avail : 16 * np_max;
+        a.next = w->codes + next * w->row_bytes;
+        a.per = rows > 0 ? mxf_cdiv(rows * w->row_bytes, 64 * kblocks) : 0;
+      }
       if (avx512)
-        g_kernels[xg - 1][np - 1][f](w, codes, sf, kblocks, x + i0 * ldx, ldx, acc + i0 * ld + j0, ld);
+        g_kernels[xg - 1][np - 1][f](w, codes, sf, kblocks, x + i0 * ldx, ldx, acc + i0 * ld + j0, ld, &a);
       else
-        g_kernels2[xg - 1][f](w, codes[0], sf[0], kblocks, x + i0 * ldx, ldx, acc + i0 * ld + j0, ld);
+        g_kernels2[xg - 1][f](w, codes[0], sf[0], kblocks, x + i0 * ldx, ldx, acc + i0 * ld + j0, ld, &a);
     }
   }
   return 1;
