@@ -38,21 +38,22 @@
 
 #define S_INLINE __attribute__((target("avx512f"), always_inline)) static inline
 
-/* 16 rows (at p + i * rs) x 16 bytes as 4 vectors: z[q] lane i = row i's bytes 4q..4q+3.
- * Row 4j + r goes to 128-bit lane j of y[r] (a broadcast load, merged), then each lane's
- * 4 x 4 words are transposed in place: shuffles within 128-bit lanes only. */
+/* 16 rows (at p + i * rs) x 16 bytes as 4 vectors: z[q] lane i = row i's bytes 4q..4q+3. */
 S_INLINE void rows16(const uint8_t *p, int64_t rs, __m512i z[4]) {
-  __m512i y[4];
-  for (int r = 0; r < 4; ++r) {
-    y[r] = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(p + r * rs)));
-    for (int j = 1; j < 4; ++j)
-      y[r] = _mm512_mask_broadcast_i32x4(y[r], (__mmask16)(0xF << 4 * j),
-                                         _mm_loadu_si128((const __m128i *)(p + (4 * j + r) * rs)));
+  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  __m512i t[4];
+  for (int r = 0; r < 4; ++r) { /* rows 4r..4r+3, one per 128-bit lane, then (lane, word) transposed */
+    const uint8_t *b = p + 4 * r * rs;
+    __m512i y = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)b));
+    y = _mm512_inserti32x4(y, _mm_loadu_si128((const __m128i *)(b + rs)), 1);
+    y = _mm512_inserti32x4(y, _mm_loadu_si128((const __m128i *)(b + 2 * rs)), 2);
+    y = _mm512_inserti32x4(y, _mm_loadu_si128((const __m128i *)(b + 3 * rs)), 3);
+    t[r] = _mm512_permutexvar_epi32(idx, y); /* lane q: word q of the 4 rows */
   }
-  const __m512i t0 = _mm512_unpacklo_epi32(y[0], y[1]), t1 = _mm512_unpackhi_epi32(y[0], y[1]);
-  const __m512i t2 = _mm512_unpacklo_epi32(y[2], y[3]), t3 = _mm512_unpackhi_epi32(y[2], y[3]);
-  z[0] = _mm512_unpacklo_epi64(t0, t2), z[1] = _mm512_unpackhi_epi64(t0, t2);
-  z[2] = _mm512_unpacklo_epi64(t1, t3), z[3] = _mm512_unpackhi_epi64(t1, t3);
+  const __m512i u0 = _mm512_shuffle_i32x4(t[0], t[1], 0x44), u1 = _mm512_shuffle_i32x4(t[0], t[1], 0xEE);
+  const __m512i u2 = _mm512_shuffle_i32x4(t[2], t[3], 0x44), u3 = _mm512_shuffle_i32x4(t[2], t[3], 0xEE);
+  z[0] = _mm512_shuffle_i32x4(u0, u2, 0x88), z[1] = _mm512_shuffle_i32x4(u0, u2, 0xDD);
+  z[2] = _mm512_shuffle_i32x4(u1, u3, 0x88), z[3] = _mm512_shuffle_i32x4(u1, u3, 0xDD);
 }
 
 /* How a kernel reads its panels' codes. Short rows (a group of panels within
