@@ -111,13 +111,16 @@ static inline int64_t sf_block(const mxf_cpu_stream_w *w, int64_t kb) {
   return w->sf_swizzled ? (kb >> 2) * 512 + (kb & 3) : kb;
 }
 
-/* The scales of a panel's 16 rows for the blocks of 32 values [kb0, kb0 + nb), as f32
- * through the table: o[(b * 2 + h) * 16 + i] of row i, values 32 (kb0 + b) + 16 h on
- * (h = 1 only with sf_vec 16). Done a chunk of blocks ahead of their use, one value at a
- * time (the empty asm keeps the compiler from assembling the vector lane by lane). */
+#define S_CHUNK 16 /* blocks of 32 values whose scales are read at a time */
+
+/* The scales of a panel's 16 rows for the next chunk of blocks of 32 values: [kb0, kb0 +
+ * nb), nb = S_CHUNK or the `left` blocks that remain, as f32 through the table:
+ * o[(b * 2 + h) * 16 + i] of row i, values 32 (kb0 + b) + 16 h on (h = 1 only with
+ * sf_vec 16). Done a chunk of blocks ahead of their use, one value at a time (the empty
+ * asm keeps the compiler from assembling the vector lane by lane). */
 static inline __attribute__((always_inline)) void panel_scales(const mxf_cpu_stream_w *w, const uint8_t *sf,
-                                                               int64_t kb0, int nb, float *o) {
-  const int halves = w->sf_vec == 16 ? 2 : 1;
+                                                               int64_t kb0, int64_t left, float *o) {
+  const int halves = w->sf_vec == 16 ? 2 : 1, nb = left < S_CHUNK ? (int)left : S_CHUNK;
   for (int b = 0; b < nb; ++b)
     for (int h = 0; h < halves; ++h) {
       const uint8_t *p = sf + sf_block(w, halves * (kb0 + b) + h);
@@ -129,7 +132,6 @@ static inline __attribute__((always_inline)) void panel_scales(const mxf_cpu_str
       }
     }
 }
-#define S_CHUNK 16 /* blocks of 32 values whose scales are read at a time */
 
 /* acc + a * b with a, one f32, broadcast from memory by the multiply-add itself: written
  * as the instruction, since the compiler otherwise hoists the broadcasts into registers
@@ -190,9 +192,7 @@ S_INLINE void e2m1_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, c
   _Alignas(64) uint8_t lb[4][16 * 64];
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     const int64_t kc = kb % S_CHUNK;
-    if (kc == 0)
-      S_UNROLL for (int p = 0; p < NP; ++p)
-          panel_scales(w, sf[p], kb, (int)(kblocks - kb < S_CHUNK ? kblocks - kb : S_CHUNK), sbuf[p]);
+    if (kc == 0) S_UNROLL for (int p = 0; p < NP; ++p) panel_scales(w, sf[p], kb, kblocks - kb, sbuf[p]);
     __m512i z[4][4];
     __m512 s[4][2];
     S_UNROLL for (int p = 0; p < NP; ++p) {
@@ -233,9 +233,7 @@ S_INLINE void fp8_rows(const int XN, const int NP, const int E5, const mxf_cpu_s
   _Alignas(64) uint8_t lb[4][16 * 64];
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     const int64_t kc = kb % S_CHUNK;
-    if (kc == 0)
-      S_UNROLL for (int p = 0; p < NP; ++p)
-          panel_scales(w, sf[p], kb, (int)(kblocks - kb < S_CHUNK ? kblocks - kb : S_CHUNK), sbuf[p]);
+    if (kc == 0) S_UNROLL for (int p = 0; p < NP; ++p) panel_scales(w, sf[p], kb, kblocks - kb, sbuf[p]);
     __m512 s[4][2], sb[4][2]; /* the scales, and times 2^bias where that is finite (fast) */
     int fast = 1;
     S_X_BLOCK(kb * 32)
@@ -339,7 +337,7 @@ __attribute__((target("avx512f"))) static void unpack_avx512(const mxf_cpu_strea
   _Alignas(64) float sbuf[S_CHUNK * 2 * 16];
   for (int64_t j = 0; j < nb; ++j) {
     const int64_t kb = kb0 + j, kc = j % S_CHUNK;
-    if (kc == 0) panel_scales(w, sf, kb, (int)(nb - j < S_CHUNK ? nb - j : S_CHUNK), sbuf);
+    if (kc == 0) panel_scales(w, sf, kb, nb - j, sbuf);
     const __m512 s0 = _mm512_load_ps(sbuf + kc * 32),
                  s1 = w->sf_vec == 16 ? _mm512_load_ps(sbuf + kc * 32 + 16) : s0;
     float *o = dst + j * 32 * 16;
@@ -484,7 +482,7 @@ S2_INLINE int fp8_special8(const __m256i z[2][4], int E5) {
   _Alignas(64) uint8_t lb[16 * 64];
 #define S2_CHUNK_SCALES                                                                                      \
   const int64_t kc = kb % S_CHUNK;                                                                           \
-  if (kc == 0) panel_scales(w, sf, kb, (int)(kblocks - kb < S_CHUNK ? kblocks - kb : S_CHUNK), sbuf);        \
+  if (kc == 0) panel_scales(w, sf, kb, kblocks - kb, sbuf);                                                  \
   S2_X_BLOCK(kb * 32)
 #define S2_STORE                                                                                             \
   S2_UNROLL for (int m = 0; m < XN; ++m) {                                                                   \
@@ -616,7 +614,7 @@ __attribute__((target("avx2,fma"))) static void unpack_avx2(const mxf_cpu_stream
   _Alignas(64) float sbuf[S_CHUNK * 2 * 16];
   for (int64_t j = 0; j < nb; ++j) {
     const int64_t kb = kb0 + j, kc = j % S_CHUNK;
-    if (kc == 0) panel_scales(w, sf, kb, (int)(nb - j < S_CHUNK ? nb - j : S_CHUNK), sbuf);
+    if (kc == 0) panel_scales(w, sf, kb, nb - j, sbuf);
     const float *sc = sbuf + kc * 32; /* rows 8h.. of values 16 hh.. at sc[hh * 16 + 8 h] */
     const int sv = w->sf_vec == 16 ? 16 : 0;
     float *o = dst + j * 32 * 16;
