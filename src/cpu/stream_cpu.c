@@ -4,11 +4,13 @@
  * and never stored (mxf_cpu_stream_rows; cpu.h). What a decode-size GEMM spends its time
  * on is reading the codes once; this kernel keeps the rest beside that read.
  *
- * Per 32 values of K of a panel: each of the 16 rows' code bytes are loaded (16 bytes of
- * e2m1, 2 x 16 of fp8, 4 x 16 of bf16; from an L1 copy of the rows' 64-byte pieces where
- * the rows are short, panel_codes) and transposed as 4-byte words (rows16), so that
- * one vector holds word q of the 16 rows, lane i = row i; a shift brings byte b of every
- * lane to its low bits, where
+ * Per 32 values of K of a panel: each of the 16 rows' code bytes (16 bytes of e2m1,
+ * 2 x 16 of fp8, 4 x 16 of bf16) are transposed as 4-byte words, so that one vector
+ * holds word q of the 16 rows, lane i = row i (AVX-512: where the rows are short, 64
+ * bytes of each row at a time, stored transposed into an L1 buffer, panel_words; else
+ * per block in place, rows16. AVX2: from an L1 copy of short rows' 64-byte pieces,
+ * panel_codes, 8 rows at a time, rows8); a shift brings byte b of every lane to its low
+ * bits, where
  *   e2m1: the low and the high nibble (values 2j, 2j + 1) index a 16-entry table by a
  *         permute (the code table of the op, formats.h's values);
  *   fp8:  the code's sign, exponent and mantissa go to f32's fields by a shift, an
@@ -56,7 +58,8 @@ S_INLINE void rows16(const uint8_t *p, int64_t rs, __m512i z[4]) {
   z[2] = _mm512_shuffle_i32x4(u1, u3, 0x88), z[3] = _mm512_shuffle_i32x4(u1, u3, 0xDD);
 }
 
-/* How a kernel reads its panels' codes. Short rows (a group of panels within
+/* How a kernel reads its panels' codes (the AVX2 kernels by panel_codes, the AVX-512
+ * ones by panel_words, which also transposes them). Short rows (a group of panels within
  * S_GROUP_AHEAD_MAX bytes): the next group's codes are asked into L2 while this group
  * runs, `per` cache lines of them at each block in address order (prefetch_next), and
  * each row's 64-byte pieces are copied whole into an L1 buffer as the blocks enter them
@@ -78,7 +81,7 @@ static inline __attribute__((always_inline)) void prefetch_next(const mxf_cpu_st
     __builtin_prefetch(p + 64 * i, 0, 2);
 }
 
-/* Where a panel's 16 rows have their bytes [o, o + 16) (o: a multiple of 16 within
+/* AVX2: where a panel's 16 rows have their bytes [o, o + 16) (o: a multiple of 16 within
  * the kernel's end bytes of each row): *rs apart from the returned pointer, in buf
  * (64 x 16 bytes) for short rows, in place for long ones. `ahead` asks for long rows'
  * codes ahead at this o (the kernels spread the requests over the blocks). */
@@ -104,6 +107,63 @@ panel_codes(const mxf_cpu_stream_ahead *a, const uint8_t *codes, int64_t row_byt
   }
   *rs = 64;
   return buf + (o - at);
+}
+
+/* 16 rows of 16 words (r[i]: row i) transposed: t[q] lane i = word q of row i. */
+S_INLINE void words16(const __m512i r[16], __m512i t[16]) {
+  __m512i a[16], b[16];
+  for (int i = 0; i < 8; ++i) {
+    a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int j = 0; j < 4; ++j) { /* b[4j + d], 128-bit lane c: word 4c + d of rows 4j..4j+3 */
+    b[4 * j] = _mm512_unpacklo_epi64(a[4 * j], a[4 * j + 2]);
+    b[4 * j + 1] = _mm512_unpackhi_epi64(a[4 * j], a[4 * j + 2]);
+    b[4 * j + 2] = _mm512_unpacklo_epi64(a[4 * j + 1], a[4 * j + 3]);
+    b[4 * j + 3] = _mm512_unpackhi_epi64(a[4 * j + 1], a[4 * j + 3]);
+  }
+  for (int d = 0; d < 4; ++d) { /* the 128-bit lanes of b[d], b[4 + d], ... transposed */
+    const __m512i e0 = _mm512_shuffle_i32x4(b[d], b[4 + d], 0x44),
+                  e1 = _mm512_shuffle_i32x4(b[d], b[4 + d], 0xEE);
+    const __m512i e2 = _mm512_shuffle_i32x4(b[8 + d], b[12 + d], 0x44);
+    const __m512i e3 = _mm512_shuffle_i32x4(b[8 + d], b[12 + d], 0xEE);
+    t[d] = _mm512_shuffle_i32x4(e0, e2, 0x88), t[4 + d] = _mm512_shuffle_i32x4(e0, e2, 0xDD);
+    t[8 + d] = _mm512_shuffle_i32x4(e1, e3, 0x88), t[12 + d] = _mm512_shuffle_i32x4(e1, e3, 0xDD);
+  }
+}
+
+/* 16 rows' bytes [o, o + 64) (`bytes` of them, a multiple of 4, where fewer remain) as
+ * words: t[q] lane i = row i's bytes o + 4q .. o + 4q + 3. */
+S_INLINE void piece16(const uint8_t *codes, int64_t row_bytes, int64_t o, int64_t bytes, __m512i t[16]) {
+  const __mmask16 m = bytes >= 64 ? 0xFFFF : (__mmask16)((1u << (bytes >> 2)) - 1);
+  __m512i r[16];
+  for (int i = 0; i < 16; ++i)
+    r[i] = _mm512_maskz_loadu_epi32(m, codes + i * row_bytes + o);
+  words16(r, t);
+}
+
+/* The AVX-512 kernels' panel_codes, transposed: z[q] lane i = row i's bytes o + 4q ..
+ * o + 4q + 3. Short rows: as each 64-byte piece is entered, the 16 rows' pieces are
+ * loaded whole and stored transposed into buf (16 x 64 bytes: word q of the piece at
+ * buf + 64 q), which the blocks then load as they are; long rows: rows16 in place. */
+S_INLINE void panel_words(const mxf_cpu_stream_ahead *a, const uint8_t *codes, int64_t row_bytes, int64_t o,
+                          int64_t end, int ahead, uint8_t *buf, __m512i z[4]) {
+  if (!a->copy) {
+    if (ahead)
+      for (int i = 0; i < 16; ++i)
+        __builtin_prefetch(codes + i * row_bytes + o + S_ROW_AHEAD);
+    rows16(codes + o, row_bytes, z);
+    return;
+  }
+  const int64_t at = o & ~(int64_t)63;
+  if (o == at) {
+    __m512i t[16];
+    piece16(codes, row_bytes, at, end - at, t);
+    for (int q = 0; q < 16; ++q)
+      _mm512_store_si512(buf + 64 * q, t[q]);
+  }
+  for (int q = 0; q < 4; ++q)
+    z[q] = _mm512_load_si512(buf + (o - at) * 16 + 64 * q);
 }
 
 /* Offset of scale block kb from block 0 of the same row. */
@@ -196,10 +256,7 @@ S_INLINE void e2m1_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, c
     __m512i z[4][4];
     __m512 s[4][2];
     S_UNROLL for (int p = 0; p < NP; ++p) {
-      int64_t rs;
-      const uint8_t *cp =
-          panel_codes(ahead, codes[p], w->row_bytes, kb * 16, kblocks * 16, (kb & 3) == (p & 3), lb[p], &rs);
-      rows16(cp, rs, z[p]);
+      panel_words(ahead, codes[p], w->row_bytes, kb * 16, kblocks * 16, (kb & 3) == (p & 3), lb[p], z[p]);
       s[p][0] = _mm512_load_ps(sbuf[p] + kc * 32);
       s[p][1] = w->sf_vec == 16 ? _mm512_load_ps(sbuf[p] + kc * 32 + 16) : s[p][0];
     }
@@ -250,10 +307,8 @@ S_INLINE void fp8_rows(const int XN, const int NP, const int E5, const mxf_cpu_s
       __m512i z[4][4];
       int special_any = 0;
       S_UNROLL for (int p = 0; p < NP; ++p) {
-        int64_t rs;
-        const uint8_t *cp = panel_codes(ahead, codes[p], w->row_bytes, kb * 32 + h * 16, kblocks * 32,
-                                        h == 0 && (kb & 1) == (p & 1), lb[p], &rs);
-        rows16(cp, rs, z[p]);
+        panel_words(ahead, codes[p], w->row_bytes, kb * 32 + h * 16, kblocks * 32,
+                    h == 0 && (kb & 1) == (p & 1), lb[p], z[p]);
         special_any |= fp8_special(z[p], E5);
       }
       /* (f * 2^bias) * s, the first product exact; or f * (s * 2^bias), one rounding of
@@ -302,10 +357,7 @@ S_INLINE void bf16_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, c
     for (int g = 0; g < 4; ++g) {
       __m512i z[4][4];
       S_UNROLL for (int p = 0; p < NP; ++p) {
-        int64_t rs;
-        const uint8_t *cp =
-            panel_codes(ahead, codes[p], w->row_bytes, kb * 64 + g * 16, kblocks * 64, g == 0, lb[p], &rs);
-        rows16(cp, rs, z[p]);
+        panel_words(ahead, codes[p], w->row_bytes, kb * 64 + g * 16, kblocks * 64, g == 0, lb[p], z[p]);
       }
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) {
@@ -327,23 +379,26 @@ S_INLINE void bf16_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, c
 #undef S_UNROLL
 
 /* The same decoding into the GEMM core's packed layout: blocks [kb0, kb0 + nb) of one
- * panel, value (row i, k) at dst[(k - 32 kb0) * 16 + i] (mxf_cpu_stream_unpack). */
+ * panel, value (row i, k) at dst[(k - 32 kb0) * 16 + i] (mxf_cpu_stream_unpack); the
+ * codes 64 bytes of each row at a time (piece16). */
 __attribute__((target("avx512f"))) static void unpack_avx512(const mxf_cpu_stream_w *w, const uint8_t *codes,
                                                              const uint8_t *sf, int64_t kb0, int64_t nb,
                                                              float *dst) {
   const int e2 = w->fmt == MXF_E2M1, E5 = w->fmt == MXF_E5M2;
+  const int64_t bb = e2 ? 16 : 32; /* bytes of a block */
   const __m512 tab = _mm512_loadu_ps(w->code_lut);
   const __m512 bias = _mm512_set1_ps(E5 ? 0x1p112f : 0x1p120f);
   _Alignas(64) float sbuf[S_CHUNK * 2 * 16];
+  __m512i t[16];
   for (int64_t j = 0; j < nb; ++j) {
-    const int64_t kb = kb0 + j, kc = j % S_CHUNK;
+    const int64_t kb = kb0 + j, kc = j % S_CHUNK, jp = j % (64 / bb); /* block jp of the piece */
     if (kc == 0) panel_scales(w, sf, kb, nb - j, sbuf);
+    if (jp == 0) piece16(codes, w->row_bytes, kb * bb, (nb - j) * bb, t);
     const __m512 s0 = _mm512_load_ps(sbuf + kc * 32),
                  s1 = w->sf_vec == 16 ? _mm512_load_ps(sbuf + kc * 32 + 16) : s0;
     float *o = dst + j * 32 * 16;
-    __m512i z[4];
     if (e2) {
-      rows16(codes + kb * 16, w->row_bytes, z);
+      const __m512i *z = t + 4 * jp;
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q)
 #pragma GCC unroll 4
@@ -356,7 +411,7 @@ __attribute__((target("avx512f"))) static void unpack_avx512(const mxf_cpu_strea
       continue;
     }
     for (int h = 0; h < 2; ++h) {
-      rows16(codes + kb * 32 + h * 16, w->row_bytes, z);
+      const __m512i *z = t + 8 * jp + 4 * h;
       const int special = fp8_special(z, E5);
       const __m512 sc = h ? s1 : s0;
 #pragma GCC unroll 4
