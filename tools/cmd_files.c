@@ -146,6 +146,27 @@ int fc_check_output_opt(fc_ctx *c, const char *src) {
   return 0;
 }
 
+int fc_c_dtype_opt(fc_ctx *c, const char *text, mxf_dtype *dt) {
+  const mxf_dtype t = tio_dtype_parse(text);
+  if (t != MXF_F32 && t != MXF_F16 && t != MXF_BF16 && t != MXF_E4M3 && t != MXF_E5M2 && t != MXF_E2M1) {
+    mxf_cli_err(c->cmd, "--c-dtype: '%s' is not one of f32, f16, bf16, e4m3, e5m2, e2m1", text);
+    return -1;
+  }
+  *dt = t;
+  return 0;
+}
+
+int fc_alpha_opt(fc_ctx *c, const char *text, float *alpha) {
+  char *end;
+  const float a = strtof(text, &end);
+  if (*end) {
+    mxf_cli_err(c->cmd, "--alpha: '%s' is not a number", text);
+    return -1;
+  }
+  *alpha = a;
+  return 0;
+}
+
 int fc_output_get(fc_ctx *c, const char *src, const char *name, mxf_dtype dt, int ndim, const int64_t *shape,
                   fc_operand *op) {
   size_t n = strlen(src);

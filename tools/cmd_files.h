@@ -58,6 +58,10 @@ int fc_operand_get(fc_ctx *c, const char *spec, const char *name, int required, 
  * without running. Without it, parses --device. -1 (reported) on a usage error.
  */
 int fc_check_output_opt(fc_ctx *c, const char *src);
+/* The gemm commands' --c-dtype (f32, f16, bf16, e4m3, e5m2 or e2m1) and --alpha (a
+ * number): 0 with the value in *dt / *alpha, -1 (reported) when it is not one. */
+int fc_c_dtype_opt(fc_ctx *c, const char *text, mxf_dtype *dt);
+int fc_alpha_opt(fc_ctx *c, const char *text, float *alpha);
 /* The output `name` as --out saved it in src (SRC.safetensors:name or SRC/name.npy),
  * read as dtype dt; -1 (reported) when missing or not of the given shape. */
 int fc_output_get(fc_ctx *c, const char *src, const char *name, mxf_dtype dt, int ndim, const int64_t *shape,

@@ -160,19 +160,9 @@ int mxf_cmd_gemm_amax(int argc, char **argv) {
     } else if (OPT("--sf-vec")) {
       if (mxf_cli_parse_i64(cmd, "--sf-vec", v, 16, 32, &sf_vec)) return MXF_CLI_USAGE;
     } else if (OPT("--c-dtype")) {
-      c_dt = tio_dtype_parse(v);
-      if (c_dt != MXF_F32 && c_dt != MXF_F16 && c_dt != MXF_BF16 && c_dt != MXF_E4M3 && c_dt != MXF_E5M2 &&
-          c_dt != MXF_E2M1) {
-        mxf_cli_err(cmd, "--c-dtype: '%s' is not one of f32, f16, bf16, e4m3, e5m2, e2m1", v);
-        return MXF_CLI_USAGE;
-      }
+      if (fc_c_dtype_opt(&c, v, &c_dt)) return MXF_CLI_USAGE;
     } else if (OPT("--alpha")) {
-      char *end;
-      alpha = strtof(v, &end);
-      if (*end) {
-        mxf_cli_err(cmd, "--alpha: '%s' is not a number", v);
-        return MXF_CLI_USAGE;
-      }
+      if (fc_alpha_opt(&c, v, &alpha)) return MXF_CLI_USAGE;
       have_alpha = 1;
     } else if (!strcmp(o, "--a-mmajor"))
       a_mmajor = 1;

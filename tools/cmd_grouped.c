@@ -120,19 +120,9 @@ int mxf_cmd_grouped_gemm_amax(int argc, char **argv) {
       }
       *(for_a ? &a_want : &b_want) = t;
     } else if (OPT("--c-dtype")) {
-      c_dt = tio_dtype_parse(v);
-      if (c_dt != MXF_F32 && c_dt != MXF_F16 && c_dt != MXF_BF16 && c_dt != MXF_E4M3 && c_dt != MXF_E5M2 &&
-          c_dt != MXF_E2M1) {
-        mxf_cli_err(cmd, "--c-dtype: '%s' is not one of f32, f16, bf16, e4m3, e5m2, e2m1", v);
-        return MXF_CLI_USAGE;
-      }
+      if (fc_c_dtype_opt(&c, v, &c_dt)) return MXF_CLI_USAGE;
     } else if (OPT("--alpha")) {
-      char *end;
-      alpha = strtof(v, &end);
-      if (*end) {
-        mxf_cli_err(cmd, "--alpha: '%s' is not a number", v);
-        return MXF_CLI_USAGE;
-      }
+      if (fc_alpha_opt(&c, v, &alpha)) return MXF_CLI_USAGE;
       have_alpha = 1;
     } else {
       mxf_cli_err(cmd, "unknown argument %s (mxfuse grouped-gemm-amax --help)", o);

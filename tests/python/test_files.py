@@ -430,3 +430,12 @@ def test_help(cmd):
     assert p.stdout.startswith("usage: mxfuse " + cmd)
     p = run(cmd, "--no-such-option", ok=False)
     assert p.returncode == 2
+
+
+@pytest.mark.parametrize("cmd", ["gemm-amax", "grouped-gemm-amax"])
+def test_gemm_option_values(cmd):
+    # the gemm commands' shared --c-dtype and --alpha: a usage error (2), said once
+    for opt, val, needle in (("--c-dtype", "f64", "--c-dtype: 'f64' is not one of f32, f16, bf16"),
+                             ("--alpha", "2x", "--alpha: '2x' is not a number")):
+        p = run(cmd, opt, val, ok=False)
+        assert p.returncode == 2 and p.stderr.count(needle) == 1, (cmd, opt, p.stderr)
