@@ -81,6 +81,13 @@ static inline __attribute__((always_inline)) void prefetch_next(const mxf_cpu_st
     __builtin_prefetch(p + 64 * i, 0, 2);
 }
 
+/* Long rows: each of the panel's 16 rows asked for S_ROW_AHEAD bytes beyond byte o. */
+static inline __attribute__((always_inline)) void ahead_in_place(const uint8_t *codes, int64_t row_bytes,
+                                                                 int64_t o) {
+  for (int i = 0; i < 16; ++i)
+    __builtin_prefetch(codes + i * row_bytes + o + S_ROW_AHEAD);
+}
+
 /* AVX2: where a panel's 16 rows have their bytes [o, o + 16) (o: a multiple of 16 within
  * the kernel's end bytes of each row): *rs apart from the returned pointer, in buf
  * (64 x 16 bytes) for short rows, in place for long ones. `ahead` asks for long rows'
@@ -89,9 +96,7 @@ static inline __attribute__((always_inline)) const uint8_t *
 panel_codes(const mxf_cpu_stream_ahead *a, const uint8_t *codes, int64_t row_bytes, int64_t o, int64_t end,
             int ahead, uint8_t *buf, int64_t *rs) {
   if (!a->copy) {
-    if (ahead)
-      for (int i = 0; i < 16; ++i)
-        __builtin_prefetch(codes + i * row_bytes + o + S_ROW_AHEAD);
+    if (ahead) ahead_in_place(codes, row_bytes, o);
     *rs = row_bytes;
     return codes + o;
   }
@@ -149,9 +154,7 @@ S_INLINE void piece16(const uint8_t *codes, int64_t row_bytes, int64_t o, int64_
 S_INLINE void panel_words(const mxf_cpu_stream_ahead *a, const uint8_t *codes, int64_t row_bytes, int64_t o,
                           int64_t end, int ahead, uint8_t *buf, __m512i z[4]) {
   if (!a->copy) {
-    if (ahead)
-      for (int i = 0; i < 16; ++i)
-        __builtin_prefetch(codes + i * row_bytes + o + S_ROW_AHEAD);
+    if (ahead) ahead_in_place(codes, row_bytes, o);
     rows16(codes + o, row_bytes, z);
     return;
   }
