@@ -6,18 +6,19 @@
  * gemm_amax, every weight format (MXFP4, NVFP4-style e2m1 with ue4m3 scales, MXFP8 e4m3
  * and e5m2) with every activation format (bf16 without scales, the same MX format), both
  * scale layouts (compact, swizzled), k- and m/n-major operands and n- and m-major C: one
- * problem (M = 70, N = 100, K = 1120: the GEMM path, K across several slices and panels;
- * bf16 x MXFP4 and x MXFP8 e4m3 also at K = 8224, rows the streaming kernel reads in
- * place where it copies K = 1120's) computed whole, by rows of 1 (the streaming path), by
- * blocks of 1 to 24 rows in column halves (each kernel of the streaming path), by
- * column halves (N = 50: the streaming path on the other side), with 1 and 3 threads and with each lesser
- * micro-kernel (MXF_CONFIG cpu_isa=avx2, baseline); NaN and inf codes, and e8m0 scales 0 and
- * 255, in a few rows; f32 C and
- * amax compared byte for byte.
- * proj_rope (bf16 and MXFP8, both w layouts): T = 72 tokens whole, by single tokens and
- * by 32-token blocks, by head shards, with 1 and 3 threads, by single tokens with each
- * lesser instruction set: every output byte compared (out_col only where its 32-token
- * blocks are whole).
+ * problem (M = 260, N = 100, K = 1120: K across several slices and panels; bf16 x MXFP4
+ * and x MXFP8 e4m3 also at K = 8224, rows the streaming kernel reads in place where it
+ * copies K = 1120's) computed whole on the blocked GEMM path (MXF_CONFIG cpu_stream=off),
+ * the reference, and against it: whole (the streaming path with Y's 100 rows the few),
+ * by rows of 1 (the streaming path), by blocks of 1 to 24 rows and of 190 in column
+ * halves (each kernel of the streaming path, and its core on many rows of X), by column
+ * halves, with 1 and 3 threads and with each lesser micro-kernel (MXF_CONFIG
+ * cpu_isa=avx2, baseline); NaN and inf codes, and e8m0 scales 0 and 255, in a few rows;
+ * f32 C and amax compared byte for byte.
+ * proj_rope (bf16 and MXFP8, both w layouts): T = 72 tokens whole on the blocked path
+ * (the reference), whole (the streaming path), by single tokens and by 32-token blocks,
+ * by head shards, with 1 and 3 threads, by single tokens with each lesser instruction
+ * set: every output byte compared (out_col only where its 32-token blocks are whole).
  * Skipped where MXF_CONFIG asks for a vendor core (cpu=blas, cpu=onednn: not invariant).
  */
 #include <math.h>
@@ -45,7 +46,7 @@ static const combo g_combos[] = {
     {MXF_E4M3, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32},
 };
 
-#define GM 70
+#define GM 260 /* above MXF_STREAM_ROWS (cpu.h), as GN is not: whole, the streaming path's side 2 */
 #define GN 100
 #define GK 1120      /* the problem's K */
 #define GK_LONG 8224 /* a second problem's, for the streaming kernel's long rows (cpu.md) */
@@ -178,20 +179,31 @@ static void check_same(const float *want, float want_amax, const float *got, flo
       (double)got_amax);
 }
 
-/* MXF_CONFIG as the test found it, plus cpu_isa=isa (NULL: as found). 0, having left it
- * as found, when this processor lacks that instruction set (the plan refuses it). */
+/* MXF_CONFIG as the test found it, plus `item` (NULL: as found). */
 static const char *g_config; /* MXF_CONFIG when the test started, or NULL */
-static int ask_isa(const char *isa) {
-  if (!isa) {
+static void config_with(const char *item) {
+  if (!item) {
     if (g_config)
       setenv("MXF_CONFIG", g_config, 1);
     else
       unsetenv("MXF_CONFIG");
-    return 1;
+    return;
   }
   char text[128];
-  snprintf(text, sizeof text, "%s%scpu_isa=%s", g_config ? g_config : "", g_config ? "," : "", isa);
+  snprintf(text, sizeof text, "%s%s%s", g_config ? g_config : "", g_config ? "," : "", item);
   setenv("MXF_CONFIG", text, 1);
+}
+
+/* config_with cpu_isa=isa (NULL: as found). 0, having left MXF_CONFIG as found, when this
+ * processor lacks that instruction set (the plan refuses it). */
+static int ask_isa(const char *isa) {
+  if (!isa) {
+    config_with(NULL);
+    return 1;
+  }
+  char item[32];
+  snprintf(item, sizeof item, "cpu_isa=%s", isa);
+  config_with(item);
   /* a probe: does a plan take it? */
   static uint16_t a[32], b[32];
   float c[1], amax;
@@ -213,11 +225,11 @@ static int ask_isa(const char *isa) {
 }
 
 /* The streaming path's kernels: blocks of 1 to 16 rows (the streaming kernel's
- * instances, groups of 8 or 4 and the rest) and of 24 (its decoding into the core's
- * packed layout), each in column halves (50 columns: 3 panels of 16 and 2 rows of
- * fills). */
+ * instances, groups of 8 or 4 and the rest), of 24 (its decoding into the core's packed
+ * layout) and the remaining 190 (the core on many rows of X), each in column halves (50
+ * columns: 3 panels of 16 and 2 rows of fills). */
 static float row_blocks(const problem *p, float *got) {
-  static const int blocks[] = {1, 2, 3, 4, 7, 13, 16, 24};
+  static const int blocks[] = {1, 2, 3, 4, 7, 13, 16, 24, GM - 70};
   float a = 0.0f;
   for (int i = 0, m0 = 0; i < (int)(sizeof blocks / sizeof *blocks); m0 += blocks[i++])
     for (int h = 0; h < 2; ++h)
@@ -257,13 +269,17 @@ static void gemm_case(tu_rng *r, size_t ci, int variant, int64_t k) {
     for (int i = 0; i < 4; ++i)
       p.sb[tu_range(r, 0, GN - 1) * p.kb + tu_range(r, 0, p.kb - 1)] = i & 1 ? 255 : 0;
 
+  config_with("cpu_stream=off"); /* the reference: the blocked GEMM path */
   const float am = run_piece(&p, 0, GM, 0, GN, whole);
-  float a = 0.0f;
+  config_with(NULL);
+  float a = run_piece(&p, 0, GM, 0, GN, got);
+  check_same(whole, am, got, a, "whole on the streaming path (N the few rows)", &p);
+  a = 0.0f;
   for (int64_t m = 0; m < GM; ++m)
     a = amax_max(a, run_piece(&p, m, m + 1, 0, GN, got));
   check_same(whole, am, got, a, "rows of 1", &p);
   a = row_blocks(&p, got);
-  check_same(whole, am, got, a, "row blocks of 1 to 24 in column halves", &p);
+  check_same(whole, am, got, a, "row blocks of 1 to 190 in column halves", &p);
   a = amax_max(run_piece(&p, 0, GM, 0, GN / 2, got), run_piece(&p, 0, GM, GN / 2, GN, got));
   check_same(whole, am, got, a, "column halves", &p);
   static const char *const threads[] = {"1", "3"};
@@ -403,7 +419,12 @@ static void proj_invariance(tu_rng *r) {
       p.cs[i] = mxf_f32_to_bf16((float)cos(a)), p.sn[i] = mxf_f32_to_bf16((float)sin(a));
     }
     memset(&whole, 0, sizeof whole);
+    config_with("cpu_stream=off"); /* the reference: the blocked GEMM path */
     proj_piece(&p, 0, PT, 0, PH, &whole);
+    config_with(NULL);
+    memset(&got, 0, sizeof got);
+    proj_piece(&p, 0, PT, 0, PH, &got);
+    proj_check(&p, &whole, &got, 1, "whole on the streaming path");
     memset(&got, 0, sizeof got);
     for (int64_t t = 0; t < PT; ++t)
       proj_piece(&p, t, t + 1, 0, PH, &got);

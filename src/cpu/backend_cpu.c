@@ -7,7 +7,7 @@
 #include "cpu/parallel.h"
 
 static mxf_status cpu_plan(mxf_plan *plan) {
-  mxf_cpu_override ov; /* MXF_CONFIG's cpu and cpu_isa keys, or MXF_CHOOSE */
+  mxf_cpu_override ov; /* MXF_CONFIG's cpu, cpu_isa and cpu_stream keys, or MXF_CHOOSE */
   mxf_status st = mxf_override_parse(plan->ov.text, &mxf_cpu_config_keys, &ov, sizeof ov);
   if (st != MXF_OK) return st;
   switch (plan->op) {

@@ -26,6 +26,7 @@ mxf_status mxf_cpu_core_plan(mxf_plan *plan, mxf_cpu_panels *pp, const mxf_cpu_o
   mxf_cpu_core *c = (mxf_cpu_core *)calloc(1, sizeof *c);
   if (!c) return mxf_set_error(MXF_ERR_NO_MEMORY, "cpu backend: out of memory");
   c->isa = ov->isa >= 0 ? (mxf_cpu_isa_kind)ov->isa : best;
+  c->stream = ov->stream != 0;
   c->f32 = asked == MXF_CPU_CORE_BLAS ? MXF_CPU_CORE_BLAS : MXF_CPU_CORE_C;
   c->kind = c->f32;
   snprintf(c->name, sizeof c->name, "%s", c->f32 == MXF_CPU_CORE_BLAS ? "blas" : "c");

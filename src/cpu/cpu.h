@@ -43,8 +43,9 @@ typedef enum mxf_cpu_isa_kind {
   MXF_CPU_ISA_AVX512 = 2    /* AVX-512F */
 } mxf_cpu_isa_kind;
 typedef struct mxf_cpu_override {
-  int8_t cpu; /* cpu=onednn|blas|c (mxf_cpu_core_kind), or MXF_CHOOSE */
-  int8_t isa; /* cpu_isa=avx512|avx2|baseline (mxf_cpu_isa_kind), or MXF_CHOOSE */
+  int8_t cpu;    /* cpu=onednn|blas|c (mxf_cpu_core_kind), or MXF_CHOOSE */
+  int8_t isa;    /* cpu_isa=avx512|avx2|baseline (mxf_cpu_isa_kind), or MXF_CHOOSE */
+  int8_t stream; /* cpu_stream=on|off (1, 0), or MXF_CHOOSE */
 } mxf_cpu_override;
 typedef struct mxf_cpu_bf16 mxf_cpu_bf16; /* oneDNN primitives of one panel geometry */
 typedef struct mxf_cpu_core {
@@ -52,6 +53,7 @@ typedef struct mxf_cpu_core {
   mxf_cpu_core_kind f32; /* the f32 core: the plan's (blas or c), or onednn's fallback */
   mxf_cpu_bf16 *bf16;    /* kind == MXF_CPU_CORE_ONEDNN */
   mxf_cpu_isa_kind isa;  /* of the library's kernels */
+  int stream;            /* few rows take the streaming path (sgemm_cpu.c); cpu_stream=off: 0 */
   char name[48];         /* "onednn amx", "blas", "c" */
 } mxf_cpu_core;
 
@@ -93,7 +95,7 @@ const char *mxf_cpu_isa_name(mxf_cpu_isa_kind isa);
 /* sgemm_cpu.c: acc = X (rows x k) Y (cols x k)^T with X and Y produced block by block by
  * the op, in a workspace independent of rows, cols and k. */
 #define MXF_CPU_FILL_ROWS 64 /* rows per fill call, at most */
-#define MXF_STREAM_ROWS 64   /* the streaming path (sgemm_cpu.c): X or Y of at most this many rows */
+#define MXF_STREAM_ROWS 256  /* the streaming path (sgemm_cpu.c): X or Y of at most this many rows */
 
 typedef struct mxf_cpu_panels {
   int64_t rows, cols, k;

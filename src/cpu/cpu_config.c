@@ -1,6 +1,7 @@
 /*
  * cpu_config.c — the CPU backend's MXF_CONFIG keys (cpu.h): cpu=onednn|blas|c, its GEMM
- * core; cpu_isa=avx512|avx2|baseline, the instruction set of the library's kernels.
+ * core; cpu_isa=avx512|avx2|baseline, the instruction set of the library's kernels;
+ * cpu_stream=on|off, whether few rows take the streaming path (on, the default).
  */
 #include <stddef.h>
 
@@ -16,7 +17,9 @@ static const mxf_config_key k_keys[] = {
       {"avx2", MXF_CPU_ISA_AVX2},
       {"baseline", MXF_CPU_ISA_BASELINE},
       {NULL, 0}}},
+    {"cpu_stream", offsetof(mxf_cpu_override, stream), {{"off", 0}, {"on", 1}, {NULL, 0}}},
 };
 
-const mxf_config_keys mxf_cpu_config_keys = {k_keys, sizeof k_keys / sizeof *k_keys,
-                                             "cpu=onednn|blas|c, cpu_isa=avx512|avx2|baseline"};
+const mxf_config_keys mxf_cpu_config_keys = {
+    k_keys, sizeof k_keys / sizeof *k_keys,
+    "cpu=onednn|blas|c, cpu_isa=avx512|avx2|baseline, cpu_stream=on|off"};

@@ -48,7 +48,10 @@
  * with the onednn core X and Y take half that, and the f32 blocks of one K panel
  * (at most 4 + 4 MiB) come on top. What the tiles cost beyond one large GEMM: Y is
  * dequantized once per row chunk and the core repacks X once per N panel; the targets
- * (MXF_PANEL_*) make both happen once up to 2048 x 2048 outputs.
+ * (MXF_PANEL_*) make both happen once up to 2048 x 2048 outputs. The streaming path's
+ * workspace (X or Y of at most MXF_STREAM_ROWS rows) grows with K instead: the few rows'
+ * whole K as rows, again packed where they are more than the streaming kernel takes
+ * (few_slice), then acc (rc x ldn).
  * The backend's story and measurements: docs/kernels/cpu.md.
  */
 #include <math.h>
@@ -93,8 +96,8 @@ typedef struct sgemm_ctx {
   int64_t tiles_n;
   int64_t tm; /* rows of a task: a multiple of MXF_SG_MC */
   int accumulate;
-  int b_packed;         /* b is already in the packed layout (k <= MXF_SG_KC) */
-  mxf_cpu_isa_kind isa; /* the plan's: its micro-kernel (k_micro) and packing */
+  int a_packed, b_packed; /* a / b already in the packed layout (k <= MXF_SG_KC) */
+  mxf_cpu_isa_kind isa;   /* the plan's: its micro-kernel (k_micro) and packing */
 } sgemm_ctx;
 
 #if MXF_SG_X86
@@ -321,8 +324,11 @@ static void sgemm_tile(const sgemm_ctx *s, sgemm_micro_fn fn, int64_t i0, int64_
       sgemm_pack(s->b + j0 * s->ldb, s->ldb, nc, k0, kc, MXF_SG_NR, s->isa != MXF_CPU_ISA_BASELINE, pb);
     for (int64_t ib = 0; ib < mc; ib += MXF_SG_MC) {
       const int64_t mb = mc - ib < MXF_SG_MC ? mc - ib : MXF_SG_MC;
-      sgemm_pack(s->a + (i0 + ib) * s->lda, s->lda, mb, k0, kc, MXF_SG_MR, s->isa != MXF_CPU_ISA_BASELINE,
-                 pa);
+      if (s->a_packed)
+        pa = (float *)s->a + (i0 + ib) * kc; /* one slice, packed by the caller */
+      else
+        sgemm_pack(s->a + (i0 + ib) * s->lda, s->lda, mb, k0, kc, MXF_SG_MR, s->isa != MXF_CPU_ISA_BASELINE,
+                   pa);
       for (int64_t jr = 0; jr < nc; jr += MXF_SG_NR) {
         const int nr = (int)(nc - jr < MXF_SG_NR ? nc - jr : MXF_SG_NR);
         for (int64_t ir = 0; ir < mb; ir += MXF_SG_MR) {
@@ -355,7 +361,7 @@ static void sgemm_task(void *ctx, int64_t begin, int64_t end) {
 static sgemm_ctx sgemm_setup(mxf_cpu_isa_kind isa, int64_t m, int64_t n, int64_t k, const float *a,
                              int64_t lda, const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate,
                              int threads) {
-  sgemm_ctx s = {m, n, k, lda, ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC), MXF_SG_MC, accumulate, 0, isa};
+  sgemm_ctx s = {m, n, k, lda, ldb, ldc, a, b, c, mxf_cdiv(n, MXF_SG_NC), MXF_SG_MC, accumulate, 0, 0, isa};
   const int64_t blocks = mxf_cdiv(m, MXF_SG_MC);
   int64_t per = blocks * s.tiles_n / ((int64_t)threads * MXF_SG_TASKS);
   per = per < 1 ? 1 : per > MXF_SG_TM_MAX ? MXF_SG_TM_MAX : per;
@@ -364,11 +370,13 @@ static sgemm_ctx sgemm_setup(mxf_cpu_isa_kind isa, int64_t m, int64_t n, int64_t
 }
 
 /* The core on the calling thread alone: what a task of the streaming path runs. With
- * b_packed, b holds n rows x k (<= MXF_SG_KC) values in the packed layout (ldb unused). */
+ * a_packed (b_packed), a (b) holds m (n) rows x k (<= MXF_SG_KC) values in the packed
+ * layout (lda, ldb unused). */
 static void sgemm_serial(mxf_cpu_isa_kind isa, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
-                         const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate, int b_packed) {
+                         const float *b, int64_t ldb, float *c, int64_t ldc, int accumulate, int a_packed,
+                         int b_packed) {
   sgemm_ctx s = sgemm_setup(isa, m, n, k, a, lda, b, ldb, c, ldc, accumulate, 1);
-  s.b_packed = b_packed;
+  s.a_packed = a_packed, s.b_packed = b_packed;
   sgemm_task(&s, 0, mxf_cdiv(m, s.tm) * s.tiles_n);
 }
 
@@ -434,6 +442,8 @@ void mxf_cpu_panels_init(mxf_cpu_panels *pp, int64_t rows, int64_t cols, int64_t
 }
 
 /* The workspace's pieces, in this order, each 64-byte aligned:
+ *   streaming path: the few rows (few x ldk, f32), the same packed (few_slice floats per
+ *              K slice), acc (rc x ldn);
  *   f32 cores: X (rc x ldx), Y (nc x ldy), acc (rc x ldn), f32;
  *   onednn:    X and Y as bf16: X's K panels dense blocks (rows of exactly their K
  *              values: oneDNN's AMX matmul takes no padded rows), one after the other
@@ -450,20 +460,36 @@ typedef struct panels_layout {
 static int panels_bf16(const mxf_cpu_panels *pp) { return pp->core && pp->core->kind == MXF_CPU_CORE_ONEDNN; }
 
 /* The streaming path's side (sgemm_cpu.c's header): 1 when X has at most
- * MXF_STREAM_ROWS rows, 2 when Y does (and X more), 0 otherwise or on a vendor core. */
+ * MXF_STREAM_ROWS rows, 2 when Y does (and X more), 0 otherwise, on a vendor core or
+ * where the plan turned the path off (cpu_stream=off). */
 static int panels_stream(const mxf_cpu_panels *pp) {
-  if (pp->core && (pp->core->kind != MXF_CPU_CORE_C || pp->core->f32 != MXF_CPU_CORE_C)) return 0;
+  if (pp->core && (pp->core->kind != MXF_CPU_CORE_C || pp->core->f32 != MXF_CPU_CORE_C || !pp->core->stream))
+    return 0;
   if (pp->k <= 0) return 0;
   return pp->rows <= MXF_STREAM_ROWS ? 1 : pp->cols <= MXF_STREAM_ROWS ? 2 : 0;
+}
+
+#define MXF_STREAM_K 256 /* the streaming path's K slice: MXF_SG_KC, a multiple of every k_unit (32) */
+
+/* Floats of one K slice of the few rows in the core's packed layout (micro-panels of MR
+ * rows of X on side 1, NR of Y on side 2), with room for sgemm_pack's stores past its
+ * end (the slices are packed at once by several tasks), 64-byte aligned; 0 (not packed)
+ * for as few rows as the op's streaming kernel takes (the core then runs only on what
+ * the kernel leaves, and packs those rows itself). */
+static int64_t few_slice(const mxf_cpu_panels *pp, int64_t few) {
+  if (few <= MXF_CPU_STREAM_X_MAX) return 0;
+  const int64_t r = pp->rows <= MXF_STREAM_ROWS ? MXF_SG_MR : MXF_SG_NR;
+  return mxf_round_up(few, r) * MXF_STREAM_K + mxf_round_up(MXF_SG_PACK_SLACK, 16);
 }
 
 static panels_layout panels_layout_of(const mxf_cpu_panels *pp) {
   panels_layout l;
   if (panels_stream(pp)) { /* the few rows' whole K, then acc */
     const int64_t few = pp->rows <= MXF_STREAM_ROWS ? pp->rows : pp->cols;
-    l.x = l.y = 0;
+    l.x = 0;
     l.x_panels = 1;
-    l.acc = align64((size_t)few * (size_t)mxf_round_up(pp->k, 16) * sizeof(float));
+    l.y = align64((size_t)few * (size_t)mxf_round_up(pp->k, 16) * sizeof(float));
+    l.acc = l.y + align64((size_t)(mxf_cdiv(pp->k, MXF_STREAM_K) * few_slice(pp, few)) * sizeof(float));
     l.xf = l.yf = l.stats = l.scratch = l.total = l.acc + align64((size_t)(pp->rc * pp->ldn) * sizeof(float));
     return l;
   }
@@ -673,36 +699,57 @@ static void panels_fill(panels_run *r, int fill_x, int fill_y, int bf16, void *x
 
 /* ---------------------------------------------------------------- streaming path
  * The few rows (X's, or Y's: side 2) are dequantized once over their whole K into the
- * workspace (ldk floats a row); the many are cut into chunks of MXF_CPU_FILL_ROWS, one
- * task each, which dequantizes its chunk MXF_STREAM_K values of K at a time into a
- * buffer on its stack and runs the core on it at once, continuing the tile's sums in
- * acc. Each code and scale of the large operand is read once; its f32 values never
- * leave the core's caches. */
-#define MXF_STREAM_K 256 /* a multiple of every k_unit (32) */
-
+ * workspace (ldk floats a row) and packed once for the core, a slice of MXF_STREAM_K
+ * values of K a task; the many are cut into chunks of MXF_CPU_FILL_ROWS, one task each,
+ * which dequantizes its chunk MXF_STREAM_K values of K at a time into a buffer on its
+ * stack (or, through the op's fill_packed, into the core's packed layout) and runs the
+ * core on it and the packed few rows at once, continuing the tile's sums in acc. Each
+ * code and scale of the large operand is read once; its f32 values never leave the
+ * core's caches, and nothing of the few rows is packed twice. */
 typedef struct stream_run {
   const panels_run *r;
   int side;
   const float *few; /* the few rows, whole K */
   int64_t ldk;
+  float *packed; /* the same in the core's packed layout, MXF_STREAM_K values of K a slice */
+  int64_t slice; /* floats from one slice to the next */
+  int64_t nfew;  /* the few rows */
 } stream_run;
+
+/* The few rows' K slices packed for the core (side 1: X's, micro-panels of MR rows;
+ * side 2: Y's, of NR), a slice a task. */
+static void few_pack_task(void *vctx, int64_t begin, int64_t end) {
+  const stream_run *s = (const stream_run *)vctx;
+  const mxf_cpu_panels *pp = s->r->pp;
+  for (int64_t t = begin; t < end; ++t) {
+    const int64_t k0 = t * MXF_STREAM_K, kn = pp->k - k0 < MXF_STREAM_K ? pp->k - k0 : MXF_STREAM_K;
+    sgemm_pack(s->few, s->ldk, s->nfew, k0, kn, s->side == 1 ? MXF_SG_MR : MXF_SG_NR,
+               pp->core->isa != MXF_CPU_ISA_BASELINE, s->packed + t * s->slice);
+  }
+}
 
 /* Rows [i0, i0 + cnt) of the many, K from kfrom on, through the fills and the core
  * (the sums continue from acc when kfrom > 0). */
 static void stream_fill(const stream_run *s, int64_t i0, int64_t cnt, int64_t kfrom, float *buf) {
   const panels_run *r = s->r;
   const mxf_cpu_panels *pp = r->pp;
-  for (int64_t k0 = kfrom; k0 < pp->k; k0 += MXF_STREAM_K) {
-    const int64_t kn = pp->k - k0 < MXF_STREAM_K ? pp->k - k0 : MXF_STREAM_K;
+  for (int64_t k0 = kfrom, kn; k0 < pp->k; k0 += kn) {
+    /* up to the next slice of the packed few rows; a slice entered part way (after the
+     * streaming kernel), or few rows not packed, go as they are */
+    const int64_t t = k0 / MXF_STREAM_K,
+                  end = (t + 1) * MXF_STREAM_K < pp->k ? (t + 1) * MXF_STREAM_K : pp->k;
+    const int whole = s->slice && k0 == t * MXF_STREAM_K;
+    const float *few = whole ? s->packed + t * s->slice : s->few + k0;
+    kn = end - k0;
     if (s->side == 1) {
       const int packed = r->ops->fill_packed && r->ops->fill_packed(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf);
       if (!packed) r->ops->fill(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
-      sgemm_serial(pp->core->isa, r->rn, cnt, kn, s->few + k0, s->ldk, buf, MXF_STREAM_K, r->acc + i0, r->ldc,
-                   k0 > 0, packed);
+      sgemm_serial(pp->core->isa, r->rn, cnt, kn, few, s->ldk, buf, MXF_STREAM_K, r->acc + i0, r->ldc, k0 > 0,
+                   whole, packed);
     } else {
       r->ops->fill(r->ctx, 0, r->r0 + i0, cnt, k0, kn, buf, MXF_STREAM_K);
-      sgemm_serial(pp->core->isa, cnt, r->cn, kn, buf, MXF_STREAM_K, s->few + k0, s->ldk,
-                   r->acc + i0 * r->ldc, r->ldc, k0 > 0, 0);
+      sgemm_serial(pp->core->isa, cnt, r->cn, kn, buf, MXF_STREAM_K, few, s->ldk, r->acc + i0 * r->ldc,
+                   r->ldc, k0 > 0, 0, whole);
     }
   }
 }
@@ -759,7 +806,14 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
   const int64_t k_panels = pp->k > 0 ? mxf_cdiv(pp->k, pp->kc) : 1;
   const int side = panels_stream(pp);
   if (side) {
-    stream_run s = {&r, side, (const float *)r.base, mxf_round_up(pp->k, 16)};
+    const int64_t nfew = side == 1 ? pp->rows : pp->cols;
+    stream_run s = {&r,
+                    side,
+                    (const float *)r.base,
+                    mxf_round_up(pp->k, 16),
+                    (float *)(r.base + r.lay.y),
+                    few_slice(pp, nfew),
+                    nfew};
     for (r.r0 = 0; r.r0 < pp->rows; r.r0 += pp->rc) {
       r.rn = pp->rows - r.r0 < pp->rc ? pp->rows - r.r0 : pp->rc;
       for (r.c0 = 0; r.c0 < pp->cols; r.c0 += pp->nc) {
@@ -768,6 +822,7 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
         if (side == 1 ? r.c0 == 0 : r.r0 == 0) { /* the few rows, once */
           r.xk0 = r.yk0 = 0, r.xkn = r.ykn = pp->k;
           panels_fill(&r, side == 1, side == 2, 0, r.base, s.ldk, r.base, s.ldk);
+          if (s.slice) r.pfor(mxf_cdiv(pp->k, MXF_STREAM_K), 1, few_pack_task, &s);
         }
         r.pfor(mxf_cdiv(side == 1 ? r.cn : r.rn, MXF_CPU_FILL_ROWS), 1, stream_task, &s);
         r.pfor(ops->epilogue_tasks(ctx, r.rn, r.cn), 1, panels_epilogue_task, &r);
