@@ -2,9 +2,9 @@
  * proj_rope_cpu.c — projection GEMM + RoPE + dual MXFP8 on the CPU (SPEC §2).
  *
  * The GEMM y = x̂ ŵ^T runs on the panel driver of the CPU ops (mxf_cpu_gemm_panels in
- * sgemm_cpu.c), tokens as its rows and the H*D outputs as its columns, or, at T <= 256
- * (proj_swapped), the other way round (y^T = ŵ x̂^T: w is then the operand filled as
- * dense rows, the few tokens the one the onednn core writes into oneDNN's layout):
+ * sgemm_cpu.c), tokens as its rows and the H*D outputs as its columns, or, with the
+ * onednn core at T <= 256 (proj_swapped), the other way round (y^T = ŵ x̂^T: w is then
+ * the operand filled as dense rows, the few tokens the one written into oneDNN's layout):
  *   1. it asks for blocks of x (tokens x the whole K, or one K panel) and of w (outputs
  *      x one K panel) as f32: bf16 widened, e4m3 codes times their e8m0 scale (both
  *      exact); the in-out (K, H*D) weight is transposed on the way; with few tokens
@@ -40,21 +40,26 @@
 
 static size_t align64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* The GEMM's orientation: outputs as the driver's rows (X = w, Y = x) when the tokens
- * are few, tokens as its rows otherwise. With the onednn core, Y is written into oneDNN's
- * weights layout (a scatter) once per row chunk of X, and X into dense rows: at small T
- * the outputs (H*D of them, DeepSeek-V3's 24576) are the operand worth the dense fill,
- * and the few tokens are refilled per chunk of outputs at little cost. Beyond
- * MXF_PROJ_SWAP_T tokens both orientations scatter about as much; the swapped epilogue
- * also transposes each (32 tokens, head) block through a buffer of its own, which the
- * bound keeps within 2 MiB. */
+/* The GEMM's orientation: tokens as the driver's rows, or, with the onednn core and few
+ * tokens, the outputs (X = w, Y = x). The onednn core writes Y into oneDNN's weights
+ * layout (a scatter) once per row chunk of X, and X into dense rows: at small T the
+ * outputs (H*D of them, DeepSeek-V3's 24576) are the operand worth the dense fill, and
+ * the few tokens are refilled per chunk of outputs at little cost. Beyond
+ * MXF_PROJ_SWAP_T tokens both orientations scatter about as much. The swapped epilogue
+ * transposes each (32 tokens, head) block through a buffer of its own (the bound keeps
+ * them within 2 MiB), which the f32 cores have no reason to pay: their streaming path
+ * takes the few tokens on either side. */
 #define MXF_PROJ_SWAP_T 256
 
-static int proj_swapped(const mxf_proj_problem *p) { return p->t <= MXF_PROJ_SWAP_T && p->t < p->h * p->d; }
+static int proj_swapped(const mxf_proj_problem *p, int onednn) {
+  return onednn && p->t <= MXF_PROJ_SWAP_T && p->t < p->h * p->d;
+}
 
-/* tiles of whole 32-token blocks, whole heads and whole scale blocks of K */
-static void proj_panels(const mxf_proj_problem *p, mxf_cpu_panels *pp, const mxf_cpu_core *core) {
-  if (proj_swapped(p))
+/* tiles of whole 32-token blocks, whole heads and whole scale blocks of K; swapped:
+ * proj_swapped's orientation */
+static void proj_panels(const mxf_proj_problem *p, int swapped, mxf_cpu_panels *pp,
+                        const mxf_cpu_core *core) {
+  if (swapped)
     mxf_cpu_panels_init(pp, p->h * p->d, p->t, p->k, p->d, MXF_MX_BLOCK, MXF_MX_BLOCK, core);
   else
     mxf_cpu_panels_init(pp, p->t, p->h * p->d, p->k, MXF_MX_BLOCK, p->d, MXF_MX_BLOCK, core);
@@ -68,26 +73,32 @@ static int64_t proj_tile_tasks(const mxf_proj_problem *p, int swapped, int64_t r
 }
 
 /* ... of a full tile: what the workspace holds one RoPE row (and block) for. */
-static size_t proj_tasks(const mxf_proj_problem *p, const mxf_cpu_panels *pp) {
-  return (size_t)proj_tile_tasks(p, proj_swapped(p), pp->rc, pp->nc);
+static size_t proj_tasks(const mxf_proj_problem *p, int swapped, const mxf_cpu_panels *pp) {
+  return (size_t)proj_tile_tasks(p, swapped, pp->rc, pp->nc);
 }
 
 /* Workspace offsets past the panel driver's: the RoPE rows, then (swapped) the blocks. */
 static size_t proj_rope_offset(const mxf_cpu_panels *pp) { return align64(mxf_cpu_panels_workspace(pp)); }
-static size_t proj_block_offset(const mxf_proj_problem *p, const mxf_cpu_panels *pp) {
-  return proj_rope_offset(pp) + align64(proj_tasks(p, pp) * (size_t)p->rope * sizeof(float));
+static size_t proj_block_offset(const mxf_proj_problem *p, int swapped, const mxf_cpu_panels *pp) {
+  return proj_rope_offset(pp) + align64(proj_tasks(p, swapped, pp) * (size_t)p->rope * sizeof(float));
 }
 
 mxf_status mxf_cpu_proj_rope_plan(mxf_plan *plan, const mxf_cpu_override *ov) {
   const mxf_proj_problem *p = &plan->p.proj;
   mxf_cpu_panels pp;
-  proj_panels(p, &pp, NULL);
+  /* the orientation of the core asked for (oneDNN's primitives are made for it), again
+   * for the core chosen where that is another (an empty GEMM takes no oneDNN) */
+  const int asked = proj_swapped(p, ov->cpu == MXF_CPU_CORE_ONEDNN);
+  proj_panels(p, asked, &pp, NULL);
   mxf_status st = mxf_cpu_core_plan(plan, &pp, ov);
   if (st != MXF_OK) return st;
+  const mxf_cpu_core *core = (const mxf_cpu_core *)plan->impl;
+  const int swapped = proj_swapped(p, core->kind == MXF_CPU_CORE_ONEDNN);
+  if (swapped != asked) proj_panels(p, swapped, &pp, core);
   const size_t blocks =
-      proj_swapped(p) ? align64(proj_tasks(p, &pp) * MXF_MX_BLOCK * (size_t)p->d * sizeof(float)) : 0;
+      swapped ? align64(proj_tasks(p, swapped, &pp) * MXF_MX_BLOCK * (size_t)p->d * sizeof(float)) : 0;
   /* + room to align the caller's pointer */
-  plan->workspace_size = proj_block_offset(p, &pp) + blocks + 64;
+  plan->workspace_size = proj_block_offset(p, swapped, &pp) + blocks + 64;
   return MXF_OK;
 }
 
@@ -177,32 +188,53 @@ static void proj_fill(void *vctx, int which, int64_t r0, int64_t n, int64_t k0, 
     block_in_out(c, r0, n, k0, kn, dst, ld);
 }
 
-/* The driver's streaming kernel (stream_cpu.c) on rows [r0, r0 + n) of an out-in w
- * (MXFP8 or bf16), against xn <= MXF_CPU_STREAM_X tokens (x: their f32 values): the
- * decode-size projection reads w once, decoded in registers, with the sums of the fills'
- * order (SPEC §5.1); the whole 32-value blocks of K (bf16: the fills do the rest). */
+/* The streaming kernel's view (stream_cpu.c) of rows [r0, r0 + n) of an out-in w
+ * (MXFP8 or bf16): 0 where it takes no such rows (whole 16-row panels, at most
+ * MXF_CPU_FILL_ROWS, and at least one 32-value block of K). */
+static int proj_stream_w(const proj_ctx *c, int64_t r0, int64_t n, mxf_cpu_stream_w *w) {
+  const mxf_proj_problem *p = c->p;
+  const int64_t es = p->mxfp8 ? 1 : 2, kb = p->k / MXF_MX_BLOCK;
+  if (!p->w_out_in || (r0 & 15) || (n & 15) || n > MXF_CPU_FILL_ROWS || kb == 0) return 0;
+  *w = (mxf_cpu_stream_w){.isa = c->isa,
+                          .fmt = p->mxfp8 ? MXF_E4M3 : MXF_BF16,
+                          .sf_vec = MXF_MX_BLOCK,
+                          .codes = (const uint8_t *)c->a->w + r0 * p->k * es,
+                          .row_bytes = p->k * es,
+                          .rows_after = p->h * p->d - r0 - n,
+                          .sf_row = kb,
+                          .sf_swizzled = 0,
+                          .code_lut = c->code_lut,
+                          .sf_lut = c->scale_lut};
+  for (int64_t q = 0; q < n / 16 && p->mxfp8; ++q)
+    w->panel_sf[q] = (const uint8_t *)c->a->w_scale + (r0 + 16 * q) * kb;
+  return 1;
+}
+
+/* The driver's streaming kernel on rows [r0, r0 + n) of an out-in w against xn <=
+ * MXF_CPU_STREAM_X tokens (x: their f32 values): the decode-size projection reads w
+ * once, decoded in registers, with the sums of the fills' order (SPEC §5.1); the whole
+ * 32-value blocks of K (bf16: the fills do the rest). */
 static int64_t proj_stream(void *vctx, int which, const float *x, int64_t ldx, int64_t xn, int64_t r0,
                            int64_t n, float *acc, int64_t ld) {
   const proj_ctx *c = (const proj_ctx *)vctx;
-  const mxf_proj_problem *p = c->p;
-  const mxf_dtype fmt = p->mxfp8 ? MXF_E4M3 : MXF_BF16;
-  const int64_t es = p->mxfp8 ? 1 : 2, kb = p->k / MXF_MX_BLOCK;
-  if (!(which ^ c->swapped) || !p->w_out_in || xn > MXF_CPU_STREAM_X(fmt) || (r0 & 15) || (n & 15) ||
-      n > MXF_CPU_FILL_ROWS || kb == 0)
+  mxf_cpu_stream_w w;
+  if (!(which ^ c->swapped) || xn > MXF_CPU_STREAM_X(c->p->mxfp8 ? MXF_E4M3 : MXF_BF16) ||
+      !proj_stream_w(c, r0, n, &w))
     return 0;
-  mxf_cpu_stream_w w = {.isa = c->isa,
-                        .fmt = fmt,
-                        .sf_vec = MXF_MX_BLOCK,
-                        .codes = (const uint8_t *)c->a->w + r0 * p->k * es,
-                        .row_bytes = p->k * es,
-                        .rows_after = p->h * p->d - r0 - n,
-                        .sf_row = kb,
-                        .sf_swizzled = 0,
-                        .code_lut = c->code_lut,
-                        .sf_lut = c->scale_lut};
-  for (int64_t q = 0; q < n / 16 && p->mxfp8; ++q)
-    w.panel_sf[q] = (const uint8_t *)c->a->w_scale + (r0 + 16 * q) * kb;
+  const int64_t kb = c->p->k / MXF_MX_BLOCK;
   return mxf_cpu_stream_rows(&w, n, kb, x, ldx, xn, acc, ld) ? kb * MXF_MX_BLOCK : 0;
+}
+
+/* The driver's packed fill (the streaming path with more tokens): an out-in MXFP8 w's
+ * rows decoded by the same kernel into the core's packed layout, for K ranges of whole
+ * 32-value blocks. */
+static int proj_fill_packed(void *vctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn,
+                            float *dst) {
+  const proj_ctx *c = (const proj_ctx *)vctx;
+  mxf_cpu_stream_w w;
+  if (!(which ^ c->swapped) || !c->p->mxfp8 || (k0 & 31) || (kn & 31) || !proj_stream_w(c, r0, n, &w))
+    return 0;
+  return mxf_cpu_stream_unpack(&w, n, k0 / 32, kn / 32, dst);
 }
 
 /* The driver's bf16 fill: bf16 x, and bf16 w out-in, rows copied as they are. */
@@ -297,14 +329,16 @@ mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args 
   (void)ws_size; /* core checked it against plan->workspace_size */
   if (p->t <= 0) return MXF_OK;
   mxf_cpu_panels pp;
-  proj_panels(p, &pp, (const mxf_cpu_core *)plan->impl);
+  const mxf_cpu_core *core = (const mxf_cpu_core *)plan->impl;
+  const int swapped = proj_swapped(p, core->kind == MXF_CPU_CORE_ONEDNN);
+  proj_panels(p, swapped, &pp, core);
   uint8_t *base = (uint8_t *)(((uintptr_t)ws + 63) & ~(uintptr_t)63);
   proj_ctx c;
   c.p = p;
   c.a = args;
-  c.swapped = proj_swapped(p);
+  c.swapped = swapped;
   c.rope = (float *)(base + proj_rope_offset(&pp));
-  c.block = c.swapped ? (float *)(base + proj_block_offset(p, &pp)) : NULL;
+  c.block = c.swapped ? (float *)(base + proj_block_offset(p, swapped, &pp)) : NULL;
   c.isa = pp.core->isa;
   for (int i = 0; i < 256; ++i) {
     c.scale_lut[i] = mxf_e8m0_to_f32((uint8_t)i);
@@ -313,6 +347,7 @@ mxf_status mxf_cpu_proj_rope_run(const mxf_plan *plan, const mxf_proj_rope_args 
   static const mxf_cpu_panel_ops ops = {.fill = proj_fill,
                                         .fill16 = proj_fill16,
                                         .stream = proj_stream,
+                                        .fill_packed = proj_fill_packed,
                                         .epilogue_tasks = proj_epilogue_tasks,
                                         .epilogue = proj_epilogue};
   return mxf_cpu_gemm_panels(&pp, &ops, &c, base);
