@@ -50,8 +50,8 @@
  * dequantized once per row chunk and the core repacks X once per N panel; the targets
  * (MXF_PANEL_*) make both happen once up to 2048 x 2048 outputs. The streaming path's
  * workspace (X or Y of at most MXF_STREAM_ROWS rows) grows with K instead: the few rows'
- * whole K as rows, again packed where they are more than the streaming kernel takes
- * (few_slice), then acc (rc x ldn).
+ * whole K (as rows where the streaming kernel may take them, else packed for the core),
+ * then acc (rc x ldn).
  * The backend's story and measurements: docs/kernels/cpu.md.
  */
 #include <math.h>
@@ -442,8 +442,8 @@ void mxf_cpu_panels_init(mxf_cpu_panels *pp, int64_t rows, int64_t cols, int64_t
 }
 
 /* The workspace's pieces, in this order, each 64-byte aligned:
- *   streaming path: the few rows (few x ldk, f32), the same packed (few_slice floats per
- *              K slice), acc (rc x ldn);
+ *   streaming path: the few rows, f32: as rows (few x ldk) where few_slice is 0, else
+ *              packed (few_slice floats per K slice); acc (rc x ldn);
  *   f32 cores: X (rc x ldx), Y (nc x ldy), acc (rc x ldn), f32;
  *   onednn:    X and Y as bf16: X's K panels dense blocks (rows of exactly their K
  *              values: oneDNN's AMX matmul takes no padded rows), one after the other
@@ -485,11 +485,11 @@ static int64_t few_slice(const mxf_cpu_panels *pp, int64_t few) {
 static panels_layout panels_layout_of(const mxf_cpu_panels *pp) {
   panels_layout l;
   if (panels_stream(pp)) { /* the few rows' whole K, then acc */
-    const int64_t few = pp->rows <= MXF_STREAM_ROWS ? pp->rows : pp->cols;
-    l.x = 0;
+    const int64_t few = pp->rows <= MXF_STREAM_ROWS ? pp->rows : pp->cols, slice = few_slice(pp, few);
+    l.x = l.y = 0;
     l.x_panels = 1;
-    l.y = align64((size_t)few * (size_t)mxf_round_up(pp->k, 16) * sizeof(float));
-    l.acc = l.y + align64((size_t)(mxf_cdiv(pp->k, MXF_STREAM_K) * few_slice(pp, few)) * sizeof(float));
+    l.acc = align64((size_t)(slice ? mxf_cdiv(pp->k, MXF_STREAM_K) * slice : few * mxf_round_up(pp->k, 16)) *
+                    sizeof(float));
     l.xf = l.yf = l.stats = l.scratch = l.total = l.acc + align64((size_t)(pp->rc * pp->ldn) * sizeof(float));
     return l;
   }
@@ -699,32 +699,44 @@ static void panels_fill(panels_run *r, int fill_x, int fill_y, int bf16, void *x
 
 /* ---------------------------------------------------------------- streaming path
  * The few rows (X's, or Y's: side 2) are dequantized once over their whole K into the
- * workspace (ldk floats a row) and packed once for the core, a slice of MXF_STREAM_K
- * values of K a task; the many are cut into chunks of MXF_CPU_FILL_ROWS, one task each,
- * which dequantizes its chunk MXF_STREAM_K values of K at a time into a buffer on its
- * stack (or, through the op's fill_packed, into the core's packed layout) and runs the
- * core on it and the packed few rows at once, continuing the tile's sums in acc. Each
- * code and scale of the large operand is read once; its f32 values never leave the
- * core's caches, and nothing of the few rows is packed twice. */
+ * workspace: as rows (ldk floats a row) where the op's streaming kernel may take them,
+ * else into the core's packed layout, a slice of MXF_STREAM_K values of K a task; the
+ * many are cut into chunks of MXF_CPU_FILL_ROWS, one task each, which dequantizes its
+ * chunk MXF_STREAM_K values of K at a time into a buffer on its stack (or, through the
+ * op's fill_packed, into the core's packed layout) and runs the core on it and the few
+ * rows at once, continuing the tile's sums in acc. Each code and scale of the large
+ * operand is read once; its f32 values never leave the core's caches, and the few rows
+ * are packed once, not per task. */
 typedef struct stream_run {
   const panels_run *r;
   int side;
-  const float *few; /* the few rows, whole K */
+  int64_t slice;    /* few_slice: 0, the few rows as rows (few), else packed (packed) */
+  const float *few; /* the few rows, whole K, ldk floats a row */
   int64_t ldk;
-  float *packed; /* the same in the core's packed layout, MXF_STREAM_K values of K a slice */
-  int64_t slice; /* floats from one slice to the next */
-  int64_t nfew;  /* the few rows */
+  float *packed; /* the few rows in the core's packed layout, a slice of MXF_STREAM_K
+                    values of K every `slice` floats */
 } stream_run;
 
-/* The few rows' K slices packed for the core (side 1: X's, micro-panels of MR rows;
- * side 2: Y's, of NR), a slice a task. */
+/* The few rows' K slices into the core's packed layout (side 1: X's, micro-panels of MR
+ * rows; side 2: Y's, of NR), a slice a task: groups of rows (whole micro-panels, at most
+ * MXF_CPU_FILL_ROWS) through the op's fill into a buffer on the task's stack, then packed
+ * in row order (a group's packing runs a few values into the next group's place, which
+ * that group then writes). */
 static void few_pack_task(void *vctx, int64_t begin, int64_t end) {
   const stream_run *s = (const stream_run *)vctx;
-  const mxf_cpu_panels *pp = s->r->pp;
+  const panels_run *r = s->r;
+  const mxf_cpu_panels *pp = r->pp;
+  const int pr = s->side == 1 ? MXF_SG_MR : MXF_SG_NR;
+  const int64_t few = s->side == 1 ? r->rn : r->cn, group = MXF_CPU_FILL_ROWS / pr * pr;
+  _Alignas(64) float buf[MXF_CPU_FILL_ROWS * MXF_STREAM_K];
   for (int64_t t = begin; t < end; ++t) {
     const int64_t k0 = t * MXF_STREAM_K, kn = pp->k - k0 < MXF_STREAM_K ? pp->k - k0 : MXF_STREAM_K;
-    sgemm_pack(s->few, s->ldk, s->nfew, k0, kn, s->side == 1 ? MXF_SG_MR : MXF_SG_NR,
-               pp->core->isa != MXF_CPU_ISA_BASELINE, s->packed + t * s->slice);
+    for (int64_t g0 = 0; g0 < few; g0 += group) {
+      const int64_t cnt = few - g0 < group ? few - g0 : group;
+      r->ops->fill(r->ctx, s->side == 2, (s->side == 1 ? r->r0 : r->c0) + g0, cnt, k0, kn, buf, MXF_STREAM_K);
+      sgemm_pack(buf, MXF_STREAM_K, cnt, 0, kn, pr, pp->core->isa != MXF_CPU_ISA_BASELINE,
+                 s->packed + t * s->slice + g0 * kn);
+    }
   }
 }
 
@@ -759,7 +771,7 @@ static void stream_fill(const stream_run *s, int64_t i0, int64_t cnt, int64_t kf
  * rows x n) go through a buffer and are transposed into it. */
 static int64_t stream_kernel(const stream_run *s, int64_t i0, int64_t n) {
   const panels_run *r = s->r;
-  if (!n || !r->ops->stream) return 0;
+  if (!n || !r->ops->stream || s->slice) return 0; /* packed few rows: more than it takes */
   if (s->side == 1)
     return r->ops->stream(r->ctx, 1, s->few, s->ldk, r->rn, r->c0 + i0, n, r->acc + i0, r->ldc);
   if (r->cn > MXF_CPU_STREAM_X_MAX) return 0;
@@ -806,14 +818,12 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
   const int64_t k_panels = pp->k > 0 ? mxf_cdiv(pp->k, pp->kc) : 1;
   const int side = panels_stream(pp);
   if (side) {
-    const int64_t nfew = side == 1 ? pp->rows : pp->cols;
-    stream_run s = {&r,
-                    side,
-                    (const float *)r.base,
-                    mxf_round_up(pp->k, 16),
-                    (float *)(r.base + r.lay.y),
-                    few_slice(pp, nfew),
-                    nfew};
+    const stream_run s = {&r,
+                          side,
+                          few_slice(pp, side == 1 ? pp->rows : pp->cols),
+                          (const float *)r.base,
+                          mxf_round_up(pp->k, 16),
+                          (float *)r.base};
     for (r.r0 = 0; r.r0 < pp->rows; r.r0 += pp->rc) {
       r.rn = pp->rows - r.r0 < pp->rc ? pp->rows - r.r0 : pp->rc;
       for (r.c0 = 0; r.c0 < pp->cols; r.c0 += pp->nc) {
@@ -821,10 +831,12 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
         r.ldc = pp->ldn;
         if (side == 1 ? r.c0 == 0 : r.r0 == 0) { /* the few rows, once */
           r.xk0 = r.yk0 = 0, r.xkn = r.ykn = pp->k;
-          panels_fill(&r, side == 1, side == 2, 0, r.base, s.ldk, r.base, s.ldk);
-          if (s.slice) r.pfor(mxf_cdiv(pp->k, MXF_STREAM_K), 1, few_pack_task, &s);
+          if (s.slice)
+            r.pfor(mxf_cdiv(pp->k, MXF_STREAM_K), 1, few_pack_task, (void *)&s);
+          else
+            panels_fill(&r, side == 1, side == 2, 0, r.base, s.ldk, r.base, s.ldk);
         }
-        r.pfor(mxf_cdiv(side == 1 ? r.cn : r.rn, MXF_CPU_FILL_ROWS), 1, stream_task, &s);
+        r.pfor(mxf_cdiv(side == 1 ? r.cn : r.rn, MXF_CPU_FILL_ROWS), 1, stream_task, (void *)&s);
         r.pfor(ops->epilogue_tasks(ctx, r.rn, r.cn), 1, panels_epilogue_task, &r);
       }
     }
