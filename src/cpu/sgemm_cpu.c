@@ -471,21 +471,26 @@ static int panels_stream(const mxf_cpu_panels *pp) {
 
 #define MXF_STREAM_K 256 /* the streaming path's K slice: MXF_SG_KC, a multiple of every k_unit (32) */
 
+/* The streaming path's few rows: X's on side 1, Y's on side 2 (panels_stream). */
+static int64_t few_rows(const mxf_cpu_panels *pp, int side) { return side == 1 ? pp->rows : pp->cols; }
+
 /* Floats of one K slice of the few rows in the core's packed layout (micro-panels of MR
  * rows of X on side 1, NR of Y on side 2), with room for sgemm_pack's stores past its
  * end (the slices are packed at once by several tasks), 64-byte aligned; 0 (not packed)
  * for as few rows as the op's streaming kernel takes (the core then runs only on what
  * the kernel leaves, and packs those rows itself). */
-static int64_t few_slice(const mxf_cpu_panels *pp, int64_t few) {
+static int64_t few_slice(const mxf_cpu_panels *pp, int side) {
+  const int64_t few = few_rows(pp, side);
   if (few <= MXF_CPU_STREAM_X_MAX) return 0;
-  const int64_t r = pp->rows <= MXF_STREAM_ROWS ? MXF_SG_MR : MXF_SG_NR;
-  return mxf_round_up(few, r) * MXF_STREAM_K + mxf_round_up(MXF_SG_PACK_SLACK, 16);
+  return mxf_round_up(few, side == 1 ? MXF_SG_MR : MXF_SG_NR) * MXF_STREAM_K +
+         mxf_round_up(MXF_SG_PACK_SLACK, 16);
 }
 
 static panels_layout panels_layout_of(const mxf_cpu_panels *pp) {
   panels_layout l;
-  if (panels_stream(pp)) { /* the few rows' whole K, then acc */
-    const int64_t few = pp->rows <= MXF_STREAM_ROWS ? pp->rows : pp->cols, slice = few_slice(pp, few);
+  const int side = panels_stream(pp);
+  if (side) { /* the few rows' whole K, then acc */
+    const int64_t few = few_rows(pp, side), slice = few_slice(pp, side);
     l.x = l.y = 0;
     l.x_panels = 1;
     l.acc = align64((size_t)(slice ? mxf_cdiv(pp->k, MXF_STREAM_K) * slice : few * mxf_round_up(pp->k, 16)) *
@@ -710,11 +715,10 @@ static void panels_fill(panels_run *r, int fill_x, int fill_y, int bf16, void *x
 typedef struct stream_run {
   const panels_run *r;
   int side;
-  int64_t slice;    /* few_slice: 0, the few rows as rows (few), else packed (packed) */
-  const float *few; /* the few rows, whole K, ldk floats a row */
+  int64_t slice; /* few_slice */
+  float *few;    /* the few rows, whole K: as rows, ldk floats apart, when slice is 0, else
+                    in the core's packed layout, a K slice of MXF_STREAM_K every slice floats */
   int64_t ldk;
-  float *packed; /* the few rows in the core's packed layout, a slice of MXF_STREAM_K
-                    values of K every `slice` floats */
 } stream_run;
 
 /* The few rows' K slices into the core's packed layout (side 1: X's, micro-panels of MR
@@ -735,7 +739,7 @@ static void few_pack_task(void *vctx, int64_t begin, int64_t end) {
       const int64_t cnt = few - g0 < group ? few - g0 : group;
       r->ops->fill(r->ctx, s->side == 2, (s->side == 1 ? r->r0 : r->c0) + g0, cnt, k0, kn, buf, MXF_STREAM_K);
       sgemm_pack(buf, MXF_STREAM_K, cnt, 0, kn, pr, pp->core->isa != MXF_CPU_ISA_BASELINE,
-                 s->packed + t * s->slice + g0 * kn);
+                 s->few + t * s->slice + g0 * kn);
     }
   }
 }
@@ -751,7 +755,7 @@ static void stream_fill(const stream_run *s, int64_t i0, int64_t cnt, int64_t kf
     const int64_t t = k0 / MXF_STREAM_K,
                   end = (t + 1) * MXF_STREAM_K < pp->k ? (t + 1) * MXF_STREAM_K : pp->k;
     const int whole = s->slice && k0 == t * MXF_STREAM_K;
-    const float *few = whole ? s->packed + t * s->slice : s->few + k0;
+    const float *few = s->few + (whole ? t * s->slice : k0);
     kn = end - k0;
     if (s->side == 1) {
       const int packed = r->ops->fill_packed && r->ops->fill_packed(r->ctx, 1, r->c0 + i0, cnt, k0, kn, buf);
@@ -818,12 +822,7 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
   const int64_t k_panels = pp->k > 0 ? mxf_cdiv(pp->k, pp->kc) : 1;
   const int side = panels_stream(pp);
   if (side) {
-    const stream_run s = {&r,
-                          side,
-                          few_slice(pp, side == 1 ? pp->rows : pp->cols),
-                          (const float *)r.base,
-                          mxf_round_up(pp->k, 16),
-                          (float *)r.base};
+    const stream_run s = {&r, side, few_slice(pp, side), (float *)r.base, mxf_round_up(pp->k, 16)};
     for (r.r0 = 0; r.r0 < pp->rows; r.r0 += pp->rc) {
       r.rn = pp->rows - r.r0 < pp->rc ? pp->rows - r.r0 : pp->rc;
       for (r.c0 = 0; r.c0 < pp->cols; r.c0 += pp->nc) {
