@@ -14,7 +14,8 @@
  * halves (each kernel of the streaming path, and its core on many rows of X), by column
  * halves, with 1 and 3 threads and with each lesser micro-kernel (MXF_CONFIG
  * cpu_isa=avx2, baseline); NaN and inf codes, and e8m0 scales 0 and 255, in a few rows;
- * f32 C and amax compared byte for byte.
+ * f32 C and amax compared byte for byte. The streaming kernel's block rescaling at and
+ * beyond its bounds (rescale_bounds: tiny and huge activations and scales).
  * proj_rope (bf16 and MXFP8, both w layouts): T = 72 tokens whole on the blocked path
  * (the reference), whole (the streaming path), by single tokens and by 32-token blocks,
  * by head shards, with 1 and 3 threads, by single tokens with each lesser instruction
@@ -319,6 +320,63 @@ static void gemm_invariance(tu_rng *r) {
       gemm_case(r, ci, variant, GK_LONG);
 }
 
+/* The streaming kernel's block rescaling (stream_cpu.c: AVX-512, e2m1 codes with e8m0
+ * scales, 1 or 2 rows of X) at and beyond its bounds, where rescaling would round otherwise:
+ * bf16 x MXFP4 whose products and their sums lie below 2^-126 with bits below 2^-149
+ * (activations of 8 significant bits times small scales). Activations of exponents in
+ * [-8, 0] (rows 0-7), [-30, -15] (8-15), [-118, -108] (16-23: below the bounds), [20,
+ * 40] (24-31: partly above) and [-133, 100] (32-39, subnormal bf16 among them), a
+ * sixteenth of them zeros; scales by columns (the kernel's groups of panels: 64
+ * columns at 1 row of X, 32 at 2): 2^-32 .. 2^-30 (0-31) and 2^-32 .. 2^32 (32-63:
+ * inside the bounds), 2^-126 .. 2^-115 (64-79), inside, then anywhere from the middle of
+ * K on, 2^127 and NaN included (80-95), 2^63 .. 2^127 (96-99, the fills' columns). Rows
+ * 0-39 by rows of 1 and of 2 on the streaming path (the processor's best kernels and
+ * AVX2's) against the whole on the blocked path, byte for byte. */
+static void rescale_bounds(tu_rng *r) {
+  static problem p;
+  static float whole[GM * GN], got[GM * GN];
+  p.c = &g_combos[0]; /* bf16 x MXFP4 */
+  p.swz = p.a_mm = p.b_nm = p.c_mm = 0;
+  p.k = GK, p.kb = GK / 32;
+  static const int e_lo[] = {-8, -30, -118, 20, -133}, e_hi[] = {0, -15, -108, 40, 100};
+  for (int64_t m = 0; m < GM; ++m) {
+    const int kind = m < 40 ? (int)(m / 8) : 0;
+    for (int64_t k = 0; k < GK; ++k) {
+      const uint16_t sign = (uint16_t)(tu_range(r, 0, 1) << 15), mant = (uint16_t)tu_range(r, 0, 127);
+      const int e = (int)tu_range(r, e_lo[kind], e_hi[kind]);
+      p.a[m * GK + k] = tu_range(r, 0, 15) == 0 ? sign
+                        : e < -126              ? (uint16_t)(sign | (mant ? mant : 1)) /* subnormal */
+                                                : (uint16_t)(sign | (e + 127) << 7 | mant);
+    }
+  }
+  for (int64_t i = 0; i < GN * GK; ++i)
+    p.b[i] = rand_code(r, MXF_E2M1);
+  for (int64_t n = 0; n < GN; ++n)
+    for (int64_t b = 0; b < p.kb; ++b)
+      p.sb[n * p.kb + b] = (uint8_t)(n < 32         ? tu_range(r, 95, 97)
+                                     : n < 64       ? tu_range(r, 95, 159)
+                                     : n < 80       ? tu_range(r, 1, 12)
+                                     : n >= 96      ? tu_range(r, 190, 254)
+                                     : b < p.kb / 2 ? tu_range(r, 95, 159)
+                                                    : tu_range(r, 0, 255));
+  config_with("cpu_stream=off");
+  const float am = run_piece(&p, 0, GM, 0, GN, whole);
+  static const char *const isas[] = {NULL, "avx2"};
+  for (int t = 0; t < 2; ++t) {
+    if (!ask_isa(isas[t])) continue;
+    for (int rows = 1; rows <= 2; ++rows) {
+      memcpy(got, whole, sizeof got);
+      for (int64_t m = 0; m < 40; m += rows)
+        run_piece(&p, m, m + rows, 0, GN, got);
+      char how[64];
+      snprintf(how, sizeof how, "block rescaling's bounds, rows of %d%s%s", rows, t ? ", " : "",
+               t ? isas[t] : "");
+      check_same(whole, am, got, am, how, &p);
+    }
+  }
+  ask_isa(NULL);
+}
+
 /* ------------------------------------------------------------ proj_rope */
 #define PT 72
 #define PK 320
@@ -472,6 +530,7 @@ int main(void) {
   tu_rng r;
   tu_rng_init(&r, tu_seed());
   gemm_invariance(&r);
+  rescale_bounds(&r);
   proj_invariance(&r);
   return tu_finish("test_cpu_invariance");
 }

@@ -137,9 +137,10 @@ typedef struct mxf_cpu_panel_ops {
    * against the xn few rows (x: their f32 values, ldx apart): acc[i][j] (ld floats a row)
    * for i < xn, j < n, the sums over k in [0, kdone) of x[i][k] * many[r0 + j][k] in SPEC
    * §5.1's order from +0; returns kdone, a multiple of 32 (0: nothing written; the
-   * driver's fills do the rest, continuing the sums). */
-  int64_t (*stream)(void *ctx, int which, const float *x, int64_t ldx, int64_t xn, int64_t r0, int64_t n,
-                    float *acc, int64_t ld);
+   * driver's fills do the rest, continuing the sums). x_in_range: the few rows' verdict
+   * of mxf_cpu_stream_x_in_range, for mxf_cpu_stream_rows. */
+  int64_t (*stream)(void *ctx, int which, const float *x, int64_t ldx, int64_t xn, int x_in_range, int64_t r0,
+                    int64_t n, float *acc, int64_t ld);
   /* Task count of the epilogue of a tile of rn x cn, and tasks [t0, t1) of the tile at
    * rows [r0, r0 + rn) of X, rows [c0, c0 + cn) of Y: acc holds the full K sums, ld floats
    * a row, and the epilogue may overwrite it. Tasks run concurrently. */
@@ -182,9 +183,15 @@ typedef struct mxf_cpu_stream_w {
   int sf_swizzled;       /* block kb at + (kb >> 2) * 512 + (kb & 3) (SPEC §1.1), else + kb */
   const float *code_lut; /* code byte -> value (e2m1: the low nibble's) */
   const float *sf_lut;   /* scale byte -> value */
+  int sf_pow2;           /* the scales are powers of two or NaN (e8m0) */
 } mxf_cpu_stream_w;
 int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
-                        int64_t xn, float *acc, int64_t ld);
+                        int64_t xn, int x_in_range, float *acc, int64_t ld);
+/* Whether every value of the xn rows of x (k values each, ldx apart) is 0 or of a
+ * magnitude in [2^-61, 2^32]: the rows of X with which the kernel may rescale its
+ * blocks (stream_cpu.c), handed to mxf_cpu_stream_rows as x_in_range (0 is always
+ * right, and slower). */
+int mxf_cpu_stream_x_in_range(const float *x, int64_t ldx, int64_t xn, int64_t k);
 /* The rows of X an op hands the kernel, at most (more: the packed fill, which decodes
  * once for all rows): 16 with e2m1 codes or bf16 values, whose decoding is cheap enough
  * to repeat for a second group of 8 rows; 8 (one group, decoded once) with fp8 codes,

@@ -267,19 +267,20 @@ static int stream_weights(const gemm_ctx *d, int64_t r0, int64_t n, mxf_cpu_stre
   }
   w->code_lut = d->lut[1].code;
   w->sf_lut = d->lut[1].sf;
+  w->sf_pow2 = op->sf_fmt == MXF_E8M0;
   return 1;
 }
 
 /* The driver's streaming kernel on rows [r0, r0 + n) of Y: the whole blocks of 32
  * values of K, for up to MXF_CPU_STREAM_X rows of X (more: the packed fill, which
  * decodes once for all rows). */
-static int64_t gemm_stream(void *ctx, int which, const float *x, int64_t ldx, int64_t xn, int64_t r0,
-                           int64_t n, float *acc, int64_t ld) {
+static int64_t gemm_stream(void *ctx, int which, const float *x, int64_t ldx, int64_t xn, int x_in_range,
+                           int64_t r0, int64_t n, float *acc, int64_t ld) {
   const gemm_ctx *d = (const gemm_ctx *)ctx;
   mxf_cpu_stream_w w;
   if (!which || xn > MXF_CPU_STREAM_X(d->v->y.fmt) || !stream_weights(d, r0, n, &w)) return 0;
   const int64_t kblocks = d->v->k / 32;
-  return mxf_cpu_stream_rows(&w, n, kblocks, x, ldx, xn, acc, ld) ? kblocks * 32 : 0;
+  return mxf_cpu_stream_rows(&w, n, kblocks, x, ldx, xn, x_in_range, acc, ld) ? kblocks * 32 : 0;
 }
 
 /* The driver's packed fill (the streaming path with more rows of X): the same decoding

@@ -204,7 +204,8 @@ static int proj_stream_w(const proj_ctx *c, int64_t r0, int64_t n, mxf_cpu_strea
                           .sf_row = kb,
                           .sf_swizzled = 0,
                           .code_lut = c->code_lut,
-                          .sf_lut = c->scale_lut};
+                          .sf_lut = c->scale_lut,
+                          .sf_pow2 = p->mxfp8};
   for (int64_t q = 0; q < n / 16 && p->mxfp8; ++q)
     w->panel_sf[q] = (const uint8_t *)c->a->w_scale + (r0 + 16 * q) * kb;
   return 1;
@@ -214,15 +215,15 @@ static int proj_stream_w(const proj_ctx *c, int64_t r0, int64_t n, mxf_cpu_strea
  * MXF_CPU_STREAM_X tokens (x: their f32 values): the decode-size projection reads w
  * once, decoded in registers, with the sums of the fills' order (SPEC §5.1); the whole
  * 32-value blocks of K (bf16: the fills do the rest). */
-static int64_t proj_stream(void *vctx, int which, const float *x, int64_t ldx, int64_t xn, int64_t r0,
-                           int64_t n, float *acc, int64_t ld) {
+static int64_t proj_stream(void *vctx, int which, const float *x, int64_t ldx, int64_t xn, int x_in_range,
+                           int64_t r0, int64_t n, float *acc, int64_t ld) {
   const proj_ctx *c = (const proj_ctx *)vctx;
   mxf_cpu_stream_w w;
   if (!(which ^ c->swapped) || xn > MXF_CPU_STREAM_X(c->p->mxfp8 ? MXF_E4M3 : MXF_BF16) ||
       !proj_stream_w(c, r0, n, &w))
     return 0;
   const int64_t kb = c->p->k / MXF_MX_BLOCK;
-  return mxf_cpu_stream_rows(&w, n, kb, x, ldx, xn, acc, ld) ? kb * MXF_MX_BLOCK : 0;
+  return mxf_cpu_stream_rows(&w, n, kb, x, ldx, xn, x_in_range, acc, ld) ? kb * MXF_MX_BLOCK : 0;
 }
 
 /* The driver's packed fill (the streaming path with more tokens): an out-in MXFP8 w's

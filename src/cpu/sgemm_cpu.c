@@ -719,6 +719,7 @@ typedef struct stream_run {
   float *few;    /* the few rows, whole K: as rows, ldk floats apart, when slice is 0, else
                     in the core's packed layout, a K slice of MXF_STREAM_K every slice floats */
   int64_t ldk;
+  int x_in_range; /* the few rows as rows: mxf_cpu_stream_x_in_range's verdict */
 } stream_run;
 
 /* The few rows' K slices into the core's packed layout (side 1: X's, micro-panels of MR
@@ -777,10 +778,11 @@ static int64_t stream_kernel(const stream_run *s, int64_t i0, int64_t n) {
   const panels_run *r = s->r;
   if (!n || !r->ops->stream || s->slice) return 0; /* packed few rows: more than it takes */
   if (s->side == 1)
-    return r->ops->stream(r->ctx, 1, s->few, s->ldk, r->rn, r->c0 + i0, n, r->acc + i0, r->ldc);
+    return r->ops->stream(r->ctx, 1, s->few, s->ldk, r->rn, s->x_in_range, r->c0 + i0, n, r->acc + i0,
+                          r->ldc);
   if (r->cn > MXF_CPU_STREAM_X_MAX) return 0;
   _Alignas(64) float t[MXF_CPU_STREAM_X_MAX * MXF_CPU_FILL_ROWS];
-  const int64_t kdone = r->ops->stream(r->ctx, 0, s->few, s->ldk, r->cn, r->r0 + i0, n, t, n);
+  const int64_t kdone = r->ops->stream(r->ctx, 0, s->few, s->ldk, r->cn, s->x_in_range, r->r0 + i0, n, t, n);
   if (kdone)
     for (int64_t j = 0; j < n; ++j)
       for (int64_t i = 0; i < r->cn; ++i)
@@ -822,7 +824,7 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
   const int64_t k_panels = pp->k > 0 ? mxf_cdiv(pp->k, pp->kc) : 1;
   const int side = panels_stream(pp);
   if (side) {
-    const stream_run s = {&r, side, few_slice(pp, side), (float *)r.base, mxf_round_up(pp->k, 16)};
+    stream_run s = {&r, side, few_slice(pp, side), (float *)r.base, mxf_round_up(pp->k, 16), 0};
     for (r.r0 = 0; r.r0 < pp->rows; r.r0 += pp->rc) {
       r.rn = pp->rows - r.r0 < pp->rc ? pp->rows - r.r0 : pp->rc;
       for (r.c0 = 0; r.c0 < pp->cols; r.c0 += pp->nc) {
@@ -832,8 +834,10 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
           r.xk0 = r.yk0 = 0, r.xkn = r.ykn = pp->k;
           if (s.slice)
             r.pfor(mxf_cdiv(pp->k, MXF_STREAM_K), 1, few_pack_task, (void *)&s);
-          else
+          else {
             panels_fill(&r, side == 1, side == 2, 0, r.base, s.ldk, r.base, s.ldk);
+            s.x_in_range = mxf_cpu_stream_x_in_range(s.few, s.ldk, side == 1 ? r.rn : r.cn, pp->k);
+          }
         }
         r.pfor(mxf_cdiv(side == 1 ? r.cn : r.rn, MXF_CPU_FILL_ROWS), 1, stream_task, (void *)&s);
         r.pfor(ops->epilogue_tasks(ctx, r.rn, r.cn), 1, panels_epilogue_task, &r);

@@ -22,7 +22,10 @@
  *         by a mask (no scale);
  * times the row's block scale (exact: SPEC §1.2; the same product the fill computes),
  * and added into the accumulators of every row of X by one fused multiply-add per k, in
- * increasing k, from +0: SPEC §5.1's order, the same bits as the GEMM core's.
+ * increasing k, from +0: SPEC §5.1's order, the same bits as the GEMM core's. (AVX-512,
+ * e2m1 with e8m0 scales, 1 or 2 rows of X: the accumulators are divided by the scale
+ * before the block and multiplied by it after, the same bits within bounds checked;
+ * the block rescaling below.)
  *
  * Written for AVX-512 and AVX2 + FMA (the plan's instruction set, cpu.h; the
  * baseline has no streaming kernel, its fills do the work). Registers, AVX-512: one row
@@ -34,6 +37,36 @@
  * The backend's story and measurements: docs/kernels/cpu.md.
  */
 #include "cpu/cpu.h"
+
+/* Block rescaling (the AVX-512 kernels of e2m1 codes with power-of-two scales of
+ * whole 32-value blocks, 1 or 2 rows of X; SPEC §5.1 unchanged). A block's steps
+ * acc = fma(x, w s, acc) over its 32 values, s = 2^e the row's scale, give the same
+ * bits as d = acc / s, then d = fma(x, w, d) over them, then acc = d s, wherever every
+ * partial sum at both scales is a multiple of 2^-149 below 2^128: such a sum is an
+ * exact f32 below 2^-126, and rounding to f32 commutes with a power of two above. So
+ * the kernel spends no multiply on the scale per value, only two per block and row,
+ * while every block so far has had
+ *   s in [2^-32, 2^32] on every lane: w s exact (0.5 <= |w| <= 6), 1/s an exact f32
+ *     (its exponent negated by an integer subtraction), and
+ *   x = 0 or 2^-61 <= |x| <= 2^32 for its values of every row of X,
+ * and K has at most 2^20 blocks. Then every product x w s is a multiple of 2^-117 (x of
+ * 2^(E_x - 23), w of 2^-1) below 2^67 in magnitude, and so is every accumulator: a
+ * multiple of 2^-117 below 2^124 at block kb <= 2^20 (rounding keeps the first, the
+ * values below 2^-94 being exact). Hence acc / s is exact, and the block's partial sums
+ * stay multiples of 2^-149 below 2^125 at both scales. A block outside these bounds
+ * multiplies each value by its scale, as the fills do, and so does every block after it
+ * (the accumulators may then be finer or larger). The rows of X are checked once, by
+ * the driver (mxf_cpu_stream_x_in_range), the scales per block. Measured
+ * (bench/NOTES.md): 1 and 2 rows of X gain; 3 and 4 (two panels) lose; the AVX2 kernel,
+ * bound by its decoding's integer and shuffle operations rather than by the multiplies,
+ * gains nothing and does not rescale. */
+#define S_RESCALE_SF_LO 0x1p-32f
+#define S_RESCALE_SF_HI 0x1p32f
+#define S_RESCALE_X_LO 0x21000000u /* 2^-61 */
+#define S_RESCALE_X_HI 0x4F800000u /* 2^32 */
+#define S_RESCALE_BLOCKS (1 << 20)
+#define S_RESCALE_INV 0x7F000000u /* bits(1/s) = this - bits(s) for a normal power of two */
+#define S_RESCALE_XN 2            /* rows of X up to which the kernels rescale */
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -70,7 +103,8 @@ S_INLINE void rows16(const uint8_t *p, int64_t rs, __m512i z[4]) {
 typedef struct mxf_cpu_stream_ahead {
   const uint8_t *next;
   int64_t per;
-  int copy; /* short rows */
+  int copy;    /* short rows */
+  int rescale; /* the call's rows of X and scales allow the block rescaling (e2m1_rows) */
 } mxf_cpu_stream_ahead;
 #define S_ROW_AHEAD 512
 #define S_GROUP_AHEAD_MAX (128 << 10)
@@ -245,11 +279,14 @@ S_INLINE int fp8_special(const __m512i z[4], int E5) {
   const float *xb[8];                                                                                        \
   S_UNROLL for (int m = 0; m < XN; ++m) xb[m] = x + m * ldx + (K0);
 
-/* e2m1 codes: XN rows of X, NP panels, kblocks blocks of 32 values. */
-S_INLINE void e2m1_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, const uint8_t *const *codes,
-                        const uint8_t *const *sf, int64_t kblocks, const float *x, int64_t ldx, float *acc,
-                        int64_t ld, const mxf_cpu_stream_ahead *ahead) {
+/* e2m1 codes: XN rows of X, NP panels, kblocks blocks of 32 values; the block rescaling
+ * (top of the file) where the call allows it (ahead->rescale) and this instance may (RS). */
+S_INLINE void e2m1_rows(const int XN, const int NP, const int RS, const mxf_cpu_stream_w *w,
+                        const uint8_t *const *codes, const uint8_t *const *sf, int64_t kblocks,
+                        const float *x, int64_t ldx, float *acc, int64_t ld,
+                        const mxf_cpu_stream_ahead *ahead) {
   const __m512 tab = _mm512_loadu_ps(w->code_lut);
+  int rescale = RS && ahead->rescale;
   S_ACC_INIT
   _Alignas(64) float sbuf[4][S_CHUNK * 2 * 16];
   _Alignas(64) uint8_t lb[4][16 * 64];
@@ -265,19 +302,41 @@ S_INLINE void e2m1_rows(const int XN, const int NP, const mxf_cpu_stream_w *w, c
     }
     S_X_BLOCK(kb * 32)
     prefetch_next(ahead, kb);
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q)
-#pragma GCC unroll 4
-      for (int b = 0; b < 4; ++b) {
-        const int k = q * 8 + b * 2; /* byte 4q + b: values k (low nibble) and k + 1 */
-        S_UNROLL for (int p = 0; p < NP; ++p) {
-          const __m512i v = _mm512_srli_epi32(z[p][q], 8 * b);
-          const __m512 lo = e2m1_value(v, tab, s[p][q >> 1]);
-          const __m512 hi = e2m1_value(_mm512_srli_epi32(v, 4), tab, s[p][q >> 1]);
-          S_UNROLL for (int m = 0; m < XN; ++m) c[m][p] = fma_x(xb[m] + k, lo, c[m][p]);
-          S_UNROLL for (int m = 0; m < XN; ++m) c[m][p] = fma_x(xb[m] + k + 1, hi, c[m][p]);
-        }
+    if (rescale) {
+      __mmask16 ok = 0xFFFF;
+      S_UNROLL for (int p = 0; p < NP; ++p) {
+        ok &= _mm512_cmp_ps_mask(s[p][0], _mm512_set1_ps(S_RESCALE_SF_LO), _CMP_GE_OQ) &
+              _mm512_cmp_ps_mask(s[p][0], _mm512_set1_ps(S_RESCALE_SF_HI), _CMP_LE_OQ);
       }
+      rescale = ok == 0xFFFF;
+    }
+#define S_E2M1_LOOP(SCALED)                                                                                  \
+  _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) _Pragma("GCC unroll 4") for (int b = 0; b < 4; ++b) {  \
+    const int k = q * 8 + b * 2; /* byte 4q + b: values k (low nibble) and k + 1 */                          \
+    S_UNROLL for (int p = 0; p < NP; ++p) {                                                                  \
+      const __m512i v = _mm512_srli_epi32(z[p][q], 8 * b);                                                   \
+      const __m512i u = _mm512_srli_epi32(v, 4);                                                             \
+      const __m512 lo = (SCALED) ? e2m1_value(v, tab, s[p][q >> 1]) : _mm512_permutexvar_ps(v, tab);         \
+      const __m512 hi = (SCALED) ? e2m1_value(u, tab, s[p][q >> 1]) : _mm512_permutexvar_ps(u, tab);         \
+      S_UNROLL for (int m = 0; m < XN; ++m) c[m][p] = fma_x(xb[m] + k, lo, c[m][p]);                         \
+      S_UNROLL for (int m = 0; m < XN; ++m) c[m][p] = fma_x(xb[m] + k + 1, hi, c[m][p]);                     \
+    }                                                                                                        \
+  }
+    if (rescale) {
+      S_UNROLL for (int p = 0; p < NP; ++p) {
+        const __m512 inv = _mm512_castsi512_ps(
+            _mm512_sub_epi32(_mm512_set1_epi32((int)S_RESCALE_INV), _mm512_castps_si512(s[p][0])));
+        S_UNROLL for (int m = 0; m < XN; ++m) c[m][p] = _mm512_mul_ps(c[m][p], inv);
+        for (int q = 0; q < 4; ++q) /* codes of their own here: the two loops' decodings stay apart */
+          __asm__("" : "+v"(z[p][q]));
+      }
+      S_E2M1_LOOP(0)
+      S_UNROLL for (int p = 0; p < NP; ++p) S_UNROLL for (int m = 0; m < XN; ++m) c[m][p] =
+          _mm512_mul_ps(c[m][p], s[p][0]);
+    } else {
+      S_E2M1_LOOP(1)
+    }
+#undef S_E2M1_LOOP
   }
   S_ACC_STORE
 }
@@ -438,7 +497,8 @@ __attribute__((target("avx512f"))) static void unpack_avx512(const mxf_cpu_strea
     BODY;                                                                                                    \
   }
 #define S_KERNELS(XN, NP)                                                                                    \
-  S_KERNEL(e2m1_##XN##_##NP, e2m1_rows(XN, NP, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))               \
+  S_KERNEL(e2m1_##XN##_##NP,                                                                                 \
+           e2m1_rows(XN, NP, XN <= S_RESCALE_XN, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))             \
   S_KERNEL(e4m3_##XN##_##NP, fp8_rows(XN, NP, 0, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))             \
   S_KERNEL(e5m2_##XN##_##NP, fp8_rows(XN, NP, 1, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))             \
   S_KERNEL(bf16_##XN##_##NP, ((void)sf, bf16_rows(XN, NP, w, codes, kblocks, x, ldx, acc, ld, ahead)))
@@ -744,7 +804,8 @@ static const stream2_fn g_kernels2[4][4] = {S2_ONE(1), S2_ONE(2), S2_ONE(3), S2_
 #undef S2_ONE
 
 int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
-                        int64_t xn, float *acc, int64_t ld) {
+                        int64_t xn, int x_in_range, float *acc, int64_t ld) {
+  const int rescale = x_in_range && w->sf_pow2 && w->sf_vec == 32 && kblocks <= S_RESCALE_BLOCKS;
   const int avx512 = w->isa == MXF_CPU_ISA_AVX512, avx2 = w->isa == MXF_CPU_ISA_AVX2;
   if (!avx512 && !avx2) return 0;
   const int f = w->fmt == MXF_E2M1   ? 0
@@ -768,7 +829,7 @@ int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, c
       }
       /* short rows: the next group of panels is that of this call's rows, then of the
          rows after them (or the call's first again, for more rows of X) */
-      mxf_cpu_stream_ahead a = {w->codes, 0, 16 * np_max * w->row_bytes <= S_GROUP_AHEAD_MAX};
+      mxf_cpu_stream_ahead a = {w->codes, 0, 16 * np_max * w->row_bytes <= S_GROUP_AHEAD_MAX, rescale};
       if (a.copy) {
         int64_t next = j0 + 16 * np, avail = n + w->rows_after - next;
         if (next >= n && i0 + group < xn) next = 0, avail = n;
@@ -796,8 +857,8 @@ int mxf_cpu_stream_unpack(const mxf_cpu_stream_w *w, int64_t n, int64_t kb0, int
 }
 #else
 int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
-                        int64_t xn, float *acc, int64_t ld) {
-  (void)w, (void)n, (void)kblocks, (void)x, (void)ldx, (void)xn, (void)acc, (void)ld;
+                        int64_t xn, int x_in_range, float *acc, int64_t ld) {
+  (void)w, (void)n, (void)kblocks, (void)x, (void)ldx, (void)xn, (void)x_in_range, (void)acc, (void)ld;
   return 0;
 }
 int mxf_cpu_stream_unpack(const mxf_cpu_stream_w *w, int64_t n, int64_t kb0, int64_t kblocks, float *dst) {
@@ -805,3 +866,15 @@ int mxf_cpu_stream_unpack(const mxf_cpu_stream_w *w, int64_t n, int64_t kb0, int
   return 0;
 }
 #endif
+
+int mxf_cpu_stream_x_in_range(const float *x, int64_t ldx, int64_t xn, int64_t k) {
+  uint32_t bad = 0;
+  for (int64_t i = 0; i < xn; ++i)
+    for (int64_t j = 0; j < k; ++j) { /* |x| = 0 passes (bits - 1 wraps), as does [lo, hi] */
+      uint32_t b;
+      __builtin_memcpy(&b, x + i * ldx + j, 4);
+      b &= 0x7FFFFFFFu;
+      bad |= (uint32_t)(b - 1 < S_RESCALE_X_LO - 1) | (uint32_t)(b > S_RESCALE_X_HI);
+    }
+  return !bad;
+}
