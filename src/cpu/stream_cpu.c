@@ -49,11 +49,12 @@
  *   s in [2^-32, 2^32] on every lane: w s exact (0.5 <= |w| <= 6), 1/s an exact f32
  *     (its exponent negated by an integer subtraction), and
  *   x = 0 or 2^-61 <= |x| <= 2^32 for its values of every row of X,
- * and K has at most 2^20 blocks. Then every product x w s is a multiple of 2^-117 (x of
- * 2^(E_x - 23), w of 2^-1) below 2^67 in magnitude, and so is every accumulator: a
- * multiple of 2^-117 below 2^124 at block kb <= 2^20 (rounding keeps the first, the
- * values below 2^-94 being exact). Hence acc / s is exact, and the block's partial sums
- * stay multiples of 2^-149 below 2^125 at both scales. A block outside these bounds
+ * and K has at most 2^16 blocks. Then every product x w s is a multiple of 2^-117 (x of
+ * 2^(E_x - 23), w of 2^-1) below 2^67 in magnitude, and every accumulator a multiple of
+ * 2^-117 (rounding keeps that, the values below 2^-94 being exact) below 2^89 (2^21
+ * products, their roundings' growth, (1 + 2^-24)^(2^21) < 1.2, included). Hence acc / s
+ * is exact (a multiple of 2^-149 below 2^121), and the block's partial sums stay
+ * multiples of 2^-149 below 2^122 at both scales. A block outside these bounds
  * multiplies each value by its scale, as the fills do, and so does every block after it
  * (the accumulators may then be finer or larger). The rows of X are checked once, by
  * the driver (mxf_cpu_stream_x_in_range), the scales per block. Measured
@@ -64,7 +65,7 @@
 #define S_RESCALE_SF_HI 0x1p32f
 #define S_RESCALE_X_LO 0x21000000u /* 2^-61 */
 #define S_RESCALE_X_HI 0x4F800000u /* 2^32 */
-#define S_RESCALE_BLOCKS (1 << 20)
+#define S_RESCALE_BLOCKS (1 << 16)
 #define S_RESCALE_INV 0x7F000000u /* bits(1/s) = this - bits(s) for a normal power of two */
 #define S_RESCALE_XN 2            /* rows of X up to which the kernels rescale */
 
