@@ -231,6 +231,37 @@ static inline __attribute__((always_inline)) void panel_scales(const mxf_cpu_str
     }
 }
 
+/* panel_scales for the AVX-512 kernels: a whole chunk of compact e8m0 scales of whole
+ * 32-value blocks as vectors — the 16 rows' 16 scale bytes transposed as words (rows16),
+ * each byte moved to f32's exponent (2^(u - 127) = u << 23 for u in 1..254) — where the
+ * chunk holds neither 0 nor 255 (their values, 2^-127 and NaN, come from the table
+ * through panel_scales). The scalar gathering's loads and stores held the kernels up. */
+S_INLINE void panel_scales512(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, int64_t left,
+                              float *o) {
+  if (w->sf_pow2 && !w->sf_swizzled && w->sf_vec == 32 && left >= S_CHUNK) {
+    __m512i z[4];
+    rows16(sf + kb0, w->sf_row, z);
+    const __m512i ones = _mm512_set1_epi32(0x01010101), tops = _mm512_set1_epi32((int)0x80808080u);
+    __m512i any = _mm512_setzero_si512(); /* a byte 0 (of z or of ~z: 255) sets its top bit */
+    for (int q = 0; q < 4; ++q) {
+      const __m512i n = _mm512_xor_si512(z[q], _mm512_set1_epi32(-1));
+      any = _mm512_or_si512(any, _mm512_andnot_si512(z[q], _mm512_sub_epi32(z[q], ones)));
+      any = _mm512_or_si512(any, _mm512_andnot_si512(n, _mm512_sub_epi32(n, ones)));
+    }
+    if (!_mm512_test_epi32_mask(any, tops)) {
+      const __m512i exp = _mm512_set1_epi32(0x7F800000);
+      for (int b = 0; b < S_CHUNK; ++b) {
+        const __m512i v = z[b >> 2];
+        const int sh = 8 * (b & 3);
+        const __m512i e = sh <= 23 ? _mm512_slli_epi32(v, 23 - sh) : _mm512_srli_epi32(v, sh - 23);
+        _mm512_store_si512(o + b * 32, _mm512_and_si512(e, exp));
+      }
+      return;
+    }
+  }
+  panel_scales(w, sf, kb0, left, o);
+}
+
 /* acc + a * b with a, one f32, broadcast from memory by the multiply-add itself: written
  * as the instruction, since the compiler otherwise hoists the broadcasts into registers
  * (and then spills them, and the accumulators with them). */
@@ -293,7 +324,7 @@ S_INLINE void e2m1_rows(const int XN, const int NP, const int RS, const mxf_cpu_
   _Alignas(64) uint8_t lb[4][16 * 64];
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     const int64_t kc = kb % S_CHUNK;
-    if (kc == 0) S_UNROLL for (int p = 0; p < NP; ++p) panel_scales(w, sf[p], kb, kblocks - kb, sbuf[p]);
+    if (kc == 0) S_UNROLL for (int p = 0; p < NP; ++p) panel_scales512(w, sf[p], kb, kblocks - kb, sbuf[p]);
     __m512i z[4][4];
     __m512 s[4][2];
     S_UNROLL for (int p = 0; p < NP; ++p) {
@@ -353,7 +384,7 @@ S_INLINE void fp8_rows(const int XN, const int NP, const int E5, const mxf_cpu_s
   _Alignas(64) uint8_t lb[4][16 * 64];
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     const int64_t kc = kb % S_CHUNK;
-    if (kc == 0) S_UNROLL for (int p = 0; p < NP; ++p) panel_scales(w, sf[p], kb, kblocks - kb, sbuf[p]);
+    if (kc == 0) S_UNROLL for (int p = 0; p < NP; ++p) panel_scales512(w, sf[p], kb, kblocks - kb, sbuf[p]);
     __m512 s[4][2], sb[4][2]; /* the scales, and times 2^bias where that is finite (fast) */
     int fast = 1;
     S_X_BLOCK(kb * 32)
