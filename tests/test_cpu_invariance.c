@@ -333,12 +333,13 @@ static void gemm_invariance(tu_rng *r) {
  * columns 70 and 75 all 2^-127 and all NaN (bytes 0 and 255, which the AVX-512 kernels'
  * vector decoding of the scales leaves to the table). Rows 0-39 by rows of 1 and of 2
  * on the streaming path (the processor's best kernels and AVX2's) against the whole on
- * the blocked path, byte for byte. */
-static void rescale_bounds(tu_rng *r) {
+ * the blocked path, byte for byte; compact and swizzled scales. */
+static void rescale_bounds(tu_rng *r, int swizzled) {
   static problem p;
   static float whole[GM * GN], got[GM * GN];
   p.c = &g_combos[0]; /* bf16 x MXFP4 */
-  p.swz = p.a_mm = p.b_nm = p.c_mm = 0;
+  p.swz = swizzled;
+  p.a_mm = p.b_nm = p.c_mm = 0;
   p.k = GK, p.kb = GK / 32;
   static const int e_lo[] = {-8, -30, -118, 20, -133}, e_hi[] = {0, -15, -108, 40, 100};
   for (int64_t m = 0; m < GM; ++m) {
@@ -534,7 +535,8 @@ int main(void) {
   tu_rng r;
   tu_rng_init(&r, tu_seed());
   gemm_invariance(&r);
-  rescale_bounds(&r);
+  rescale_bounds(&r, 0);
+  rescale_bounds(&r, 1);
   proj_invariance(&r);
   return tu_finish("test_cpu_invariance");
 }

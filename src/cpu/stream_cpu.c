@@ -231,16 +231,33 @@ static inline __attribute__((always_inline)) void panel_scales(const mxf_cpu_str
     }
 }
 
-/* panel_scales for the AVX-512 kernels: a whole chunk of compact e8m0 scales of whole
- * 32-value blocks as vectors — the 16 rows' 16 scale bytes transposed as words (rows16),
- * each byte moved to f32's exponent (2^(u - 127) = u << 23 for u in 1..254) — where the
- * chunk holds neither 0 nor 255 (their values, 2^-127 and NaN, come from the table
- * through panel_scales). The scalar gathering's loads and stores held the kernels up. */
+/* The 16 rows' scale bytes of 4 swizzled blocks 4g..4g+3 (p: the first's; SPEC §1.1: a
+ * row's 4 bytes together, rows 16 bytes apart) as one vector, lane i = row i's 4: the
+ * words at 0, 16, ... of 256 bytes, loaded alone (no byte beyond them is read). */
+S_INLINE __m512i swizzled_words(const uint8_t *p) {
+  const __m512i lo = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+  __m512i h[2];
+  for (int j = 0; j < 2; ++j)
+    h[j] = _mm512_permutex2var_epi32(_mm512_maskz_loadu_epi32(0x1111, p + 128 * j), lo,
+                                     _mm512_maskz_loadu_epi32(0x1111, p + 128 * j + 64));
+  return _mm512_shuffle_i32x4(h[0], h[1], 0x44);
+}
+
+/* panel_scales for the AVX-512 kernels: a whole chunk of e8m0 scales of whole 32-value
+ * blocks as vectors — the 16 rows' 16 scale bytes as words (compact: transposed by
+ * rows16; swizzled: a row's 4 blocks a word already), each byte moved to f32's exponent
+ * (2^(u - 127) = u << 23 for u in 1..254) — where the chunk holds neither 0 nor 255
+ * (their values, 2^-127 and NaN, come from the table through panel_scales). The scalar
+ * gathering's loads and stores held the kernels up. */
 S_INLINE void panel_scales512(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, int64_t left,
                               float *o) {
-  if (w->sf_pow2 && !w->sf_swizzled && w->sf_vec == 32 && left >= S_CHUNK) {
+  if (w->sf_pow2 && w->sf_vec == 32 && left >= S_CHUNK && (!w->sf_swizzled || w->sf_row == 16)) {
     __m512i z[4];
-    rows16(sf + kb0, w->sf_row, z);
+    if (w->sf_swizzled)
+      for (int q = 0; q < 4; ++q)
+        z[q] = swizzled_words(sf + sf_block(w, kb0 + 4 * q));
+    else
+      rows16(sf + kb0, w->sf_row, z);
     const __m512i ones = _mm512_set1_epi32(0x01010101), tops = _mm512_set1_epi32((int)0x80808080u);
     __m512i any = _mm512_setzero_si512(); /* a byte 0 (of z or of ~z: 255) sets its top bit */
     for (int q = 0; q < 4; ++q) {
