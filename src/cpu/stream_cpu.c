@@ -100,7 +100,8 @@ S_INLINE void rows16(const uint8_t *p, int64_t rs, __m512i z[4]) {
  * (16 rows a multiple of 1 KiB apart, as the model shapes' are, share a few L1 sets:
  * read in place over several blocks, their lines were evicted between blocks). Long
  * rows (the next group would not fit in L2 beside this one) are read in place, each
- * row's codes asked for S_ROW_AHEAD bytes ahead. */
+ * row's codes asked for S_ROW_AHEAD bytes ahead. The call's one other setting travels
+ * with it: whether the e2m1 kernels may rescale their blocks. */
 typedef struct mxf_cpu_stream_ahead {
   const uint8_t *next;
   int64_t per;
@@ -251,7 +252,8 @@ S_INLINE __m512i swizzled_words(const uint8_t *p) {
  * gathering's loads and stores held the kernels up. */
 S_INLINE void panel_scales512(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, int64_t left,
                               float *o) {
-  if (w->sf_pow2 && w->sf_vec == 32 && left >= S_CHUNK && (!w->sf_swizzled || w->sf_row == 16)) {
+  if (w->sf_pow2 && w->sf_vec == 32 && left >= S_CHUNK &&
+      (!w->sf_swizzled || (w->sf_row == 16 && !(kb0 & 3)))) {
     __m512i z[4];
     if (w->sf_swizzled)
       for (int q = 0; q < 4; ++q)
@@ -503,7 +505,7 @@ __attribute__((target("avx512f"))) static void unpack_avx512(const mxf_cpu_strea
   __m512i t[16];
   for (int64_t j = 0; j < nb; ++j) {
     const int64_t kb = kb0 + j, kc = j % S_CHUNK, jp = j % (64 / bb); /* block jp of the piece */
-    if (kc == 0) panel_scales(w, sf, kb, nb - j, sbuf);
+    if (kc == 0) panel_scales512(w, sf, kb, nb - j, sbuf);
     if (jp == 0) piece16(codes, w->row_bytes, kb * bb, (nb - j) * bb, t);
     const __m512 s0 = _mm512_load_ps(sbuf + kc * 32),
                  s1 = w->sf_vec == 16 ? _mm512_load_ps(sbuf + kc * 32 + 16) : s0;
