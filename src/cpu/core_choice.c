@@ -43,7 +43,7 @@ mxf_status mxf_cpu_core_plan(mxf_plan *plan, mxf_cpu_panels *pp, const mxf_cpu_o
     snprintf(c->name, sizeof c->name, "%s", name);
   }
   plan->impl = c;
-  pp->core = c;
+  mxf_cpu_panels_core(pp, c);
   snprintf(plan->kernel, sizeof plan->kernel, "cpu/%s", c->name);
   return MXF_OK;
 }

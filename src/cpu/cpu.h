@@ -99,11 +99,12 @@ const char *mxf_cpu_isa_name(mxf_cpu_isa_kind isa);
 
 typedef struct mxf_cpu_panels {
   int64_t rows, cols, k;
-  int64_t rc, nc, kc;       /* tile: rc rows of X x nc rows of Y, K panels of kc */
-  int x_full_k;             /* the X block holds the row chunk's whole K (several N panels) */
-  int64_t ldx, ldy, ldn;    /* row strides in values: of the f32 X and Y blocks, of acc
-                               (with the onednn core, a tile's acc rows are dense: cn) */
-  const mxf_cpu_core *core; /* the plan's (mxf_cpu_core_plan); its kind sets the layout */
+  int64_t rc, nc, kc;         /* tile: rc rows of X x nc rows of Y, K panels of kc */
+  int x_full_k;               /* the X block holds the row chunk's whole K (several N panels) */
+  int64_t ldx, ldy, ldn;      /* row strides in values: of the f32 X and Y blocks, of acc
+                                 (with the onednn core, a tile's acc rows are dense: cn) */
+  int64_t row_unit, col_unit; /* what rc and nc are multiples of (mxf_cpu_panels_init) */
+  const mxf_cpu_core *core;   /* the plan's (mxf_cpu_core_plan); its kind sets the layout */
 } mxf_cpu_panels;
 
 /* Picks the block extents: rc a multiple of row_unit, nc of col_unit, kc of k_unit (each
@@ -111,6 +112,9 @@ typedef struct mxf_cpu_panels {
  * NULL until mxf_cpu_core_plan chose it. */
 void mxf_cpu_panels_init(mxf_cpu_panels *pp, int64_t rows, int64_t cols, int64_t k, int64_t row_unit,
                          int64_t col_unit, int64_t k_unit, const mxf_cpu_core *core);
+/* Sets the core, and with it the tile of the streaming path (sgemm_cpu.c), which spans
+ * more of the many rows than the other paths' tiles; mxf_cpu_panels_init calls it. */
+void mxf_cpu_panels_core(mxf_cpu_panels *pp, const mxf_cpu_core *core);
 /* Bytes of workspace of mxf_cpu_gemm_panels (for pp->core), which must get it 64-byte
  * aligned. */
 size_t mxf_cpu_panels_workspace(const mxf_cpu_panels *pp);

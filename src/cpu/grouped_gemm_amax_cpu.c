@@ -46,7 +46,7 @@ static mxf_cpu_panels plan_panels(const mxf_gemm_problem *p, int64_t m, const mx
   q.m = m;
   mxf_cpu_panels pp;
   mxf_cpu_gemm_amax_panels(&q, &pp);
-  pp.core = core;
+  mxf_cpu_panels_core(&pp, core);
   return pp;
 }
 

@@ -51,7 +51,8 @@
  * (MXF_PANEL_*) make both happen once up to 2048 x 2048 outputs. The streaming path's
  * workspace (X or Y of at most MXF_STREAM_ROWS rows) grows with K instead: the few rows'
  * whole K (as rows where the streaming kernel may take them, else packed for the core),
- * then acc (rc x ldn).
+ * then acc (rc x ldn), whose tile spans up to MXF_STREAM_ACC_BYTES of sums along the many
+ * rows (mxf_cpu_panels_core).
  * The backend's story and measurements: docs/kernels/cpu.md.
  */
 #include <math.h>
@@ -81,11 +82,12 @@
 #define MXF_SG_TASKS 4  /* tasks per thread, at least, where the blocks allow */
 #define MXF_SG_KC 256
 
-#define MXF_PANEL_COLS 2048                  /* nc: rows of Y per tile, at most */
-#define MXF_PANEL_K 512                      /* kc: K panel, at most */
-#define MXF_PANEL_ROWS 2048                  /* rc: rows of X per tile, at most */
-#define MXF_PANEL_ROWS_MIN 256               /* ... and at least, with a full-K X */
-#define MXF_PANEL_X_BYTES ((size_t)16 << 20) /* full-K X chunk, at most (above the minimum) */
+#define MXF_PANEL_COLS 2048                    /* nc: rows of Y per tile, at most */
+#define MXF_PANEL_K 512                        /* kc: K panel, at most */
+#define MXF_PANEL_ROWS 2048                    /* rc: rows of X per tile, at most */
+#define MXF_PANEL_ROWS_MIN 256                 /* ... and at least, with a full-K X */
+#define MXF_PANEL_X_BYTES ((size_t)16 << 20)   /* full-K X chunk, at most (above the minimum) */
+#define MXF_STREAM_ACC_BYTES ((size_t)4 << 20) /* the streaming path's acc, at most (above PANEL_*) */
 
 typedef void (*sgemm_micro_fn)(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc, int load);
 
@@ -419,10 +421,13 @@ static int64_t panel_extent(int64_t total, int64_t target, int64_t unit) {
   return e < total ? e : total;
 }
 
+static int panels_stream(const mxf_cpu_panels *pp);
+
 void mxf_cpu_panels_init(mxf_cpu_panels *pp, int64_t rows, int64_t cols, int64_t k, int64_t row_unit,
                          int64_t col_unit, int64_t k_unit, const mxf_cpu_core *core) {
   pp->rows = rows, pp->cols = cols, pp->k = k;
-  pp->core = core;
+  pp->row_unit = row_unit, pp->col_unit = col_unit;
+  pp->core = NULL;
   pp->nc = panel_extent(cols, MXF_PANEL_COLS, col_unit);
   pp->kc = panel_extent(k, MXF_PANEL_K, k_unit);
   pp->ldy = mxf_round_up(pp->kc, 16);
@@ -439,6 +444,26 @@ void mxf_cpu_panels_init(mxf_cpu_panels *pp, int64_t rows, int64_t cols, int64_t
     if (rows_max < MXF_PANEL_ROWS_MIN) rows_max = MXF_PANEL_ROWS_MIN;
   }
   pp->rc = panel_extent(rows, rows_max, row_unit);
+  mxf_cpu_panels_core(pp, core);
+}
+
+/* The streaming path's tile along the many rows: as many as MXF_STREAM_ACC_BYTES of
+ * sums hold (at least the other paths' extent). Each tile is a parallel-for of the
+ * many's chunks, whose end waits for the slowest, and a task reads its codes ahead only
+ * within its tile (1 x 24576 x 1536 MXFP4 on 2 threads in 12 tiles of MXF_PANEL_COLS
+ * took 1.16x the time of one; bench/NOTES.md). */
+void mxf_cpu_panels_core(mxf_cpu_panels *pp, const mxf_cpu_core *core) {
+  pp->core = core;
+  const int side = core ? panels_stream(pp) : 0;
+  if (side == 1) {
+    const int64_t fit =
+        (int64_t)(MXF_STREAM_ACC_BYTES / ((size_t)(pp->rows > 0 ? pp->rows : 1) * sizeof(float)));
+    pp->nc = panel_extent(pp->cols, fit > MXF_PANEL_COLS ? fit : MXF_PANEL_COLS, pp->col_unit);
+    pp->ldn = mxf_round_up(pp->nc, 16);
+  } else if (side == 2) {
+    const int64_t fit = (int64_t)(MXF_STREAM_ACC_BYTES / ((size_t)pp->ldn * sizeof(float)));
+    pp->rc = panel_extent(pp->rows, fit > MXF_PANEL_ROWS ? fit : MXF_PANEL_ROWS, pp->row_unit);
+  }
 }
 
 /* The workspace's pieces, in this order, each 64-byte aligned:
