@@ -16,6 +16,10 @@
  * several chunks a thread (at least `grain` long) that the threads take as they become free: on a machine
  * shared with other work (the GEMM core's own threads spin for a while after each call) a thread that gets
  * less of its core leaves its chunks to the others. Which thread runs which chunk varies; the chunks do not.
+ * mxf_parallel_for_runs cuts its range into chunks of `grain` and gives each thread a contiguous run of them,
+ * taken in order before it helps with the others' runs: the streaming path's tasks ask for the next task's
+ * codes ahead, which is then their own thread's next task (with chunks handed out in turn, each chunk's first
+ * task read its codes unasked).
  *
  * fork(): the CPU ops run inside a gate (mxf_cpu_op_enter/leave) that the fork handlers
  * close: a fork waits until no CPU op is in flight, so neither this pool nor a vendor's
@@ -82,16 +86,30 @@ typedef struct mxf_job {
   void *ctx;
   int64_t n, size, chunks; /* chunk i is [i*size, (i+1)*size) clipped to n */
   int64_t next;            /* the next chunk to hand out (atomic) */
+  /* mxf_parallel_for_runs: the chunks cut into `runs` contiguous runs, run r from chunk
+   * r * chunks / runs on; cursor[r] its next chunk (atomic) */
+  int64_t runs;
+  int64_t *cursor;
 } mxf_job;
 
-/* Runs chunks of the job until none is left. */
-static void job_take(mxf_job *j) {
-  for (;;) {
-    const int64_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
-    if (i >= j->chunks) return;
-    const int64_t b = i * j->size, e = j->n - b < j->size ? j->n : b + j->size;
-    j->fn(j->ctx, b, e);
+static void job_chunk(const mxf_job *j, int64_t i) {
+  const int64_t b = i * j->size, e = j->n - b < j->size ? j->n : b + j->size;
+  j->fn(j->ctx, b, e);
+}
+
+/* Runs chunks of the job until none is left: the next one of all (runs: those of run
+ * `who`, in order, then what is left of the others'). */
+static void job_take(mxf_job *j, int64_t who) {
+  if (j->runs) {
+    for (int64_t q = 0; q < j->runs; ++q) {
+      const int64_t r = (who + q) % j->runs, end = (r + 1) * j->chunks / j->runs;
+      for (int64_t i; (i = __atomic_fetch_add(&j->cursor[r], 1, __ATOMIC_RELAXED)) < end;)
+        job_chunk(j, i);
+    }
+    return;
   }
+  for (int64_t i; (i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED)) < j->chunks;)
+    job_chunk(j, i);
 }
 
 /* ------------------------------------------------------------ the pool */
@@ -232,7 +250,7 @@ static void *pool_worker(void *arg) {
     if (w > g_pool.helpers) continue; /* not part of this call */
     mxf_job *job = g_pool.job;
     pthread_mutex_unlock(&g_pool.lock);
-    job_take(job);
+    job_take(job, w);
     pthread_mutex_lock(&g_pool.lock);
     if (__atomic_sub_fetch(&g_pool.remaining, 1, __ATOMIC_RELEASE) == 0) pthread_cond_signal(&g_pool.done);
   }
@@ -277,7 +295,7 @@ static int pool_run(mxf_job *job, int64_t nt) {
   pthread_cond_broadcast(&g_pool.wake);
   pthread_mutex_unlock(&g_pool.lock);
 
-  job_take(job);
+  job_take(job, 0);
 
   for (int i = 0; i < MXF_POOL_SPIN && __atomic_load_n(&g_pool.remaining, __ATOMIC_ACQUIRE) > 0; ++i)
     pool_pause();
@@ -289,7 +307,7 @@ static int pool_run(mxf_job *job, int64_t nt) {
   return 1;
 }
 
-void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx) {
+static void parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx, int runs) {
   if (n <= 0) return;
   if (grain < 1) grain = 1;
   int64_t nt = mxf_cpu_threads();
@@ -299,11 +317,23 @@ void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx) {
     return;
   }
   /* several chunks a thread, so that one slowed down (by another process on its core)
-   * leaves its share to the others */
-  int64_t size = cdiv(n, nt * MXF_CHUNKS_PER_THREAD);
+   * leaves its share to the others; runs: chunks of `grain`, a thread's next chunk
+   * being the one after its last until its run is done */
+  int64_t size = runs ? grain : cdiv(n, nt * MXF_CHUNKS_PER_THREAD);
   if (size < grain) size = grain;
-  mxf_job job = {fn, ctx, n, size, cdiv(n, size), 0};
-  if (!pool_run(&job, nt)) job_take(&job); /* the pool is another call's: this thread alone */
+  int64_t cursor[MXF_MAX_THREADS];
+  mxf_job job = {fn, ctx, n, size, cdiv(n, size), 0, runs ? nt : 0, cursor};
+  for (int64_t r = 0; r < job.runs; ++r)
+    cursor[r] = r * job.chunks / job.runs;
+  if (!pool_run(&job, nt)) job_take(&job, 0); /* the pool is another call's: this thread alone */
+}
+
+void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx) {
+  parallel_for(n, grain, fn, ctx, 0);
+}
+
+void mxf_parallel_for_runs(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx) {
+  parallel_for(n, grain, fn, ctx, 1);
 }
 
 /* ------------------------------------------------------------ on OpenMP's threads */

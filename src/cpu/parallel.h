@@ -11,6 +11,11 @@
 typedef void (*mxf_range_fn)(void *ctx, int64_t begin, int64_t end);
 void mxf_parallel_for(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx);
 
+/* The same with chunks of `grain`, each thread taking those of its own contiguous run of
+ * [0, n) in order and then what is left of the others': for tasks that ask for the next
+ * chunk's data ahead (the streaming path's), which is then mostly their own thread's. */
+void mxf_parallel_for_runs(int64_t n, int64_t grain, mxf_range_fn fn, void *ctx);
+
 /* The same on OpenMP's threads (those a GEMM core on OpenMP runs on, so that the two do
  * not compete for the cores: onednn_cpu.c), the same chunks; mxf_parallel_for where the
  * library is built without OpenMP. Inside an OpenMP parallel region it runs serially. */

@@ -864,7 +864,8 @@ mxf_status mxf_cpu_gemm_panels(const mxf_cpu_panels *pp, const mxf_cpu_panel_ops
             s.x_in_range = mxf_cpu_stream_x_in_range(s.few, s.ldk, side == 1 ? r.rn : r.cn, pp->k);
           }
         }
-        r.pfor(mxf_cdiv(side == 1 ? r.cn : r.rn, MXF_CPU_FILL_ROWS), 1, stream_task, (void *)&s);
+        mxf_parallel_for_runs(mxf_cdiv(side == 1 ? r.cn : r.rn, MXF_CPU_FILL_ROWS), 1, stream_task,
+                              (void *)&s);
         r.pfor(ops->epilogue_tasks(ctx, r.rn, r.cn), 1, panels_epilogue_task, &r);
       }
     }
