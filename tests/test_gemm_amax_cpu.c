@@ -666,8 +666,8 @@ int main(void) {
 
   /* 5. the CPU backend's tiles: K over several K panels (sums added panel by panel),
    * columns over several N panels, rows over several row chunks, a tile's blocks kept
-   * between tiles, and the streaming path's wider tiles (4 MiB of sums) over two N
-   * panels (256 rows of X) and two row chunks (250 rows of Y); each with a random
+   * between tiles, and the streaming path's wider tiles (1 MiB of sums) over three
+   * N panels (64 rows of X) and three row chunks (60 rows of Y); each with a random
    * format, SF form and majors. Their millions of
    * codes stay out of the 99.9 % rate: one case's random formats (e5m2 x e2m1 into f16,
    * say, 0.13 % of its codes near a rounding boundary) would decide it alone; each still
@@ -676,7 +676,7 @@ int main(void) {
     static const int64_t sh[][4] = {/* M, N, K, L */
                                     {70, 2100, 1100, 1}, {2100, 40, 600, 2}, {2100, 2100, 40, 1},
                                     {2100, 30, 1100, 1}, {2100, 30, 40, 1},  {9, 4100, 1030, 1},
-                                    {256, 4200, 40, 1},  {4200, 250, 40, 1}};
+                                    {64, 8300, 40, 1},   {8300, 60, 40, 1}};
     for (size_t i = 0; i < sizeof sh / sizeof sh[0]; ++i) {
       gcase g;
       make_case(&rng, &g, &g_combos[tu_range(&rng, 0, ncombo - 1)], g_cdt[tu_range(&rng, 0, 5)],

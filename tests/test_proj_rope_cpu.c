@@ -577,8 +577,8 @@ int main(void) {
    * three panels, T not a multiple of 32 */
   test_case(&r, 130, 1100, 12, 192, 64, 0, 1, 0, DATA_RANDOM, 0);
   test_case(&r, 200, 1056, 12, 192, 64, 1, 0, 0, DATA_INTEGER, 1);
-  /* the streaming path's tiles (4 MiB of sums): 256 tokens, heads over two N panels */
-  test_case(&r, 256, 96, 24, 192, 64, 0, 1, 0, DATA_RANDOM, 0);
+  /* the streaming path's tiles (1 MiB of sums): 64 tokens, heads over two N panels */
+  test_case(&r, 64, 96, 24, 192, 64, 0, 1, 0, DATA_RANDOM, 0);
   for (int col = 0; col < 2; ++col) {
     const stats *g = &g_random[col];
     const char *dir = col ? "col" : "row";

@@ -87,7 +87,7 @@
 #define MXF_PANEL_ROWS 2048                    /* rc: rows of X per tile, at most */
 #define MXF_PANEL_ROWS_MIN 256                 /* ... and at least, with a full-K X */
 #define MXF_PANEL_X_BYTES ((size_t)16 << 20)   /* full-K X chunk, at most (above the minimum) */
-#define MXF_STREAM_ACC_BYTES ((size_t)4 << 20) /* the streaming path's acc, at most (above PANEL_*) */
+#define MXF_STREAM_ACC_BYTES ((size_t)1 << 20) /* the streaming path's acc, at most (above PANEL_*) */
 
 typedef void (*sgemm_micro_fn)(int64_t kc, const float *pa, const float *pb, float *c, int64_t ldc, int load);
 
