@@ -40,6 +40,7 @@ typedef struct combo {
 static const combo g_combos[] = {
     {MXF_BF16, MXF_E2M1, MXF_E8M0, MXF_E8M0, 32}, /* bf16 x MXFP4 */
     {MXF_BF16, MXF_E2M1, MXF_E8M0, MXF_E4M3, 16}, /* bf16 x NVFP4-style */
+    {MXF_BF16, MXF_E2M1, MXF_E8M0, MXF_E8M0, 16}, /* ... with e8m0 scales */
     {MXF_BF16, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32}, /* bf16 x MXFP8 e4m3 */
     {MXF_BF16, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32}, /* bf16 x MXFP8 e5m2 */
     {MXF_E4M3, MXF_E4M3, MXF_E8M0, MXF_E8M0, 32}, {MXF_E5M2, MXF_E5M2, MXF_E8M0, MXF_E8M0, 32},
@@ -269,6 +270,18 @@ static void gemm_case(tu_rng *r, size_t ci, int variant, int64_t k) {
   if (p.c->sfb == MXF_E8M0)
     for (int i = 0; i < 4; ++i)
       p.sb[tu_range(r, 0, GN - 1) * p.kb + tu_range(r, 0, p.kb - 1)] = i & 1 ? 255 : 0;
+  /* e4m3 scales of every kind: zeros, subnormals, negatives and the largest in a whole
+   * row of each operand (rows 33 of B and of A: chunks the AVX-512 kernels decode as
+   * vectors), NaN (0x7F, 0xFF: chunks decoded through the table) in a few rows from 64 on */
+  static const uint8_t e4_scale[] = {0x00, 0x80, 0x01, 0x07, 0x85, 0xC0, 0x3F, 0xFE, 0x7E};
+  for (int w = 0; w < 2; ++w) {
+    if ((w ? p.c->sfb : p.c->sfa) != MXF_E4M3) continue;
+    uint8_t *sc = w ? p.sb : p.sa;
+    for (int64_t b = 0; b < p.kb; ++b)
+      sc[33 * p.kb + b] = e4_scale[b % 9];
+    for (int i = 0; i < 4; ++i)
+      sc[tu_range(r, 64, GN - 1) * p.kb + tu_range(r, 0, p.kb - 1)] = i & 1 ? 0xFF : 0x7F;
+  }
 
   config_with("cpu_stream=off"); /* the reference: the blocked GEMM path */
   const float am = run_piece(&p, 0, GM, 0, GN, whole);

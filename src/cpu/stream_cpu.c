@@ -244,43 +244,6 @@ S_INLINE __m512i swizzled_words(const uint8_t *p) {
   return _mm512_shuffle_i32x4(h[0], h[1], 0x44);
 }
 
-/* panel_scales for the AVX-512 kernels: a whole chunk of e8m0 scales of whole 32-value
- * blocks as vectors — the 16 rows' 16 scale bytes as words (compact: transposed by
- * rows16; swizzled: a row's 4 blocks a word already), each byte moved to f32's exponent
- * (2^(u - 127) = u << 23 for u in 1..254) — where the chunk holds neither 0 nor 255
- * (their values, 2^-127 and NaN, come from the table through panel_scales). The scalar
- * gathering's loads and stores held the kernels up. */
-S_INLINE void panel_scales512(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, int64_t left,
-                              float *o) {
-  if (w->sf_pow2 && w->sf_vec == 32 && left >= S_CHUNK &&
-      (!w->sf_swizzled || (w->sf_row == 16 && !(kb0 & 3)))) {
-    __m512i z[4];
-    if (w->sf_swizzled)
-      for (int q = 0; q < 4; ++q)
-        z[q] = swizzled_words(sf + sf_block(w, kb0 + 4 * q));
-    else
-      rows16(sf + kb0, w->sf_row, z);
-    const __m512i ones = _mm512_set1_epi32(0x01010101), tops = _mm512_set1_epi32((int)0x80808080u);
-    __m512i any = _mm512_setzero_si512(); /* a byte 0 (of z or of ~z: 255) sets its top bit */
-    for (int q = 0; q < 4; ++q) {
-      const __m512i n = _mm512_xor_si512(z[q], _mm512_set1_epi32(-1));
-      any = _mm512_or_si512(any, _mm512_andnot_si512(z[q], _mm512_sub_epi32(z[q], ones)));
-      any = _mm512_or_si512(any, _mm512_andnot_si512(n, _mm512_sub_epi32(n, ones)));
-    }
-    if (!_mm512_test_epi32_mask(any, tops)) {
-      const __m512i exp = _mm512_set1_epi32(0x7F800000);
-      for (int b = 0; b < S_CHUNK; ++b) {
-        const __m512i v = z[b >> 2];
-        const int sh = 8 * (b & 3);
-        const __m512i e = sh <= 23 ? _mm512_slli_epi32(v, 23 - sh) : _mm512_srli_epi32(v, sh - 23);
-        _mm512_store_si512(o + b * 32, _mm512_and_si512(e, exp));
-      }
-      return;
-    }
-  }
-  panel_scales(w, sf, kb0, left, o);
-}
-
 /* acc + a * b with a, one f32, broadcast from memory by the multiply-add itself: written
  * as the instruction, since the compiler otherwise hoists the broadcasts into registers
  * (and then spills them, and the accumulators with them). */
@@ -314,6 +277,71 @@ S_INLINE int fp8_special(const __m512i z[4], int E5) {
   for (int q = 0; q < 4; ++q)
     any = _mm512_or_si512(any, _mm512_add_epi32(_mm512_and_si512(z[q], m1), m2));
   return _mm512_test_epi32_mask(any, _mm512_set1_epi32((int)0x80808080u)) != 0;
+}
+
+/* panel_scales for the AVX-512 kernels: a whole chunk of scales as vectors — the 16 rows'
+ * 16 (sf_vec 32) or 32 (sf_vec 16) scale bytes as words (compact: transposed by rows16;
+ * swizzled: a row's 4 scales a word already), each byte decoded in its lane: e8m0 moved
+ * to f32's exponent (2^(u - 127) = u << 23 for u in 1..254), e4m3 by fp8_fields times
+ * 2^120 (its value, sign and subnormals included) — where the chunk holds no byte whose
+ * value those do not give (e8m0 0 and 255: 2^-127 and NaN; e4m3 NaN), which then comes
+ * from the table through panel_scales. The scalar gathering's loads and stores held the
+ * kernels up. */
+S_INLINE int scales512(const int POW2, const int HALVES, const mxf_cpu_stream_w *w, const uint8_t *sf,
+                       int64_t kb0, float *o) {
+  __m512i z[8]; /* z[4 g + q]: bytes 16 g + 4 q .. + 3 of the chunk's scales, lane i = row i */
+  for (int g = 0; g < HALVES; ++g) {
+    const int64_t at = HALVES * kb0 + 16 * g;
+    if (w->sf_swizzled)
+      for (int q = 0; q < 4; ++q)
+        z[4 * g + q] = swizzled_words(sf + sf_block(w, at + 4 * q));
+    else
+      rows16(sf + at, w->sf_row, z + 4 * g);
+  }
+  if (POW2) {
+    const __m512i ones = _mm512_set1_epi32(0x01010101), tops = _mm512_set1_epi32((int)0x80808080u);
+    __m512i any = _mm512_setzero_si512(); /* a byte 0 (of z or of ~z: 255) sets its top bit */
+    for (int q = 0; q < 4 * HALVES; ++q) {
+      const __m512i n = _mm512_xor_si512(z[q], _mm512_set1_epi32(-1));
+      any = _mm512_or_si512(any, _mm512_andnot_si512(z[q], _mm512_sub_epi32(z[q], ones)));
+      any = _mm512_or_si512(any, _mm512_andnot_si512(n, _mm512_sub_epi32(n, ones)));
+    }
+    if (_mm512_test_epi32_mask(any, tops)) return 0;
+  } else {
+    for (int g = 0; g < HALVES; ++g)
+      if (fp8_special(z + 4 * g, 0)) return 0;
+  }
+  const __m512i exp = _mm512_set1_epi32(0x7F800000);
+  const __m512 bias = _mm512_set1_ps(0x1p120f);
+#pragma GCC unroll 32
+  for (int j = 0; j < S_CHUNK * HALVES; ++j) { /* byte j: block j / HALVES, half j % HALVES */
+    const __m512i v = z[j >> 2];
+    const int sh = 8 * (j & 3);
+    const __m512 f = POW2
+                         ? _mm512_castsi512_ps(_mm512_and_si512(
+                               sh <= 23 ? _mm512_slli_epi32(v, 23 - sh) : _mm512_srli_epi32(v, sh - 23), exp))
+                         : _mm512_mul_ps(fp8_fields(v, j & 3, 0), bias);
+    _mm512_store_ps(o + ((j / HALVES) * 2 + j % HALVES) * 16, f);
+  }
+  return 1;
+}
+/* The other scales (e8m0 of 16 values, e4m3) as vectors: 1 where done. */
+__attribute__((target("avx512f"), noinline)) static int
+scales512_other(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, float *o) {
+  return w->sf_pow2        ? scales512(1, 2, w, sf, kb0, o)
+         : w->sf_vec == 16 ? scales512(0, 2, w, sf, kb0, o)
+                           : scales512(0, 1, w, sf, kb0, o);
+}
+/* e8m0 scales of 32 values, the most common, inline in the kernels. */
+S_INLINE void panel_scales512(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, int64_t left,
+                              float *o) {
+  const int halves = w->sf_vec == 16 ? 2 : 1;
+  if (left >= S_CHUNK && (!w->sf_swizzled || (w->sf_row == 16 && !((halves * kb0) & 3)))) {
+    const int done =
+        w->sf_pow2 && halves == 1 ? scales512(1, 1, w, sf, kb0, o) : scales512_other(w, sf, kb0, o);
+    if (done) return;
+  }
+  panel_scales(w, sf, kb0, left, o);
 }
 
 /* The accumulators: XN rows of X x NP panels, from +0; stored to acc at the end. */
