@@ -27,7 +27,9 @@
  *   decode      bf16 A (M x K) x weights (N x K) for M in {1, 4, 16, 64} and (N, K) in
  *               {(7168, 2048), (2048, 7168), (24576, 1536)}, MXFP4 / NVFP4-style / MXFP8
  *               weights with compact scales, f32 C on the default core: time, GB/s of
- *               weight bytes (codes + scales), its share of the read bandwidth, and
+ *               weight bytes (codes + scales), its share of the read bandwidth measured
+ *               around the row (before and after it, 3 reads each: the machine's
+ *               bandwidth drifts between rows), and
  *               OpenBLAS sgemm on the weights dequantized to f32 beforehand, in one
  *               process: each side's runs back to back, the caches flushed (64 MiB
  *               read) before each, so that the weights come from memory; and (dec_pbf16,
@@ -457,20 +459,27 @@ static int bench_threads(void) {
   return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
-static double read_bandwidth(void) {
-  const char *e = getenv("MXF_BENCH_READ_MIB");
-  const size_t bytes = (size_t)(e && atoi(e) > 0 ? atoi(e) : 256) << 20, words = bytes / 8;
-  uint64_t *buf = xalloc(bytes);
-  for (size_t i = 0; i < words; ++i)
-    buf[i] = i;
+/* GB/s of the median of `runs` reads of the buffer (written once, kept for the decode
+ * rows' own measurements). */
+static uint64_t *g_read_buf;
+static size_t g_read_words;
+static double read_bandwidth_runs(int runs) {
+  if (!g_read_buf) {
+    const char *e = getenv("MXF_BENCH_READ_MIB");
+    g_read_words = ((size_t)(e && atoi(e) > 0 ? atoi(e) : 256) << 20) / 8;
+    g_read_buf = xalloc(g_read_words * 8);
+    for (size_t i = 0; i < g_read_words; ++i)
+      g_read_buf[i] = i;
+  }
+  const size_t words = g_read_words;
   const int nt = bench_threads();
   pthread_t th[64];
   read_job jobs[64];
   double t[64];
-  for (int round = -1; round < g_runs; ++round) {
+  for (int round = -1; round < runs; ++round) {
     const double t0 = now_ms();
     for (int i = 0; i < nt; ++i) {
-      jobs[i] = (read_job){buf + words / (size_t)nt * (size_t)i, words / (size_t)nt, 0};
+      jobs[i] = (read_job){g_read_buf + words / (size_t)nt * (size_t)i, words / (size_t)nt, 0};
       pthread_create(&th[i], NULL, read_thread, &jobs[i]);
     }
     for (int i = 0; i < nt; ++i)
@@ -480,10 +489,10 @@ static double read_bandwidth(void) {
   uint64_t s = 0;
   for (int i = 0; i < nt; ++i)
     s += jobs[i].sum;
-  free(buf);
-  const double ms = median(t, g_runs);
+  const double ms = median(t, runs);
   return s == 0 ? 0.0 : (double)(words / (size_t)nt * (size_t)nt * 8) / (ms * 1e6);
 }
+static double read_bandwidth(void) { return read_bandwidth_runs(g_runs); }
 
 /* A decode problem: bf16 A (M x K), weights B (N x K) in format `fmt` (e2m1 with e8m0
  * scales per 32 = MXFP4, e2m1 with ue4m3 per 16 = NVFP4-style, e4m3 with e8m0 per 32 =
@@ -573,7 +582,7 @@ typedef struct decode_result {
   const char *fmt; /* the table's name: mxfp4, ... (gemm_amax), pbf16, pmxfp8 (proj_rope) */
   const char *what;
   int64_t m, n, k;
-  double ms, gbs, of_read, sgemm_ms;
+  double ms, gbs, read_gbs, of_read, sgemm_ms; /* read_gbs: measured around the row */
 } decode_result;
 
 static decode_result g_dec[64];
@@ -587,6 +596,8 @@ static int decode_row(const char *fmt, const char *what, int (*fn)(void *), void
                       int64_t k, const float *a, const float *b, float *c, double weight_bytes,
                       double read_gbs) {
   double t[64], ts[64];
+  /* the read bandwidth around the row (this machine's drifts between rows), if asked */
+  const double bw0 = read_gbs > 0 ? read_bandwidth_runs(3) : 0.0;
   settle();
   for (int round = -2; round < g_runs; ++round) {
     flush_caches();
@@ -614,7 +625,8 @@ static int decode_row(const char *fmt, const char *what, int (*fn)(void *), void
   r->sgemm_ms = 0;
 #endif
   r->gbs = weight_bytes / (r->ms * 1e6);
-  r->of_read = read_gbs > 0 ? r->gbs / read_gbs : 0;
+  r->read_gbs = read_gbs > 0 ? 0.5 * (bw0 + read_bandwidth_runs(3)) : 0.0;
+  r->of_read = r->read_gbs > 0 ? r->gbs / r->read_gbs : 0;
   return 0;
 }
 
@@ -922,12 +934,12 @@ int main(int argc, char **argv) {
     printf(
         "\ndecode: bf16 A (M x K) x weights (N x K), compact scales, f32 C, default core (pbf16, pmxfp8: "
         "proj_rope, M = T tokens, w out-in); sgemm: OpenBLAS on the weights dequantized to f32 beforehand\n");
-    printf("%-6s %5s %6s %6s %10s %12s %10s %10s %12s\n", "format", "M", "N", "K", "ms", "weight GB/s",
-           "of read", "sgemm ms", "time/sgemm");
+    printf("%-6s %5s %6s %6s %10s %12s %10s %10s %10s %12s\n", "format", "M", "N", "K", "ms", "weight GB/s",
+           "read GB/s", "of read", "sgemm ms", "time/sgemm");
     for (int i = 0; i < g_ndec; ++i)
-      printf("%-6s %5lld %6lld %6lld %10.3f %12.2f %9.0f%% %10.3f %12.3f\n", g_dec[i].fmt,
+      printf("%-6s %5lld %6lld %6lld %10.3f %12.2f %10.1f %9.0f%% %10.3f %12.3f\n", g_dec[i].fmt,
              (long long)g_dec[i].m, (long long)g_dec[i].n, (long long)g_dec[i].k, g_dec[i].ms, g_dec[i].gbs,
-             100.0 * g_dec[i].of_read, g_dec[i].sgemm_ms,
+             g_dec[i].read_gbs, 100.0 * g_dec[i].of_read, g_dec[i].sgemm_ms,
              g_dec[i].sgemm_ms > 0 ? g_dec[i].ms / g_dec[i].sgemm_ms : 0.0);
   }
   if (g_ninv) {
@@ -981,9 +993,9 @@ int main(int argc, char **argv) {
   for (int i = 0; i < g_ndec; ++i)
     fprintf(f,
             "    {\"op\": \"decode\", \"what\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"ms\": "
-            "%.4f, \"weight_gbs\": %.3f, \"of_read\": %.4f, \"sgemm_ms\": %.4f},\n",
+            "%.4f, \"weight_gbs\": %.3f, \"read_gbs\": %.3f, \"of_read\": %.4f, \"sgemm_ms\": %.4f},\n",
             g_dec[i].what, (long long)g_dec[i].m, (long long)g_dec[i].n, (long long)g_dec[i].k, g_dec[i].ms,
-            g_dec[i].gbs, g_dec[i].of_read, g_dec[i].sgemm_ms);
+            g_dec[i].gbs, g_dec[i].read_gbs, g_dec[i].of_read, g_dec[i].sgemm_ms);
   for (int i = 0; i < g_ninv; ++i)
     fprintf(f, "    {\"op\": \"invariance\", \"how\": \"%s\", \"differing_bytes\": %zu},\n", g_inv[i].how,
             g_inv[i].diff);

@@ -159,14 +159,19 @@ def cpu_tables(path, data, meta):
         bw = next((r["gbs"] for r in extra if r.get("op") == "read_bandwidth"), None)
         out += ["Decode: bf16 A (M × K) times weights (N × K), compact scales, f32 C, the default core "
                 "(`proj_rope` rows: M = T tokens, its bf16 or MXFP8 inputs, w out-in); "
-                "GB/s of weight bytes (codes and scales) and their share of the read bandwidth"
-                + (f" ({bw:.1f} GB/s: all threads reading a buffer beyond the last-level cache)" if bw else "")
-                + "; `sgemm` on the weights dequantized to f32 beforehand (8× or 4× the bytes), same process:", ""]
-        out += ["| weights | M | N × K | ms | weight GB/s | of read | sgemm ms | time / sgemm |",
-                "|---|---|---|---|---|---|---|---|"]
+                "GB/s of weight bytes (codes and scales) and their share of the read bandwidth "
+                "(all threads reading a buffer beyond the last-level cache"
+                + (f"; {bw:.1f} GB/s at the start" if bw else "")
+                + (", and around each row: read GB/s" if any("read_gbs" in r for r in decode) else "")
+                + "); `sgemm` on the weights dequantized to f32 beforehand (8× or 4× the bytes), same process:", ""]
+        per_row = any("read_gbs" in r for r in decode)
+        out += ["| weights | M | N × K | ms | weight GB/s |" + (" read GB/s |" if per_row else "")
+                + " of read | sgemm ms | time / sgemm |",
+                "|---|---|---|---|---|" + ("---|" if per_row else "") + "---|---|---|"]
         for r in decode:
             out.append(f"| {r['what'].replace('bf16 x ', '')} | {r['m']} | {r['n']} × {r['k']} | {r['ms']:.3f} "
-                       f"| {r['weight_gbs']:.2f} | {100 * r['of_read']:.0f} % | {r['sgemm_ms']:.3f} "
+                       f"| {r['weight_gbs']:.2f} |" + (f" {r.get('read_gbs', 0):.1f} |" if per_row else "")
+                       + f" {100 * r['of_read']:.0f} % | {r['sgemm_ms']:.3f} "
                        f"| {r['ms'] / r['sgemm_ms']:.2f} |")
         out.append("")
     for r in extra:
