@@ -452,17 +452,18 @@ void mxf_cpu_panels_init(mxf_cpu_panels *pp, int64_t rows, int64_t cols, int64_t
  * many's chunks, whose end waits for the slowest, and a task reads its codes ahead only
  * within its tile (1 x 24576 x 1536 MXFP4 on 2 threads in 12 tiles of MXF_PANEL_COLS
  * took 1.16x the time of one; bench/NOTES.md). */
+static int64_t stream_extent(int64_t many, int64_t few, int64_t at_least, int64_t unit) {
+  const int64_t fit = (int64_t)(MXF_STREAM_ACC_BYTES / ((size_t)(few > 0 ? few : 1) * sizeof(float)));
+  return panel_extent(many, fit > at_least ? fit : at_least, unit);
+}
 void mxf_cpu_panels_core(mxf_cpu_panels *pp, const mxf_cpu_core *core) {
   pp->core = core;
   const int side = core ? panels_stream(pp) : 0;
   if (side == 1) {
-    const int64_t fit =
-        (int64_t)(MXF_STREAM_ACC_BYTES / ((size_t)(pp->rows > 0 ? pp->rows : 1) * sizeof(float)));
-    pp->nc = panel_extent(pp->cols, fit > MXF_PANEL_COLS ? fit : MXF_PANEL_COLS, pp->col_unit);
+    pp->nc = stream_extent(pp->cols, pp->rows, MXF_PANEL_COLS, pp->col_unit);
     pp->ldn = mxf_round_up(pp->nc, 16);
   } else if (side == 2) {
-    const int64_t fit = (int64_t)(MXF_STREAM_ACC_BYTES / ((size_t)pp->ldn * sizeof(float)));
-    pp->rc = panel_extent(pp->rows, fit > MXF_PANEL_ROWS ? fit : MXF_PANEL_ROWS, pp->row_unit);
+    pp->rc = stream_extent(pp->rows, pp->ldn, MXF_PANEL_ROWS, pp->row_unit);
   }
 }
 
