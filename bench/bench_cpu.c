@@ -801,6 +801,8 @@ int main(int argc, char **argv) {
                          wanted("dec_mxfp8") || wanted("dec_pbf16") || wanted("dec_pmxfp8");
   const double read_gbs = wanted("readbw") || any_decode ? read_bandwidth() : 0.0;
   if (bench_decode(read_gbs) || bench_decode_proj(read_gbs)) return 1;
+  free(g_read_buf); /* the decode rows' bandwidths are measured */
+  g_read_buf = NULL;
   if (wanted("invariance") && bench_invariance()) return 1;
   int64_t T = 256;
   env = getenv("MXF_BENCH_PROJ_T");

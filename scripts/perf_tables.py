@@ -162,17 +162,14 @@ def cpu_tables(path, data, meta):
                 "GB/s of weight bytes (codes and scales) and their share of the read bandwidth "
                 "(all threads reading a buffer beyond the last-level cache"
                 + (f"; {bw:.1f} GB/s at the start" if bw else "")
-                + (", and around each row: read GB/s" if any("read_gbs" in r for r in decode) else "")
-                + "); `sgemm` on the weights dequantized to f32 beforehand (8× or 4× the bytes), same process:", ""]
-        per_row = any("read_gbs" in r for r in decode)
-        out += ["| weights | M | N × K | ms | weight GB/s |" + (" read GB/s |" if per_row else "")
-                + " of read | sgemm ms | time / sgemm |",
-                "|---|---|---|---|---|" + ("---|" if per_row else "") + "---|---|---|"]
+                + ", and around each row: read GB/s); `sgemm` on the weights dequantized to f32 beforehand "
+                "(8× or 4× the bytes), same process:", ""]
+        out += ["| weights | M | N × K | ms | weight GB/s | read GB/s | of read | sgemm ms | time / sgemm |",
+                "|---|---|---|---|---|---|---|---|---|"]
         for r in decode:
             out.append(f"| {r['what'].replace('bf16 x ', '')} | {r['m']} | {r['n']} × {r['k']} | {r['ms']:.3f} "
-                       f"| {r['weight_gbs']:.2f} |" + (f" {r.get('read_gbs', 0):.1f} |" if per_row else "")
-                       + f" {100 * r['of_read']:.0f} % | {r['sgemm_ms']:.3f} "
-                       f"| {r['ms'] / r['sgemm_ms']:.2f} |")
+                       f"| {r['weight_gbs']:.2f} | {r['read_gbs']:.1f} | {100 * r['of_read']:.0f} % "
+                       f"| {r['sgemm_ms']:.3f} | {r['ms'] / r['sgemm_ms']:.2f} |")
         out.append("")
     for r in extra:
         if r.get("op") == "invariance":
