@@ -333,18 +333,19 @@ static void gemm_invariance(tu_rng *r) {
       gemm_case(r, ci, variant, GK_LONG);
 }
 
-/* The streaming kernel's block rescaling (stream_cpu.c: AVX-512, e2m1 codes with e8m0
- * scales, 1 or 2 rows of X) at and beyond its bounds, where rescaling would round otherwise:
+/* The streaming kernel's block rescaling (stream_cpu.c: e2m1 codes with e8m0 scales, 1 or
+ * 2 rows of X) at and beyond its bounds, where rescaling would round otherwise:
  * bf16 x MXFP4 whose products and their sums lie below 2^-126 with bits below 2^-149
  * (activations of 8 significant bits times small scales). Activations of exponents in
  * [-8, 0] (rows 0-7), [-30, -15] (8-15), [-118, -108] (16-23: below the bounds), [20,
  * 40] (24-31: partly above) and [-133, 100] (32-39, subnormal bf16 among them), a
  * sixteenth of them zeros; scales by columns (the kernel's groups of panels: 64
- * columns at 1 row of X, 32 at 2): 2^-32 .. 2^-30 (0-31) and 2^-32 .. 2^32 (32-63:
+ * columns at 1 row of X, 32 at 2; AVX2: 32 and 16): 2^-32 .. 2^-30 (0-31) and 2^-32 .. 2^32 (32-63:
  * inside the bounds), 2^-126 .. 2^-115 (64-79), inside, then anywhere from the middle of
  * K on, 2^127 and NaN included (80-95), 2^63 .. 2^127 (96-99, the fills' columns);
- * columns 70 and 75 all 2^-127 and all NaN (bytes 0 and 255, which the AVX-512 kernels'
- * vector decoding of the scales leaves to the table). Rows 0-39 by rows of 1 and of 2
+ * columns 70 and 75 from the middle of K on all 2^-127 and all NaN (bytes 0 and 255,
+ * which the kernels' vector decoding of the scales leaves to the table; before it, the
+ * lower bound is what keeps columns 64-79 from rescaling). Rows 0-39 by rows of 1 and of 2
  * on the streaming path (the processor's best kernels and AVX2's) against the whole on
  * the blocked path, byte for byte; compact and swizzled scales. */
 static void rescale_bounds(tu_rng *r, int swizzled) {
@@ -375,7 +376,7 @@ static void rescale_bounds(tu_rng *r, int swizzled) {
                                      : n >= 96      ? tu_range(r, 190, 254)
                                      : b < p.kb / 2 ? tu_range(r, 95, 159)
                                                     : tu_range(r, 0, 255));
-  for (int64_t b = 0; b < p.kb; ++b) /* whole columns of e8m0 0 (2^-127) and of 255 (NaN) */
+  for (int64_t b = p.kb / 2; b < p.kb; ++b) /* columns of e8m0 0 (2^-127) and of 255 (NaN) */
     p.sb[70 * p.kb + b] = 0, p.sb[75 * p.kb + b] = 255;
   config_with("cpu_stream=off");
   const float am = run_piece(&p, 0, GM, 0, GN, whole);
