@@ -12,7 +12,8 @@
  * panel_codes, 8 rows at a time, rows8); a shift brings byte b of every lane to its low
  * bits, where
  *   e2m1: the low and the high nibble (values 2j, 2j + 1) index a 16-entry table by a
- *         permute (the code table of the op, formats.h's values);
+ *         permute (the code table of the op, formats.h's values; AVX2, whose permute
+ *         takes 3 index bits: the 8 magnitudes and the sign, e2m1_value8);
  *   fp8:  the code's sign, exponent and mantissa go to f32's fields by a shift, an
  *         arithmetic shift and a mask, times 2^120 (e4m3) or 2^112 (e5m2): the code's
  *         value, subnormals included (formats.h, mxf_e4m3_bits_f32); a 16-row word
@@ -22,24 +23,25 @@
  *         by a mask (no scale);
  * times the row's block scale (exact: SPEC §1.2; the same product the fill computes),
  * and added into the accumulators of every row of X by one fused multiply-add per k, in
- * increasing k, from +0: SPEC §5.1's order, the same bits as the GEMM core's. (AVX-512,
- * e2m1 with e8m0 scales, 1 or 2 rows of X: the accumulators are divided by the scale
- * before the block and multiplied by it after, the same bits within bounds checked;
- * the block rescaling below.)
+ * increasing k, from +0: SPEC §5.1's order, the same bits as the GEMM core's. (e2m1
+ * with e8m0 scales, 1 or 2 rows of X: the accumulators are divided by the scale before
+ * the block and multiplied by it after, the same bits within bounds checked; the block
+ * rescaling below.)
  *
  * Written for AVX-512 and AVX2 + FMA (the plan's instruction set, cpu.h; the
  * baseline has no streaming kernel, its fills do the work). Registers, AVX-512: one row
  * of X takes four panels at a time, 2 to 4 rows two (so that each accumulator's
  * multiply-adds are far enough apart), 5 to 8 rows one; more rows go by groups of 8,
- * each decoding the codes again. AVX2: a panel as two halves of 8 lanes, groups of 4
- * rows of X. The same decoding, stored, feeds the GEMM core's packed layout where there
+ * each decoding the codes again. AVX2: a panel as two halves of 8 lanes, two panels at a
+ * time for one row of X (four chains of multiply-adds), one for more, groups of 4 rows
+ * of X. The same decoding, stored, feeds the GEMM core's packed layout where there
  * are more rows of X (mxf_cpu_stream_unpack).
  * The backend's story and measurements: docs/kernels/cpu.md.
  */
 #include "cpu/cpu.h"
 
-/* Block rescaling (the AVX-512 kernels of e2m1 codes with power-of-two scales of
- * whole 32-value blocks, 1 or 2 rows of X; SPEC §5.1 unchanged). A block's steps
+/* Block rescaling (the kernels of e2m1 codes with power-of-two scales of whole
+ * 32-value blocks, 1 or 2 rows of X; SPEC §5.1 unchanged). A block's steps
  * acc = fma(x, w s, acc) over its 32 values, s = 2^e the row's scale, give the same
  * bits as d = acc / s, then d = fma(x, w, d) over them, then acc = d s, wherever every
  * partial sum at both scales is a multiple of 2^-149 below 2^128: such a sum is an
@@ -58,9 +60,8 @@
  * multiplies each value by its scale, as the fills do, and so does every block after it
  * (the accumulators may then be finer or larger). The rows of X are checked once, by
  * the driver (mxf_cpu_stream_x_in_range), the scales per block. Measured
- * (bench/NOTES.md): 1 and 2 rows of X gain; 3 and 4 (two panels) lose; the AVX2 kernel,
- * bound by its decoding's integer and shuffle operations rather than by the multiplies,
- * gains nothing and does not rescale. */
+ * (bench/NOTES.md): 1 and 2 rows of X gain; 3 and 4 (two panels) lose; on AVX2 it frees
+ * the scales' registers for the second panel's accumulators. */
 #define S_RESCALE_SF_LO 0x1p-32f
 #define S_RESCALE_SF_HI 0x1p32f
 #define S_RESCALE_X_LO 0x21000000u /* 2^-61 */
@@ -615,8 +616,10 @@ static const stream_fn g_kernels[8][4][4] = {{S_ONE(1, 1), S_ONE(1, 2), S_ONE(1,
 
 /* ---------------------------------------------------------------- AVX2
  * The same kernel in 8 lanes: a panel's 16 rows as two halves of 8, both halves'
- * chains interleaved (16 registers: one panel at a time, up to 4 rows of X); e2m1's
- * 16-entry table as the 8 magnitudes (the permute takes 3 index bits) and the sign bit. */
+ * chains interleaved; in 16 registers, two panels at a time for one row of X (four
+ * chains, so that each accumulator's multiply-adds are far enough apart), one panel for
+ * 2 to 4 rows; e2m1's 16-entry table as the 8 magnitudes (the permute takes 3 index
+ * bits) and the sign bit. */
 #define S2_INLINE __attribute__((target("avx2,fma"), always_inline)) static inline
 
 /* 8 rows (at p + i * rs) x 16 bytes as 4 vectors: z[q] lane i = row i's bytes 4q..4q+3. */
@@ -631,19 +634,55 @@ S2_INLINE void rows8(const uint8_t *p, int64_t rs, __m256i z[4]) {
   z[2] = _mm256_unpacklo_epi64(t1, t3), z[3] = _mm256_unpackhi_epi64(t1, t3);
 }
 
-/* acc + a * b, a broadcast from memory next to the multiply-add (see fma_x) */
+/* acc + a * b, a broadcast from memory next to the multiply-add (see fma_x); or (SHARE)
+ * a value of X broadcast once for the multiply-adds of all the panels (S2_BCAST, S2_FMA):
+ * the fp8 kernels, which take one value of X at a time, and the others up to 2 rows of X
+ * (with more, their two values' broadcasts would take the accumulators' registers). */
 S2_INLINE __m256 fma_x8(const float *a, __m256 b, __m256 acc) {
   __m256 t;
   __asm__("vbroadcastss %3, %1\n\tvfmadd231ps %1, %2, %0" : "+x"(acc), "=&x"(t) : "x"(b), "m"(*a));
   return acc;
 }
+S2_INLINE __m256 bcast8(const float *a) { /* an instruction, kept where it is used (see fma_x) */
+  __m256 t;
+  __asm__("vbroadcastss %1, %0" : "=x"(t) : "m"(*a));
+  return t;
+}
+#define S2_BCAST(XR, K, SHARE)                                                                               \
+  __m256 XR[4];                                                                                              \
+  if (SHARE) S2_UNROLL for (int m = 0; m < XN; ++m) XR[m] = bcast8(xb[m] + (K));
+#define S2_FMA(XR, K, V, ACC, SHARE)                                                                         \
+  ((SHARE) ? _mm256_fmadd_ps(XR[m], (V), (ACC)) : fma_x8(xb[m] + (K), (V), (ACC)))
 
 /* The decoding, per lane, in 8 lanes (as e2m1_value, fp8_fields, fp8_table, fp8_special).
- * e2m1: the low nibble of v through the 8 magnitudes (the permute takes 3 index bits)
- * and the sign bit, times the scale. */
-S2_INLINE __m256 e2m1_value8(__m256i v, __m256 mag, __m256 sc) {
-  const __m256i sign = _mm256_and_si256(_mm256_slli_epi32(v, 28), _mm256_set1_epi32((int)0x80000000u));
-  return _mm256_mul_ps(_mm256_or_ps(_mm256_permutevar8x32_ps(mag, v), _mm256_castsi256_ps(sign)), sc);
+ * e2m1: the low nibble of v, moved to bits 28..31, holds the sign at bit 31 and the
+ * permute's 3 index bits i at 28..30; the table (e2m1_table8) holds the magnitude of
+ * code i with i << 28 xor-ed in, so that one xor with the moved nibble takes those bits
+ * out and puts the sign in. */
+S2_INLINE __m256 e2m1_table8(const float *lut) { /* codes 0..7; 8..15 are their negatives */
+  return _mm256_xor_ps(_mm256_loadu_ps(lut),
+                       _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), 28)));
+}
+S2_INLINE __m256 e2m1_value8(__m256i v, __m256 tab) {
+  return _mm256_xor_ps(_mm256_permutevar8x32_ps(tab, v), _mm256_castsi256_ps(_mm256_slli_epi32(v, 28)));
+}
+/* The values of byte b of the word at z (both nibbles: lo, hi), as e2m1_value8, in one
+ * statement that the compiler keeps where it is written, the word loaded by it: left to
+ * itself, the compiler decoded a whole block first, or kept a block's words in
+ * registers, and spilled the accumulators. */
+S2_INLINE void e2m1_pair8(const __m256i *z, const int b, __m256 tab, __m256 *lo, __m256 *hi) {
+  __m256i v, u;
+  __asm__ volatile("vmovdqa %[z], %[v]\n\t"
+                   ".if %c[sh]\n\tvpsrld %[sh], %[v], %[v]\n\t.endif\n\t"
+                   "vpermps %[tab], %[v], %[lo]\n\t"
+                   "vpsrld $4, %[v], %[u]\n\t"
+                   "vpslld $28, %[v], %[v]\n\t"
+                   "vxorps %[v], %[lo], %[lo]\n\t"
+                   "vpermps %[tab], %[u], %[hi]\n\t"
+                   "vpslld $28, %[u], %[u]\n\t"
+                   "vxorps %[u], %[hi], %[hi]"
+                   : [v] "=&x"(v), [u] "=&x"(u), [lo] "=&x"(*lo), [hi] "=&x"(*hi)
+                   : [z] "m"(*z), [sh] "i"(8 * b), [tab] "x"(tab));
 }
 S2_INLINE __m256 fp8_fields8(__m256i z, int b, int E5) {
   const __m256i top = _mm256_slli_epi32(z, 24 - 8 * b);
@@ -664,96 +703,179 @@ S2_INLINE int fp8_special8(const __m256i z[2][4], int E5) {
   return !_mm256_testz_si256(any, _mm256_set1_epi32((int)0x80808080u));
 }
 
+/* The AVX2 kernels' scale reader: e8m0 scales of 32 values, a whole chunk, as
+ * panel_scales512 reads them (the chunk's 16 blocks as words, lane i = row i, by rows8 of
+ * compact rows or a gather of swizzled ones; a byte 0 or 255 anywhere in it: the table);
+ * the others through panel_scales. */
+S2_INLINE void panel_scales8(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, int64_t left,
+                             float *o) {
+  if (left >= S_CHUNK && w->sf_pow2 && w->sf_vec == 32 &&
+      (!w->sf_swizzled || (w->sf_row == 16 && !(kb0 & 3)))) {
+    __m256i z[2][4]; /* rows 8h..8h+7, blocks 4q..4q+3 */
+    for (int h = 0; h < 2; ++h) {
+      if (w->sf_swizzled)
+        for (int q = 0; q < 4; ++q)
+          z[h][q] = _mm256_i32gather_epi32((const int *)(sf + sf_block(w, kb0 + 4 * q) + 128 * h),
+                                           _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112), 1);
+      else
+        rows8(sf + kb0 + 8 * h * w->sf_row, w->sf_row, z[h]);
+    }
+    const __m256i ones = _mm256_set1_epi32(0x01010101), tops = _mm256_set1_epi32((int)0x80808080u);
+    __m256i any = _mm256_setzero_si256(); /* a byte 0 (of z or of ~z: 255) sets its top bit */
+    for (int h = 0; h < 2; ++h)
+      for (int q = 0; q < 4; ++q) {
+        const __m256i v = z[h][q], n = _mm256_xor_si256(v, _mm256_set1_epi32(-1));
+        any = _mm256_or_si256(any, _mm256_andnot_si256(v, _mm256_sub_epi32(v, ones)));
+        any = _mm256_or_si256(any, _mm256_andnot_si256(n, _mm256_sub_epi32(n, ones)));
+      }
+    if (_mm256_testz_si256(any, tops)) {
+      const __m256i exp = _mm256_set1_epi32(0x7F800000);
+#pragma GCC unroll 16
+      for (int j = 0; j < S_CHUNK; ++j) /* block j: byte j & 3 of word j >> 2 */
+        for (int h = 0; h < 2; ++h) {
+          const __m256i v = z[h][j >> 2];
+          const int sh = 8 * (j & 3);
+          _mm256_store_ps(
+              o + j * 32 + 8 * h,
+              _mm256_castsi256_ps(_mm256_and_si256(
+                  sh <= 23 ? _mm256_slli_epi32(v, 23 - sh) : _mm256_srli_epi32(v, sh - 23), exp)));
+        }
+      return;
+    }
+  }
+  panel_scales(w, sf, kb0, left, o);
+}
+
 #define S2_UNROLL _Pragma("GCC unroll 8")
-/* The accumulators (XN rows of X, a panel's two halves), from +0; the rows of X at the
- * block's first value; the scales, a chunk ahead (into sbuf, S2_PREP's). */
-#define S2_ACC_INIT                                                                                          \
-  __m256 c[4][2];                                                                                            \
-  S2_UNROLL for (int m = 0; m < XN; ++m) c[m][0] = c[m][1] = _mm256_setzero_ps();
+/* The accumulators (XN rows of X x NP panels, each panel's two halves), from +0; the
+ * panels' code words of a group, transposed by rows8 (zb[p][h][q]: rows 8h..8h+7 of
+ * panel p), which the loops load as they go (8 accumulators and a panel's 8 words would
+ * not fit in the 16 registers beside each other); the rows of X at the block's first
+ * value; the panels' scales, a chunk ahead (into sbuf). */
+#define S2_PREP                                                                                              \
+  __m256 c[4][4][2];                                                                                         \
+  S2_UNROLL for (int m = 0; m < XN; ++m) S2_UNROLL for (int p = 0; p < NP; ++p) c[m][p][0] = c[m][p][1] =    \
+      _mm256_setzero_ps();                                                                                   \
+  _Alignas(64) uint8_t lb[4][16 * 64];                                                                       \
+  _Alignas(32) __m256i zb[4][2][4];
 #define S2_X_BLOCK(K0)                                                                                       \
   const float *xb[4];                                                                                        \
   S2_UNROLL for (int m = 0; m < XN; ++m) xb[m] = x + m * ldx + (K0);
-#define S2_PREP                                                                                              \
-  S2_ACC_INIT                                                                                                \
-  _Alignas(64) float sbuf[S_CHUNK * 2 * 16];                                                                 \
-  _Alignas(64) uint8_t lb[16 * 64];
 #define S2_CHUNK_SCALES                                                                                      \
   const int64_t kc = kb % S_CHUNK;                                                                           \
-  if (kc == 0) panel_scales(w, sf, kb, kblocks - kb, sbuf);                                                  \
+  if (kc == 0) S2_UNROLL for (int p = 0; p < NP; ++p) panel_scales8(w, sf[p], kb, kblocks - kb, sbuf[p]);    \
   S2_X_BLOCK(kb * 32)
+/* Each panel's 16 rows' bytes [o, o + 16) as words into zb (AHEAD: the panel's turn to
+ * ask for long rows ahead). */
+#define S2_WORDS(O, END, AHEAD)                                                                              \
+  S2_UNROLL for (int p = 0; p < NP; ++p) {                                                                   \
+    int64_t rs;                                                                                              \
+    const uint8_t *cb = panel_codes(ahead, codes[p], w->row_bytes, (O), (END), (AHEAD), lb[p], &rs);         \
+    rows8(cb, rs, zb[p][0]);                                                                                 \
+    rows8(cb + 8 * rs, rs, zb[p][1]);                                                                        \
+  }
 #define S2_STORE                                                                                             \
-  S2_UNROLL for (int m = 0; m < XN; ++m) {                                                                   \
-    _mm256_storeu_ps(acc + m * ld, c[m][0]);                                                                 \
-    _mm256_storeu_ps(acc + m * ld + 8, c[m][1]);                                                             \
+  S2_UNROLL for (int m = 0; m < XN; ++m) S2_UNROLL for (int p = 0; p < NP; ++p) {                            \
+    _mm256_storeu_ps(acc + m * ld + 16 * p, c[m][p][0]);                                                     \
+    _mm256_storeu_ps(acc + m * ld + 16 * p + 8, c[m][p][1]);                                                 \
   }
 
-S2_INLINE void e2m1_rows_avx2(const int XN, const mxf_cpu_stream_w *w, const uint8_t *codes,
-                              const uint8_t *sf, int64_t kblocks, const float *x, int64_t ldx, float *acc,
-                              int64_t ld, const mxf_cpu_stream_ahead *ahead) {
-  const __m256 mag = _mm256_loadu_ps(w->code_lut); /* codes 0..7; 8..15 are their negatives */
+S2_INLINE void e2m1_rows_avx2(const int XN, const int NP, const int RS, const mxf_cpu_stream_w *w,
+                              const uint8_t *const *codes, const uint8_t *const *sf, int64_t kblocks,
+                              const float *x, int64_t ldx, float *acc, int64_t ld,
+                              const mxf_cpu_stream_ahead *ahead) {
+  const __m256 tab = e2m1_table8(w->code_lut);
+  int rescale = RS && ahead->rescale;
   S2_PREP
+  _Alignas(64) float sbuf[4][S_CHUNK * 2 * 16];
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     S2_CHUNK_SCALES
     prefetch_next(ahead, kb);
-    __m256i z[2][4];
-    int64_t rs;
-    const uint8_t *cb =
-        panel_codes(ahead, codes, w->row_bytes, kb * 16, kblocks * 16, (kb & 3) == 0, lb, &rs);
-    rows8(cb, rs, z[0]);
-    rows8(cb + 8 * rs, rs, z[1]);
-#pragma GCC unroll 4
-    for (int q = 0; q < 4; ++q)
-#pragma GCC unroll 4
-      for (int b = 0; b < 4; ++b) {
-        const int k = q * 8 + b * 2;
-        for (int h = 0; h < 2; ++h) { /* rows 8h..8h+7 */
-          const __m256 sc = _mm256_load_ps(sbuf + kc * 32 + (w->sf_vec == 16 && q >= 2 ? 16 : 0) + 8 * h);
-          const __m256i v = _mm256_srli_epi32(z[h][q], 8 * b);
-          const __m256 lo = e2m1_value8(v, mag, sc), hi = e2m1_value8(_mm256_srli_epi32(v, 4), mag, sc);
-          S2_UNROLL for (int m = 0; m < XN; ++m) c[m][h] = fma_x8(xb[m] + k, lo, c[m][h]);
-          S2_UNROLL for (int m = 0; m < XN; ++m) c[m][h] = fma_x8(xb[m] + k + 1, hi, c[m][h]);
-        }
+    S2_WORDS(kb * 16, kblocks * 16, (kb & 3) == (p & 3))
+    if (rescale) {
+      int ok = 1;
+      S2_UNROLL for (int p = 0; p < NP; ++p) for (int h = 0; h < 2; ++h) {
+        const __m256 sc = _mm256_load_ps(sbuf[p] + kc * 32 + 8 * h);
+        ok &= _mm256_movemask_ps(
+                  _mm256_and_ps(_mm256_cmp_ps(sc, _mm256_set1_ps(S_RESCALE_SF_LO), _CMP_GE_OQ),
+                                _mm256_cmp_ps(sc, _mm256_set1_ps(S_RESCALE_SF_HI), _CMP_LE_OQ))) == 0xFF;
       }
+      rescale = ok;
+    }
+    /* the block's values: e2m1_value8 (SCALED), or unscaled between the rescaling's two
+       multiplies (top of the file) */
+#define S2_E2M1_LOOP(SCALED)                                                                                 \
+  _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) _Pragma("GCC unroll 4") for (int b = 0; b < 4; ++b) {  \
+    const int k = q * 8 + b * 2;                                                                             \
+    S2_BCAST(xl, k, XN <= 2)                                                                                 \
+    S2_BCAST(xh, k + 1, XN <= 2)                                                                             \
+    S2_UNROLL for (int p = 0; p < NP; ++p) for (int h = 0; h < 2; ++h) { /* rows 8h..8h+7 */                 \
+      __m256 lo, hi;                                                                                         \
+      e2m1_pair8(&zb[p][h][q], b, tab, &lo, &hi);                                                            \
+      if (SCALED) {                                                                                          \
+        const __m256 sc = _mm256_load_ps(sbuf[p] + kc * 32 + (w->sf_vec == 16 && q >= 2 ? 16 : 0) + 8 * h);  \
+        lo = _mm256_mul_ps(lo, sc), hi = _mm256_mul_ps(hi, sc);                                              \
+      }                                                                                                      \
+      S2_UNROLL for (int m = 0; m < XN; ++m) c[m][p][h] = S2_FMA(xl, k, lo, c[m][p][h], XN <= 2);            \
+      S2_UNROLL for (int m = 0; m < XN; ++m) c[m][p][h] = S2_FMA(xh, k + 1, hi, c[m][p][h], XN <= 2);        \
+    }                                                                                                        \
+  }
+    if (rescale) {
+      S2_UNROLL for (int p = 0; p < NP; ++p) for (int h = 0; h < 2; ++h) {
+        const __m256 sc = _mm256_load_ps(sbuf[p] + kc * 32 + 8 * h);
+        const __m256 inv = _mm256_castsi256_ps(
+            _mm256_sub_epi32(_mm256_set1_epi32((int)S_RESCALE_INV), _mm256_castps_si256(sc)));
+        S2_UNROLL for (int m = 0; m < XN; ++m) c[m][p][h] = _mm256_mul_ps(c[m][p][h], inv);
+      }
+      S2_E2M1_LOOP(0)
+      S2_UNROLL for (int p = 0; p < NP; ++p) for (int h = 0; h < 2; ++h) {
+        const __m256 sc = _mm256_load_ps(sbuf[p] + kc * 32 + 8 * h);
+        S2_UNROLL for (int m = 0; m < XN; ++m) c[m][p][h] = _mm256_mul_ps(c[m][p][h], sc);
+      }
+    } else {
+      S2_E2M1_LOOP(1)
+    }
+#undef S2_E2M1_LOOP
   }
   S2_STORE
 }
 
-S2_INLINE void fp8_rows_avx2(const int XN, const int E5, const mxf_cpu_stream_w *w, const uint8_t *codes,
-                             const uint8_t *sf, int64_t kblocks, const float *x, int64_t ldx, float *acc,
-                             int64_t ld, const mxf_cpu_stream_ahead *ahead) {
+S2_INLINE void fp8_rows_avx2(const int XN, const int NP, const int E5, const mxf_cpu_stream_w *w,
+                             const uint8_t *const *codes, const uint8_t *const *sf, int64_t kblocks,
+                             const float *x, int64_t ldx, float *acc, int64_t ld,
+                             const mxf_cpu_stream_ahead *ahead) {
   const __m256 bias = _mm256_set1_ps(E5 ? 0x1p112f : 0x1p120f), inf = _mm256_set1_ps(__builtin_inff());
   S2_PREP
+  _Alignas(64) float sbuf[4][S_CHUNK * 2 * 16];
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     S2_CHUNK_SCALES
     prefetch_next(ahead, kb);
     for (int hk = 0; hk < 2; ++hk) { /* values 16 hk .. 16 hk + 15 */
-      __m256i z[2][4];
-      int64_t rs;
-      const uint8_t *cb = panel_codes(ahead, codes, w->row_bytes, kb * 32 + hk * 16, kblocks * 32,
-                                      hk == 0 && (kb & 1) == 0, lb, &rs);
-      rows8(cb, rs, z[0]);
-      rows8(cb + 8 * rs, rs, z[1]);
-      const int special = fp8_special8(z, E5);
-      __m256 s[2], sb[2];
-      int fast = 1;
-      for (int h = 0; h < 2; ++h) {
-        s[h] = _mm256_load_ps(sbuf + kc * 32 + (w->sf_vec == 16 ? 16 * hk : 0) + 8 * h);
-        sb[h] = _mm256_mul_ps(s[h], bias);
-        fast &= _mm256_movemask_ps(_mm256_cmp_ps(sb[h], inf, _CMP_LT_OQ)) == 0xFF;
+      S2_WORDS(kb * 32 + hk * 16, kblocks * 32, hk == 0 && (kb & 1) == (p & 1))
+      int special = 0, fast = 1;
+      __m256 s[4][2], sb[4][2];
+      S2_UNROLL for (int p = 0; p < NP; ++p) {
+        special |= fp8_special8(zb[p], E5);
+        for (int h = 0; h < 2; ++h) {
+          s[p][h] = _mm256_load_ps(sbuf[p] + kc * 32 + (w->sf_vec == 16 ? 16 * hk : 0) + 8 * h);
+          sb[p][h] = _mm256_mul_ps(s[p][h], bias);
+          fast &= _mm256_movemask_ps(_mm256_cmp_ps(sb[p][h], inf, _CMP_LT_OQ)) == 0xFF;
+        }
       }
       const int mode = special ? 2 : fast ? 0 : 1; /* as fp8_rows */
 #define S2_FP8_LOOP(MODE)                                                                                    \
   _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) _Pragma("GCC unroll 4") for (int b = 0; b < 4; ++b) {  \
     const int k = hk * 16 + q * 4 + b;                                                                       \
-    for (int h = 0; h < 2; ++h) {                                                                            \
+    S2_BCAST(xk, k, 1)                                                                                       \
+    S2_UNROLL for (int p = 0; p < NP; ++p) for (int h = 0; h < 2; ++h) {                                     \
       __m256 v;                                                                                              \
       if ((MODE) == 2) {                                                                                     \
-        v = _mm256_mul_ps(fp8_table8(z[h][q], b, w->code_lut), s[h]);                                        \
+        v = _mm256_mul_ps(fp8_table8(_mm256_load_si256(&zb[p][h][q]), b, w->code_lut), s[p][h]);             \
       } else {                                                                                               \
-        const __m256 f = fp8_fields8(z[h][q], b, E5);                                                        \
-        v = (MODE) == 0 ? _mm256_mul_ps(f, sb[h]) : _mm256_mul_ps(_mm256_mul_ps(f, bias), s[h]);             \
+        const __m256 f = fp8_fields8(_mm256_load_si256(&zb[p][h][q]), b, E5);                                \
+        v = (MODE) == 0 ? _mm256_mul_ps(f, sb[p][h]) : _mm256_mul_ps(_mm256_mul_ps(f, bias), s[p][h]);       \
       }                                                                                                      \
-      S2_UNROLL for (int m = 0; m < XN; ++m) c[m][h] = fma_x8(xb[m] + k, v, c[m][h]);                        \
+      S2_UNROLL for (int m = 0; m < XN; ++m) c[m][p][h] = S2_FMA(xk, k, v, c[m][p][h], 1);                   \
     }                                                                                                        \
   }
       if (mode == 0) {
@@ -768,31 +890,28 @@ S2_INLINE void fp8_rows_avx2(const int XN, const int E5, const mxf_cpu_stream_w 
   }
   S2_STORE
 }
-S2_INLINE void bf16_rows_avx2(const int XN, const mxf_cpu_stream_w *w, const uint8_t *codes, int64_t kblocks,
-                              const float *x, int64_t ldx, float *acc, int64_t ld,
-                              const mxf_cpu_stream_ahead *ahead) {
+S2_INLINE void bf16_rows_avx2(const int XN, const int NP, const mxf_cpu_stream_w *w,
+                              const uint8_t *const *codes, int64_t kblocks, const float *x, int64_t ldx,
+                              float *acc, int64_t ld, const mxf_cpu_stream_ahead *ahead) {
   const __m256i high = _mm256_set1_epi32((int)0xFFFF0000u);
-  S2_ACC_INIT
-  _Alignas(64) uint8_t lb[16 * 64];
+  S2_PREP
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     S2_X_BLOCK(kb * 32)
     prefetch_next(ahead, kb);
 #pragma GCC unroll 4
     for (int g = 0; g < 4; ++g) { /* values 8g .. 8g + 7 */
-      __m256i z[2][4];
-      int64_t rs;
-      const uint8_t *cb =
-          panel_codes(ahead, codes, w->row_bytes, kb * 64 + g * 16, kblocks * 64, g == 0, lb, &rs);
-      rows8(cb, rs, z[0]);
-      rows8(cb + 8 * rs, rs, z[1]);
+      S2_WORDS(kb * 64 + g * 16, kblocks * 64, g == (p & 3))
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q) {
         const int k = g * 8 + q * 2;
-        for (int h = 0; h < 2; ++h) {
-          const __m256 lo = _mm256_castsi256_ps(_mm256_slli_epi32(z[h][q], 16));
-          const __m256 hi = _mm256_castsi256_ps(_mm256_and_si256(z[h][q], high));
-          S2_UNROLL for (int m = 0; m < XN; ++m) c[m][h] = fma_x8(xb[m] + k, lo, c[m][h]);
-          S2_UNROLL for (int m = 0; m < XN; ++m) c[m][h] = fma_x8(xb[m] + k + 1, hi, c[m][h]);
+        S2_BCAST(xl, k, XN <= 2)
+        S2_BCAST(xh, k + 1, XN <= 2)
+        S2_UNROLL for (int p = 0; p < NP; ++p) for (int h = 0; h < 2; ++h) {
+          const __m256i z = _mm256_load_si256(&zb[p][h][q]);
+          const __m256 lo = _mm256_castsi256_ps(_mm256_slli_epi32(z, 16));
+          const __m256 hi = _mm256_castsi256_ps(_mm256_and_si256(z, high));
+          S2_UNROLL for (int m = 0; m < XN; ++m) c[m][p][h] = S2_FMA(xl, k, lo, c[m][p][h], XN <= 2);
+          S2_UNROLL for (int m = 0; m < XN; ++m) c[m][p][h] = S2_FMA(xh, k + 1, hi, c[m][p][h], XN <= 2);
         }
       }
     }
@@ -806,7 +925,7 @@ __attribute__((target("avx2,fma"))) static void unpack_avx2(const mxf_cpu_stream
                                                             float *dst) {
   const int e2 = w->fmt == MXF_E2M1, E5 = w->fmt == MXF_E5M2;
   const int64_t rs = w->row_bytes;
-  const __m256 mag = _mm256_loadu_ps(w->code_lut);
+  const __m256 tab = e2m1_table8(w->code_lut);
   const __m256 bias = _mm256_set1_ps(E5 ? 0x1p112f : 0x1p120f);
   _Alignas(64) float sbuf[S_CHUNK * 2 * 16];
   for (int64_t j = 0; j < nb; ++j) {
@@ -827,8 +946,9 @@ __attribute__((target("avx2,fma"))) static void unpack_avx2(const mxf_cpu_stream
           for (int h = 0; h < 2; ++h) {
             const __m256 s = _mm256_load_ps(sc + (q >= 2 ? sv : 0) + 8 * h);
             const __m256i v = _mm256_srli_epi32(z[h][q], 8 * b);
-            _mm256_store_ps(o + k * 16 + 8 * h, e2m1_value8(v, mag, s));
-            _mm256_store_ps(o + (k + 1) * 16 + 8 * h, e2m1_value8(_mm256_srli_epi32(v, 4), mag, s));
+            _mm256_store_ps(o + k * 16 + 8 * h, _mm256_mul_ps(e2m1_value8(v, tab), s));
+            _mm256_store_ps(o + (k + 1) * 16 + 8 * h,
+                            _mm256_mul_ps(e2m1_value8(_mm256_srli_epi32(v, 4), tab), s));
           }
         }
       continue;
@@ -853,33 +973,45 @@ __attribute__((target("avx2,fma"))) static void unpack_avx2(const mxf_cpu_stream
 
 #undef S2_ACC_INIT
 #undef S2_X_BLOCK
+#undef S2_WORDS
+#undef S2_BCAST
+#undef S2_FMA
 #undef S2_PREP
 #undef S2_CHUNK_SCALES
 #undef S2_STORE
 #undef S2_UNROLL
 
-typedef void (*stream2_fn)(const mxf_cpu_stream_w *, const uint8_t *, const uint8_t *, int64_t, const float *,
-                           int64_t, float *, int64_t, const mxf_cpu_stream_ahead *);
+/* One instance per (format, rows of X, panels), as the AVX-512 kernels'. */
 #define S2_KERNEL(NAME, BODY)                                                                                \
   __attribute__((target("avx2,fma"))) static void NAME(                                                      \
-      const mxf_cpu_stream_w *w, const uint8_t *codes, const uint8_t *sf, int64_t kblocks, const float *x,   \
-      int64_t ldx, float *acc, int64_t ld, const mxf_cpu_stream_ahead *ahead) {                              \
+      const mxf_cpu_stream_w *w, const uint8_t *const *codes, const uint8_t *const *sf, int64_t kblocks,     \
+      const float *x, int64_t ldx, float *acc, int64_t ld, const mxf_cpu_stream_ahead *ahead) {              \
     BODY;                                                                                                    \
   }
-#define S2_KERNELS(XN)                                                                                       \
-  S2_KERNEL(e2m1_avx2_##XN, e2m1_rows_avx2(XN, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))               \
-  S2_KERNEL(e4m3_avx2_##XN, fp8_rows_avx2(XN, 0, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))             \
-  S2_KERNEL(e5m2_avx2_##XN, fp8_rows_avx2(XN, 1, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))             \
-  S2_KERNEL(bf16_avx2_##XN, ((void)sf, bf16_rows_avx2(XN, w, codes, kblocks, x, ldx, acc, ld, ahead)))
-S2_KERNELS(1)
-S2_KERNELS(2)
-S2_KERNELS(3)
-S2_KERNELS(4)
+#define S2_KERNELS(XN, NP)                                                                                   \
+  S2_KERNEL(e2m1_avx2_##XN##_##NP,                                                                           \
+            e2m1_rows_avx2(XN, NP, XN <= S_RESCALE_XN, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))       \
+  S2_KERNEL(e4m3_avx2_##XN##_##NP, fp8_rows_avx2(XN, NP, 0, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))  \
+  S2_KERNEL(e5m2_avx2_##XN##_##NP, fp8_rows_avx2(XN, NP, 1, w, codes, sf, kblocks, x, ldx, acc, ld, ahead))  \
+  S2_KERNEL(bf16_avx2_##XN##_##NP,                                                                           \
+            ((void)sf, bf16_rows_avx2(XN, NP, w, codes, kblocks, x, ldx, acc, ld, ahead)))
+S2_KERNELS(1, 1)
+S2_KERNELS(1, 2)
+S2_KERNELS(1, 3)
+S2_KERNELS(1, 4)
+S2_KERNELS(2, 1)
+S2_KERNELS(2, 2)
+S2_KERNELS(3, 1)
+S2_KERNELS(4, 1)
 #undef S2_KERNELS
 #undef S2_KERNEL
-#define S2_ONE(XN)                                                                                           \
-  { e2m1_avx2_##XN, e4m3_avx2_##XN, e5m2_avx2_##XN, bf16_avx2_##XN }
-static const stream2_fn g_kernels2[4][4] = {S2_ONE(1), S2_ONE(2), S2_ONE(3), S2_ONE(4)};
+#define S2_ONE(XN, NP)                                                                                       \
+  { e2m1_avx2_##XN##_##NP, e4m3_avx2_##XN##_##NP, e5m2_avx2_##XN##_##NP, bf16_avx2_##XN##_##NP }
+/* [rows of X - 1][panels - 1][format] */
+static const stream_fn g_kernels2[4][4][4] = {{S2_ONE(1, 1), S2_ONE(1, 2), S2_ONE(1, 3), S2_ONE(1, 4)},
+                                              {S2_ONE(2, 1), S2_ONE(2, 2)},
+                                              {S2_ONE(3, 1)},
+                                              {S2_ONE(4, 1)}};
 #undef S2_ONE
 
 int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
@@ -898,7 +1030,7 @@ int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, c
   const int group = avx512 ? 8 : 4; /* rows of X a kernel takes */
   for (int64_t i0 = 0; i0 < xn; i0 += group) {
     const int xg = (int)(xn - i0 < group ? xn - i0 : group);
-    const int np_max = !avx512 ? 1 : xg == 1 ? 4 : xg <= 4 ? 2 : 1;
+    const int np_max = avx512 ? (xg == 1 ? 4 : xg <= 4 ? 2 : 1) : (xg == 1 ? 2 : 1);
     for (int64_t j0 = 0; j0 < n; j0 += 16 * np_max) {
       const int np = (int)((n - j0) / 16 < np_max ? (n - j0) / 16 : np_max);
       const uint8_t *codes[4], *sf[4];
@@ -916,10 +1048,8 @@ int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, c
         a.next = w->codes + next * w->row_bytes;
         a.per = rows > 0 ? mxf_cdiv(rows * w->row_bytes, 64 * kblocks) : 0;
       }
-      if (avx512)
-        g_kernels[xg - 1][np - 1][f](w, codes, sf, kblocks, x + i0 * ldx, ldx, acc + i0 * ld + j0, ld, &a);
-      else
-        g_kernels2[xg - 1][f](w, codes[0], sf[0], kblocks, x + i0 * ldx, ldx, acc + i0 * ld + j0, ld, &a);
+      (avx512 ? g_kernels : g_kernels2)[xg - 1][np - 1][f](w, codes, sf, kblocks, x + i0 * ldx, ldx,
+                                                           acc + i0 * ld + j0, ld, &a);
     }
   }
   return 1;
