@@ -703,45 +703,71 @@ S2_INLINE int fp8_special8(const __m256i z[2][4], int E5) {
   return !_mm256_testz_si256(any, _mm256_set1_epi32((int)0x80808080u));
 }
 
-/* The AVX2 kernels' scale reader: e8m0 scales of 32 values, a whole chunk, as
- * panel_scales512 reads them (the chunk's 16 blocks as words, lane i = row i, by rows8 of
- * compact rows or a gather of swizzled ones; a byte 0 or 255 anywhere in it: the table);
- * the others through panel_scales. */
-S2_INLINE void panel_scales8(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, int64_t left,
-                             float *o) {
-  if (left >= S_CHUNK && w->sf_pow2 && w->sf_vec == 32 &&
-      (!w->sf_swizzled || (w->sf_row == 16 && !(kb0 & 3)))) {
-    __m256i z[2][4]; /* rows 8h..8h+7, blocks 4q..4q+3 */
+/* The AVX2 kernels' scale reader, as scales512 (e8m0 scales or e4m3 ones, of 32 or 16
+ * values, a whole chunk): the chunk's 16 x 4 HALVES bytes as words, lane i = row i, by
+ * rows8 of compact rows or a gather of swizzled ones; a chunk holding an e8m0 byte 0 or
+ * 255 or an e4m3 NaN: 0, left to the table. */
+S2_INLINE int scales8(const int POW2, const int HALVES, const mxf_cpu_stream_w *w, const uint8_t *sf,
+                      int64_t kb0, float *o) {
+  __m256i z[2][2][4]; /* [g][h][q]: bytes 16 g + 4 q .. + 3 of the chunk's scales, rows 8h..8h+7 */
+  for (int g = 0; g < HALVES; ++g) {
+    const int64_t at = HALVES * kb0 + 16 * g;
     for (int h = 0; h < 2; ++h) {
       if (w->sf_swizzled)
         for (int q = 0; q < 4; ++q)
-          z[h][q] = _mm256_i32gather_epi32((const int *)(sf + sf_block(w, kb0 + 4 * q) + 128 * h),
-                                           _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112), 1);
+          z[g][h][q] = _mm256_i32gather_epi32((const int *)(sf + sf_block(w, at + 4 * q) + 128 * h),
+                                              _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112), 1);
       else
-        rows8(sf + kb0 + 8 * h * w->sf_row, w->sf_row, z[h]);
+        rows8(sf + at + 8 * h * w->sf_row, w->sf_row, z[g][h]);
     }
+  }
+  if (POW2) {
     const __m256i ones = _mm256_set1_epi32(0x01010101), tops = _mm256_set1_epi32((int)0x80808080u);
     __m256i any = _mm256_setzero_si256(); /* a byte 0 (of z or of ~z: 255) sets its top bit */
-    for (int h = 0; h < 2; ++h)
-      for (int q = 0; q < 4; ++q) {
-        const __m256i v = z[h][q], n = _mm256_xor_si256(v, _mm256_set1_epi32(-1));
-        any = _mm256_or_si256(any, _mm256_andnot_si256(v, _mm256_sub_epi32(v, ones)));
-        any = _mm256_or_si256(any, _mm256_andnot_si256(n, _mm256_sub_epi32(n, ones)));
-      }
-    if (_mm256_testz_si256(any, tops)) {
-      const __m256i exp = _mm256_set1_epi32(0x7F800000);
-#pragma GCC unroll 16
-      for (int j = 0; j < S_CHUNK; ++j) /* block j: byte j & 3 of word j >> 2 */
-        for (int h = 0; h < 2; ++h) {
-          const __m256i v = z[h][j >> 2];
-          const int sh = 8 * (j & 3);
-          _mm256_store_ps(
-              o + j * 32 + 8 * h,
-              _mm256_castsi256_ps(_mm256_and_si256(
-                  sh <= 23 ? _mm256_slli_epi32(v, 23 - sh) : _mm256_srli_epi32(v, sh - 23), exp)));
+    for (int g = 0; g < HALVES; ++g)
+      for (int h = 0; h < 2; ++h)
+        for (int q = 0; q < 4; ++q) {
+          const __m256i v = z[g][h][q], n = _mm256_xor_si256(v, _mm256_set1_epi32(-1));
+          any = _mm256_or_si256(any, _mm256_andnot_si256(v, _mm256_sub_epi32(v, ones)));
+          any = _mm256_or_si256(any, _mm256_andnot_si256(n, _mm256_sub_epi32(n, ones)));
         }
-      return;
+    if (!_mm256_testz_si256(any, tops)) return 0;
+  } else {
+    for (int g = 0; g < HALVES; ++g)
+      if (fp8_special8(z[g], 0)) return 0;
+  }
+  const __m256i exp = _mm256_set1_epi32(0x7F800000);
+  const __m256 bias = _mm256_set1_ps(0x1p120f);
+#pragma GCC unroll 32
+  for (int j = 0; j < S_CHUNK * HALVES; ++j) /* byte j: block j / HALVES, half j % HALVES */
+    for (int h = 0; h < 2; ++h) {
+      const __m256i v = z[j >> 4][h][(j >> 2) & 3];
+      const int sh = 8 * (j & 3);
+      const __m256 f =
+          POW2 ? _mm256_castsi256_ps(_mm256_and_si256(
+                     sh <= 23 ? _mm256_slli_epi32(v, 23 - sh) : _mm256_srli_epi32(v, sh - 23), exp))
+               : _mm256_mul_ps(fp8_fields8(v, j & 3, 0), bias);
+      _mm256_store_ps(o + ((j / HALVES) * 2 + j % HALVES) * 16 + 8 * h, f);
     }
+  return 1;
+}
+/* The other scales (e8m0 of 16 values, e4m3) as vectors: 1 where done. */
+__attribute__((target("avx2,fma"), noinline)) static int
+scales8_other(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, float *o) {
+  return w->sf_pow2        ? scales8(1, 2, w, sf, kb0, o)
+         : w->sf_vec == 16 ? scales8(0, 2, w, sf, kb0, o)
+                           : scales8(0, 1, w, sf, kb0, o);
+}
+/* e8m0 scales of 32 values inline in the kernels, the others through scales8_other (the
+ * call marked unlikely: otherwise the fp8 kernels spilled twice the multiply-adds around
+ * it, 3 % of their time), a chunk the vectors do not take through panel_scales. */
+S2_INLINE void panel_scales8(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, int64_t left,
+                             float *o) {
+  const int halves = w->sf_vec == 16 ? 2 : 1;
+  if (left >= S_CHUNK && (!w->sf_swizzled || (w->sf_row == 16 && !((halves * kb0) & 3)))) {
+    const int done = __builtin_expect(w->sf_pow2 && halves == 1, 1) ? scales8(1, 1, w, sf, kb0, o)
+                                                                    : scales8_other(w, sf, kb0, o);
+    if (done) return;
   }
   panel_scales(w, sf, kb0, left, o);
 }
