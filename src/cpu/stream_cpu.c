@@ -233,6 +233,14 @@ static inline __attribute__((always_inline)) void panel_scales(const mxf_cpu_str
     }
 }
 
+/* Whether the vector scale readers (scales512, scales8) take the chunk at kb0: a whole
+ * chunk, and swizzled scales only with a panel's rows 16 bytes apart and the chunk
+ * starting on a word of 4 scales. */
+static inline int chunk_as_words(const mxf_cpu_stream_w *w, int64_t kb0, int64_t left) {
+  const int halves = w->sf_vec == 16 ? 2 : 1;
+  return left >= S_CHUNK && (!w->sf_swizzled || (w->sf_row == 16 && !((halves * kb0) & 3)));
+}
+
 /* The 16 rows' scale bytes of 4 swizzled blocks 4g..4g+3 (p: the first's; SPEC §1.1: a
  * row's 4 bytes together, rows 16 bytes apart) as one vector, lane i = row i's 4: the
  * words at 0, 16, ... of 256 bytes, loaded alone (no byte beyond them is read). */
@@ -336,10 +344,9 @@ scales512_other(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, float
 /* e8m0 scales of 32 values, the most common, inline in the kernels. */
 S_INLINE void panel_scales512(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, int64_t left,
                               float *o) {
-  const int halves = w->sf_vec == 16 ? 2 : 1;
-  if (left >= S_CHUNK && (!w->sf_swizzled || (w->sf_row == 16 && !((halves * kb0) & 3)))) {
+  if (chunk_as_words(w, kb0, left)) {
     const int done =
-        w->sf_pow2 && halves == 1 ? scales512(1, 1, w, sf, kb0, o) : scales512_other(w, sf, kb0, o);
+        w->sf_pow2 && w->sf_vec != 16 ? scales512(1, 1, w, sf, kb0, o) : scales512_other(w, sf, kb0, o);
     if (done) return;
   }
   panel_scales(w, sf, kb0, left, o);
@@ -763,10 +770,9 @@ scales8_other(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, float *
  * it, 3 % of their time), a chunk the vectors do not take through panel_scales. */
 S2_INLINE void panel_scales8(const mxf_cpu_stream_w *w, const uint8_t *sf, int64_t kb0, int64_t left,
                              float *o) {
-  const int halves = w->sf_vec == 16 ? 2 : 1;
-  if (left >= S_CHUNK && (!w->sf_swizzled || (w->sf_row == 16 && !((halves * kb0) & 3)))) {
-    const int done = __builtin_expect(w->sf_pow2 && halves == 1, 1) ? scales8(1, 1, w, sf, kb0, o)
-                                                                    : scales8_other(w, sf, kb0, o);
+  if (chunk_as_words(w, kb0, left)) {
+    const int done = __builtin_expect(w->sf_pow2 && w->sf_vec != 16, 1) ? scales8(1, 1, w, sf, kb0, o)
+                                                                        : scales8_other(w, sf, kb0, o);
     if (done) return;
   }
   panel_scales(w, sf, kb0, left, o);
@@ -828,8 +834,8 @@ S2_INLINE void e2m1_rows_avx2(const int XN, const int NP, const int RS, const mx
       }
       rescale = ok;
     }
-    /* the block's values: e2m1_value8 (SCALED), or unscaled between the rescaling's two
-       multiplies (top of the file) */
+    /* the block's values: decoded by e2m1_pair8, times the scale (SCALED) or unscaled
+       between the rescaling's two multiplies (top of the file) */
 #define S2_E2M1_LOOP(SCALED)                                                                                 \
   _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) _Pragma("GCC unroll 4") for (int b = 0; b < 4; ++b) {  \
     const int k = q * 8 + b * 2;                                                                             \
