@@ -147,6 +147,10 @@ MXF_API size_t mxf_plan_cache_workspace_bytes(void);
 /* ---------------------------------------------------------------- gemm_amax */
 /** Flags of mxf_gemm_amax_desc. */
 #define MXF_AMAX_ACCUMULATE 1u /* amax = max(previous *amax, new amax) instead of overwrite */
+#define MXF_AMAX_B_PACKED                                                                                    \
+  2u /* b's data is the packed weights of mxf_pack_weights (SPEC §7):                                       \
+        b and sfb described as they were packed, sfb's data NULL;                                            \
+        host tensors only */
 
 /**
  * Block-scaled GEMM + amax (SPEC §1).
@@ -163,13 +167,13 @@ MXF_API size_t mxf_plan_cache_workspace_bytes(void);
 typedef struct mxf_gemm_amax_desc {
   mxf_tensor a, b, sfa, sfb, c, amax;
   int sf_vec;         /* 16 or 32                                                   */
-  unsigned flags;     /* MXF_AMAX_ACCUMULATE                                        */
+  unsigned flags;     /* MXF_AMAX_ACCUMULATE, MXF_AMAX_B_PACKED                     */
   const float *alpha; /* host pointer, read at run; NULL means 1 (one-call form only;
                          the plan form takes alpha in the args)                     */
 } mxf_gemm_amax_desc;
 
 typedef struct mxf_gemm_amax_args {
-  const void *a, *b, *sfa, *sfb;
+  const void *a, *b, *sfa, *sfb; /* MXF_AMAX_B_PACKED: b the packed weights, sfb NULL */
   void *c;
   float *amax;
   const float *alpha; /* host pointer; NULL means 1 */
@@ -183,6 +187,23 @@ MXF_API mxf_status mxf_gemm_amax(const mxf_gemm_amax_desc *desc, void *stream);
 MXF_API mxf_status mxf_gemm_amax_workspace_size(const mxf_gemm_amax_desc *desc, size_t *workspace_size);
 MXF_API mxf_status mxf_gemm_amax_with_workspace(const mxf_gemm_amax_desc *desc, void *workspace,
                                                 size_t workspace_size, void *stream);
+
+/* ---------------------------------------------------------------- packed weights */
+/**
+ * Weights laid out once for the CPU's streaming kernels (SPEC §7): b (N, K, L) and its
+ * scales sfb, described as gemm_amax takes them (any strides, either scale layout, with
+ * sf_vec), as one buffer of 16-row panels, codes and scales interleaved as the kernels
+ * read them, behind a 64-byte header that names the geometry. gemm_amax takes it with
+ * MXF_AMAX_B_PACKED and gives the same bits as on b and sfb; decode-size GEMMs (few
+ * rows of A) read it at close to the memory's speed.
+ *   mxf_pack_weights_size  the buffer's bytes for this b, sfb, sf_vec (data may be NULL)
+ *   mxf_pack_weights       writes the buffer (host memory; b, sfb on the CPU); packed
+ *                          must not overlap b or sfb, packed_size at least the size
+ */
+MXF_API mxf_status mxf_pack_weights_size(const mxf_tensor *b, const mxf_tensor *sfb, int sf_vec,
+                                         size_t *bytes);
+MXF_API mxf_status mxf_pack_weights(const mxf_tensor *b, const mxf_tensor *sfb, int sf_vec, void *packed,
+                                    size_t packed_size);
 
 /* ---------------------------------------------------------------- grouped_gemm_amax */
 /**

@@ -725,6 +725,106 @@ done:
   mxf_plan_destroy(dp);
 }
 
+/* ================================================================ packed weights (SPEC §7) */
+/* mxf_pack_weights' refusals (nothing written to the packed buffer, g_out[2]), gemm_amax's
+ * with MXF_AMAX_B_PACKED at plan time and at run time (a buffer that is not the plan's B,
+ * scales given, an output overlapping the packed bytes), grouped_gemm_amax's. */
+static void pack_case(const char *what, mxf_status got, mxf_status want, const char *s1, const char *s2) {
+  ++g_cases;
+  expect_refusal("pack", what, got, want, s1, s2);
+}
+
+static void packed_cases(void) {
+  mxf_gemm_amax_desc d = gemm_base();
+  size_t n = 0;
+  mxf_status st = mxf_pack_weights_size(&d.b, &d.sfb, 32, &n);
+  TU_CHECK(st == MXF_OK && n > 64, "pack size: %s", mxf_last_error());
+  uint8_t *packed = g_out[2];
+  mxf_tensor b = d.b, sfb = d.sfb;
+  poison_outputs();
+  pack_case("pack size NULL", mxf_pack_weights_size(&b, &sfb, 32, NULL), MXF_ERR_INVALID_VALUE,
+            "pack_weights_size: bytes is NULL", NULL);
+  pack_case("pack sf_vec 8", mxf_pack_weights(&b, &sfb, 8, packed, n), MXF_ERR_INVALID_VALUE,
+            "pack_weights: sf_vec=8", "expected 16 or 32");
+  pack_case("pack sf_vec 16 e4m3", mxf_pack_weights(&b, &sfb, 16, packed, n), MXF_ERR_INVALID_VALUE,
+            "pack_weights: sf_vec=16 with b e4m3", "needs an e2m1 b");
+  pack_case("pack too small", mxf_pack_weights(&b, &sfb, 32, packed, n - 1), MXF_ERR_INVALID_VALUE,
+            "packed_size", "is too small");
+  pack_case("pack NULL", mxf_pack_weights(&b, &sfb, 32, NULL, n), MXF_ERR_INVALID_VALUE,
+            "pack_weights: packed is NULL", NULL);
+  b.dtype = MXF_BF16;
+  pack_case("pack bf16 b", mxf_pack_weights(&b, &sfb, 32, packed, n), MXF_ERR_INVALID_VALUE,
+            "pack_weights: b has dtype bf16", "expected e4m3, e5m2, e2m1");
+  b = d.b, b.data = NULL;
+  pack_case("pack b data NULL", mxf_pack_weights(&b, &sfb, 32, packed, n), MXF_ERR_INVALID_VALUE,
+            "pack_weights: b has no data", NULL);
+  b = d.b, sfb.shape[2] = 4;
+  pack_case("pack sfb shape", mxf_pack_weights(&b, &sfb, 32, packed, n), MXF_ERR_INVALID_VALUE,
+            "pack_weights: sfb has shape (2, 40, 4)", "for N=40, K=96");
+  sfb = d.sfb, b.device = sfb.device = MXF_DEVICE_CUDA(0);
+  pack_case("pack cuda", mxf_pack_weights(&b, &sfb, 32, packed, n), MXF_ERR_NOT_SUPPORTED,
+            "pack_weights: b and sfb are on cuda:0", "host memory");
+  b = d.b, sfb = d.sfb;
+  pack_case("pack over b", mxf_pack_weights(&b, &sfb, 32, (uint8_t *)b.data + 64, n), MXF_ERR_INVALID_VALUE,
+            "overlaps b", "may overlap no input");
+
+  /* plan time: the flag's rules */
+  mxf_gemm_amax_desc pd = d;
+  pd.flags = MXF_AMAX_B_PACKED, pd.b.data = packed;
+  expect_refused(&gemm_forms, &pd, "packed b with sfb data", MXF_ERR_INVALID_VALUE,
+                 "gemm_amax: MXF_AMAX_B_PACKED: sfb's data must be NULL", "in the packed b", 0);
+  pd.sfb.data = NULL;
+  pd.a.device = pd.b.device = pd.sfa.device = pd.sfb.device = pd.c.device = pd.amax.device =
+      MXF_DEVICE_CUDA(0);
+  expect_refused(&gemm_forms, &pd, "packed b on cuda", MXF_ERR_NOT_SUPPORTED,
+                 "gemm_amax: MXF_AMAX_B_PACKED takes host tensors", "on cuda:0", 0);
+  {
+    mxf_grouped_gemm_amax_desc gd;
+    memset(&gd, 0, sizeof gd);
+    gd.flags = MXF_AMAX_B_PACKED;
+    mxf_plan *gp = NULL;
+    poison_outputs();
+    ++g_cases;
+    expect_refusal("plan", "grouped packed b", mxf_grouped_gemm_amax_plan(&gp, &gd), MXF_ERR_INVALID_VALUE,
+                   "grouped_gemm_amax: flags has MXF_AMAX_B_PACKED", "the grouped op takes b as it is");
+  }
+
+  /* run time: the buffer must be the plan's B */
+  pd = d, pd.flags = MXF_AMAX_B_PACKED, pd.b.data = packed, pd.sfb.data = NULL;
+  mxf_plan *plan = NULL;
+  st = mxf_gemm_amax_plan(&plan, &pd);
+  TU_CHECK(st == MXF_OK, "packed gemm plan: %s", mxf_last_error());
+  if (!plan) return;
+  const size_t wsn = mxf_plan_workspace_size(plan);
+  void *ws = tu_malloc(wsn + 64);
+  /* packed for 41 rows of B, and the real one, into g_in[4] (an input of the runs) */
+  mxf_tensor b41 = d.b, sf41 = d.sfb;
+  b41.shape[0] = sf41.shape[1] = GN + 1;
+  strides(&b41, GK, 1, (GN + 1) * GK);
+  size_t n41 = 0;
+  TU_CHECK(mxf_pack_weights_size(&b41, &sf41, 32, &n41) == MXF_OK && n41 <= POOL, "pack size 41");
+  TU_CHECK(mxf_pack_weights(&b41, &sf41, 32, g_in[4], n41) == MXF_OK, "pack 41: %s", mxf_last_error());
+  mxf_gemm_amax_args ga = {d.a.data, g_in[4], d.sfa.data, NULL, d.c.data, (float *)d.amax.data, NULL};
+  poison_outputs();
+  run_case("packed b of other N", mxf_gemm_amax_run(plan, &ga, ws, wsn, NULL),
+           "args->b is not the packed weights", "its N is 41, the plan's 40");
+  ga.b = g_in[5]; /* random bytes */
+  run_case("packed b not packed", mxf_gemm_amax_run(plan, &ga, ws, wsn, NULL),
+           "args->b is not the packed weights", "first 8 bytes");
+  TU_CHECK(mxf_pack_weights(&d.b, &d.sfb, 32, g_in[4], n) == MXF_OK, "pack: %s", mxf_last_error());
+  ga.b = g_in[4], ga.sfb = d.sfb.data;
+  run_case("packed b with args->sfb", mxf_gemm_amax_run(plan, &ga, ws, wsn, NULL), "args->sfb is",
+           "sfb must be NULL");
+  ga.sfb = NULL, ga.amax = (float *)(g_in[4] + n - 4); /* within the packed bytes only */
+  run_case("amax over the packed b", mxf_gemm_amax_run(plan, &ga, ws, wsn, NULL), "amax", "overlaps b");
+  ga.amax = (float *)d.amax.data;
+  st = mxf_gemm_amax_run(plan, &ga, ws, wsn, NULL);
+  TU_CHECK(st == MXF_OK, "packed run: %s", mxf_last_error());
+  poison_outputs();
+  free(ws);
+  mxf_plan_destroy(plan);
+}
+
 /* ================================================================ valid requests */
 /* A valid request must pass validation in both forms (a backend may still refuse it as
  * not supported while its kernels are incomplete). */
@@ -884,10 +984,12 @@ int main(void) {
   int n_deq = g_cases - n_gemm - n_proj - n_quant;
   run_time_cases();
   int n_run = g_cases - n_gemm - n_proj - n_quant - n_deq;
+  packed_cases();
+  int n_packed = g_cases - n_gemm - n_proj - n_quant - n_deq - n_run;
   valid_cases();
-  printf("bad-input cases: %d (gemm_amax %d, proj_rope %d, quantize %d, dequantize %d, run-time %d); "
-         "valid requests: %d\n",
-         g_cases, n_gemm, n_proj, n_quant, n_deq, n_run, g_valid);
+  printf("bad-input cases: %d (gemm_amax %d, proj_rope %d, quantize %d, dequantize %d, run-time %d, packed "
+         "weights %d); valid requests: %d\n",
+         g_cases, n_gemm, n_proj, n_quant, n_deq, n_run, n_packed, g_valid);
   TU_CHECK(g_cases >= 45, "only %d bad-input cases", g_cases);
   mxf_plan_cache_clear();
   for (int i = 0; i < NIN; ++i)

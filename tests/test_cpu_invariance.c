@@ -14,8 +14,10 @@
  * halves (each kernel of the streaming path, and its core on many rows of X), by column
  * halves, with 1 and 3 threads and with each lesser micro-kernel (MXF_CONFIG
  * cpu_isa=avx2, baseline); NaN and inf codes, and e8m0 scales 0 and 255, in a few rows;
- * f32 C and amax compared byte for byte. The streaming kernel's block rescaling at and
- * beyond its bounds (rescale_bounds: tiny and huge activations and scales).
+ * f32 C and amax compared byte for byte; whole, by rows of 1 and by row blocks (each
+ * instruction set) again with B packed (SPEC §7). The streaming kernel's block
+ * rescaling at and beyond its bounds (rescale_bounds: tiny and huge activations and
+ * scales; B as it is and packed).
  * proj_rope (bf16 and MXFP8, both w layouts): T = 72 tokens whole on the blocked path
  * (the reference), whole (the streaming path), by single tokens and by 32-token blocks,
  * by head shards, with 1 and 3 threads, by single tokens with each lesser instruction
@@ -124,13 +126,28 @@ static mxf_tensor operand(const problem *p, int which, int64_t r0, int64_t r1, u
   return t;
 }
 
-/* C rows [m0, m1) x columns [n0, n1) into the logical f32 c (GM x GN); amax returned. */
+/* C rows [m0, m1) x columns [n0, n1) into the logical f32 c (GM x GN); amax returned.
+ * With g_packed, B's columns packed (SPEC §7) and taken with MXF_AMAX_B_PACKED. */
+static int g_packed;
 static float run_piece(const problem *p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *c) {
-  uint8_t *ac, *as, *bc, *bs;
+  uint8_t *ac, *as, *bc, *bs, *pk = NULL;
   mxf_gemm_amax_desc d;
   memset(&d, 0, sizeof d);
   d.a = operand(p, 0, m0, m1, &ac, &as, &d.sfa);
   d.b = operand(p, 1, n0, n1, &bc, &bs, &d.sfb);
+  if (g_packed) {
+    size_t pn = 0;
+    mxf_status ps = mxf_pack_weights_size(&d.b, &d.sfb, p->c->sf_vec, &pn);
+    TU_CHECK(ps == MXF_OK, "pack_weights_size: %s", mxf_last_error());
+    pk = tu_malloc(pn);
+    tu_poison(pk, pn, 0xFF);
+    ps = mxf_pack_weights(&d.b, &d.sfb, p->c->sf_vec, pk, pn);
+    TU_CHECK(ps == MXF_OK, "pack_weights: %s", mxf_last_error());
+    free(bc), free(bs);
+    bc = pk, bs = NULL;
+    d.b.data = pk, d.sfb.data = NULL;
+    d.flags |= MXF_AMAX_B_PACKED;
+  }
   const int64_t mp = m1 - m0, np = n1 - n0, ldm = (mp + 3) / 4 * 4, ldn = (np + 3) / 4 * 4;
   float *cb = tu_malloc((size_t)(ldm * ldn) * sizeof(float)), amax = -1.0f;
   tu_poison(cb, (size_t)(ldm * ldn) * sizeof(float), 0xA5);
@@ -286,14 +303,23 @@ static void gemm_case(tu_rng *r, size_t ci, int variant, int64_t k) {
   config_with("cpu_stream=off"); /* the reference: the blocked GEMM path */
   const float am = run_piece(&p, 0, GM, 0, GN, whole);
   config_with(NULL);
-  float a = run_piece(&p, 0, GM, 0, GN, got);
-  check_same(whole, am, got, a, "whole on the streaming path (N the few rows)", &p);
-  a = 0.0f;
-  for (int64_t m = 0; m < GM; ++m)
-    a = amax_max(a, run_piece(&p, m, m + 1, 0, GN, got));
-  check_same(whole, am, got, a, "rows of 1", &p);
-  a = row_blocks(&p, got);
-  check_same(whole, am, got, a, "row blocks of 1 to 190 in column halves", &p);
+  float a;
+  for (g_packed = 0; g_packed < 2; ++g_packed) { /* then B packed (SPEC §7): the same bits */
+    const char *pk = g_packed ? "packed b, " : "";
+    char how[96];
+    a = run_piece(&p, 0, GM, 0, GN, got);
+    snprintf(how, sizeof how, "%swhole on the streaming path (N the few rows)", pk);
+    check_same(whole, am, got, a, how, &p);
+    a = 0.0f;
+    for (int64_t m = 0; m < GM; ++m)
+      a = amax_max(a, run_piece(&p, m, m + 1, 0, GN, got));
+    snprintf(how, sizeof how, "%srows of 1", pk);
+    check_same(whole, am, got, a, how, &p);
+    a = row_blocks(&p, got);
+    snprintf(how, sizeof how, "%srow blocks of 1 to 190 in column halves", pk);
+    check_same(whole, am, got, a, how, &p);
+  }
+  g_packed = 0;
   a = amax_max(run_piece(&p, 0, GM, 0, GN / 2, got), run_piece(&p, 0, GM, GN / 2, GN, got));
   check_same(whole, am, got, a, "column halves", &p);
   static const char *const threads[] = {"1", "3"};
@@ -317,6 +343,11 @@ static void gemm_case(tu_rng *r, size_t ci, int variant, int64_t k) {
     a = row_blocks(&p, got);
     snprintf(how, sizeof how, "row blocks, %s", isas[t]);
     check_same(whole, am, got, a, how, &p);
+    g_packed = 1;
+    a = row_blocks(&p, got);
+    snprintf(how, sizeof how, "packed b, row blocks, %s", isas[t]);
+    check_same(whole, am, got, a, how, &p);
+    g_packed = 0;
   }
   ask_isa(NULL);
 }
@@ -383,15 +414,17 @@ static void rescale_bounds(tu_rng *r, int swizzled) {
   static const char *const isas[] = {NULL, "avx2"};
   for (int t = 0; t < 2; ++t) {
     if (!ask_isa(isas[t])) continue;
-    for (int rows = 1; rows <= 2; ++rows) {
+    for (int rows = 1; rows <= 4; ++rows) { /* 3, 4: rows of 1, 2 with B packed */
+      g_packed = rows > 2;
       memcpy(got, whole, sizeof got);
-      for (int64_t m = 0; m < 40; m += rows)
-        run_piece(&p, m, m + rows, 0, GN, got);
-      char how[64];
-      snprintf(how, sizeof how, "block rescaling's bounds, rows of %d%s%s", rows, t ? ", " : "",
-               t ? isas[t] : "");
+      for (int64_t m = 0; m < 40; m += 2 - rows % 2)
+        run_piece(&p, m, m + 2 - rows % 2, 0, GN, got);
+      char how[80];
+      snprintf(how, sizeof how, "block rescaling's bounds, rows of %d%s%s%s", 2 - rows % 2,
+               g_packed ? ", packed b" : "", t ? ", " : "", t ? isas[t] : "");
       check_same(whole, am, got, am, how, &p);
     }
+    g_packed = 0;
   }
   ask_isa(NULL);
 }

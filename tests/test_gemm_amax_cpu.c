@@ -13,7 +13,8 @@
  * boundary included), padded leading dims and batch strides, L up to 3, thread counts
  * 1 / 2 / 3, and special inputs: NaN codes, NaN scales, inf codes, extreme scale bytes,
  * tiny scale bytes (products below 2^-126, which the onednn core must leave to f32),
- * chunked runs (more rows than one X chunk). All padding (SF rows >= MN, k-blocks >= Kb,
+ * chunked runs (more rows than one X chunk); B packed (SPEC §7) for every combination at
+ * decode sizes and beyond (section 6 of main). All padding (SF rows >= MN, k-blocks >= Kb,
  * operand bytes between rows and batches) is 0xFF and the workspace is 0xFF (NaN) before
  * each run; C and amax are poisoned and C's padding must come back untouched.
  *
@@ -60,6 +61,7 @@ typedef struct gcase {
   int special;
   int threads; /* 0: default, else MXF_NUM_THREADS */
   int no_rate; /* its codes stay out of the per-dtype rate of main() (one large case would decide it) */
+  int packed;  /* B packed (SPEC §7) and taken with MXF_AMAX_B_PACKED */
 } gcase;
 
 /* ------------------------------------------------------------ helpers */
@@ -393,6 +395,22 @@ static void run_case(tu_rng *r, const gcase *g) {
   d.flags = g->accumulate ? MXF_AMAX_ACCUMULATE : 0;
   float alpha_f = g->alpha;
   d.alpha = g->use_alpha ? &alpha_f : NULL;
+  /* packed B: packed from the tensors as described, its bytes beyond the size poisoned */
+  uint8_t *pk = NULL;
+  const void *b_run = B.b, *sfb_run = B.sfb;
+  if (g->packed) {
+    size_t pn = 0;
+    if (!TU_CHECK(mxf_pack_weights_size(&d.b, &d.sfb, g->sf_vec, &pn) == MXF_OK, "pack size: %s [%s]",
+                  mxf_last_error(), what))
+      goto out;
+    pk = xalloc(pn + 64);
+    memset(pk, 0xFF, pn + 64);
+    if (!TU_CHECK(mxf_pack_weights(&d.b, &d.sfb, g->sf_vec, pk, pn) == MXF_OK, "pack: %s [%s]",
+                  mxf_last_error(), what))
+      goto out;
+    d.b.data = pk, d.sfb.data = NULL, d.flags |= MXF_AMAX_B_PACKED;
+    b_run = pk, sfb_run = NULL;
+  }
 
   /* poison: C 0xA5; amax NaN-free garbage when overwriting, a chosen old value otherwise */
   memset(B.c, 0xA5, B.c_n);
@@ -429,8 +447,8 @@ static void run_case(tu_rng *r, const gcase *g) {
       size_t wsn = mxf_plan_workspace_size(plan);
       void *ws = wsn ? xalloc(wsn) : NULL;
       if (ws) memset(ws, 0xFF, wsn); /* NaN everywhere: the kernel must not read stale data */
-      mxf_gemm_amax_args args = {B.a, B.b,  a_bf16 ? NULL : B.sfa,         B.sfb,
-                                 B.c, amax, g->use_alpha ? &alpha_f : NULL};
+      mxf_gemm_amax_args args = {B.a, b_run, a_bf16 ? NULL : B.sfa,         sfb_run,
+                                 B.c, amax,  g->use_alpha ? &alpha_f : NULL};
       st = mxf_gemm_amax_run(plan, &args, ws, wsn, NULL);
       free(ws);
     }
@@ -535,6 +553,7 @@ static void run_case(tu_rng *r, const gcase *g) {
     }
   }
 out:
+  free(pk);
   free(B.a), free(B.b), free(B.sfa), free(B.sfb), free(B.c), free(B.c_live);
   free(ref), free(sabs), free(ad), free(bd), free(amax);
 }
@@ -690,6 +709,27 @@ int main(void) {
       ++cases;
     }
   }
+
+  /* 6. B packed (SPEC §7): every combo with a random C dtype, SF form and majors, at a
+   * sampled shape, at decode sizes (1 to 16 rows of A: the streaming kernels, which read
+   * the packed panels in place; N and K multiples of nothing, K over several chunks of
+   * 512) and at 17 to 256 rows (their decoding into the core's packed layout), L up to 3,
+   * special inputs sampled */
+  for (int fci = 0; fci < ncombo; ++fci)
+    for (int shape = 0; shape < 3; ++shape) {
+      gcase g;
+      make_case(&rng, &g, &g_combos[fci], g_cdt[tu_range(&rng, 0, 5)], (int)tu_range(&rng, 0, SF_FORMS - 1),
+                (int)tu_range(&rng, 0, 3));
+      if (shape > 0) {
+        g.m = shape == 1 ? tu_range(&rng, 1, 16) : tu_range(&rng, 17, 256);
+        g.n = tu_range(&rng, 17, 150), g.k = tu_range(&rng, 520, 1700) & ~(int64_t)1;
+        if (g.c == MXF_E2M1 && (g.n & 1)) g.n += 1;
+      }
+      g.packed = 1;
+      g.no_rate = shape == 2;
+      run_case(&rng, &g);
+      ++cases;
+    }
 
   printf("cases: %ld\n", cases);
   tu_cpu_core_print();

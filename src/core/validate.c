@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/packed.h"
 #include "core/validate.h"
 
 /* ------------------------------------------------------------ formatting */
@@ -344,26 +345,83 @@ static mxf_dtype gemm_operand_format(mxf_dtype d) {
   return MXF_E2M1; /* e2m1 values, or e2m1x2/u8/i8 bytes */
 }
 
+static const unsigned gemm_mx_kinds = MXF_DK_FP8 | MXF_DK_E2M1_VALUES | MXF_DK_E2M1_BYTES;
+static const char *const gemm_mx_list = "e4m3, e5m2, e2m1, e2m1x2, u8 or i8 (u8/i8 = packed e2m1 pairs)";
+static const char *const gemm_sf_list = "e8m0, u8, i8 (read as e8m0) or e4m3 (ue4m3)";
+static const gemm_role gemm_role_b = {"b", "N", "K", "n-major", "k-major", 0};
+
+/* sf_vec against the formats and scale dtypes (SPEC §1.1): sf_vec 32 takes e8m0 scales
+ * and any formats; sf_vec 16 (NVFP4-style) an e2m1 B and an e2m1 or bf16 A (fa
+ * MXF_DTYPE_INVALID: B alone, for the packing), each scale e8m0 or ue4m3. */
+static mxf_status check_sf_vec_rule(vctx *v, int sf_vec, const mxf_tensor *a, mxf_dtype fa,
+                                    const mxf_tensor *b, mxf_dtype fb, mxf_dtype sfa, mxf_dtype sfb) {
+  if (sf_vec == 32) {
+    if (sfa == MXF_E4M3 || sfb == MXF_E4M3)
+      FAIL("%s: %s has dtype e4m3 (ue4m3) with sf_vec 32; ue4m3 scales need e2m1 operands and sf_vec 16 "
+           "(sf_vec 32 takes e8m0)",
+           v->op, sfa == MXF_E4M3 ? "sfa" : "sfb");
+  } else if (fa == MXF_DTYPE_INVALID) {
+    if (fb != MXF_E2M1)
+      FAIL("%s: sf_vec=16 with b %s; sf_vec 16 (NVFP4-style) needs an e2m1 b (e4m3 and e5m2 take sf_vec 32)",
+           v->op, mxf_dtype_name(b->dtype));
+  } else if (fb != MXF_E2M1 || (fa != MXF_BF16 && fa != MXF_E2M1)) {
+    FAIL("%s: sf_vec=16 with a %s and b %s; sf_vec 16 (NVFP4-style) needs an e2m1 b and an e2m1 or bf16 a "
+         "(e4m3 and e5m2 take sf_vec 32)",
+         v->op, mxf_dtype_name(a->dtype), mxf_dtype_name(b->dtype));
+  }
+  return MXF_OK;
+}
+
+mxf_status mxf_validate_pack_weights(const mxf_tensor *b, const mxf_tensor *sfb, int sf_vec, int need_data,
+                                     mxf_gemm_problem *p, int32_t *device) {
+  vctx v = {"pack_weights", need_data, 0, 0, NULL};
+  strbuf b1;
+  if (!b) FAIL("pack_weights: b is NULL");
+  if (!sfb) FAIL("pack_weights: sfb is NULL");
+  if (sf_vec != 16 && sf_vec != 32) FAIL("pack_weights: sf_vec=%d; expected 16 or 32", sf_vec);
+  TRY(check_tensor(&v, "b", b));
+  TRY(check_tensor(&v, "sfb", sfb));
+  TRY(check_dtype(&v, "b", b, gemm_mx_kinds, gemm_mx_list));
+  TRY(check_dtype(&v, "sfb", sfb, MXF_DK_SCALE_E8M0 | MXF_DK_SCALE_UE4M3, gemm_sf_list));
+  const mxf_dtype fb = gemm_operand_format(b->dtype), sf = sfb->dtype == MXF_E4M3 ? MXF_E4M3 : MXF_E8M0;
+  TRY(check_sf_vec_rule(&v, sf_vec, NULL, MXF_DTYPE_INVALID, b, fb, MXF_DTYPE_INVALID, sf));
+  gemm_mat B;
+  TRY(check_gemm_matrix(&v, &gemm_role_b, b, mxf_dtype_bits(fb), &B));
+  if (B.cols == 0)
+    FAIL("pack_weights: b has shape %s; K=0 is refused (an empty reduction has no scale blocks)",
+         fmt_shape(&b1, b));
+  mxf_sf_layout lb;
+  TRY(check_gemm_sf(&v, "sfb", sfb, "N", B.rows, B.cols, B.l, sf_vec, &lb));
+  memset(p, 0, sizeof *p);
+  p->n = B.rows, p->k = B.cols, p->l = B.l;
+  p->b_fmt = fb, p->sfb_fmt = sf, p->sf_vec = sf_vec, p->kb = mxf_cdiv(B.cols, sf_vec);
+  p->sfb_layout = lb;
+  p->b_ns = B.rs, p->b_ks = B.cs, p->b_ls = B.ls;
+  *device = v.device;
+  return MXF_OK;
+}
+
 mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *d, int need_data, mxf_gemm_problem *p,
                                   int32_t *device) {
   vctx v = {"gemm_amax", need_data, 0, 0, NULL};
   strbuf b1;
   if (!d) FAIL("gemm_amax: desc is NULL");
-  if (d->flags & ~MXF_AMAX_ACCUMULATE)
-    FAIL("gemm_amax: flags 0x%x has unknown bits 0x%x; known: MXF_AMAX_ACCUMULATE (0x1)", d->flags,
-         d->flags & ~MXF_AMAX_ACCUMULATE);
+  const unsigned known = MXF_AMAX_ACCUMULATE | MXF_AMAX_B_PACKED;
+  if (d->flags & ~known)
+    FAIL("gemm_amax: flags 0x%x has unknown bits 0x%x; known: MXF_AMAX_ACCUMULATE (0x1), MXF_AMAX_B_PACKED "
+         "(0x2)",
+         d->flags, d->flags & ~known);
+  const int packed = (d->flags & MXF_AMAX_B_PACKED) != 0;
   if (d->sf_vec != 16 && d->sf_vec != 32) FAIL("gemm_amax: sf_vec=%d; expected 16 or 32", d->sf_vec);
 
   TRY(check_tensor(&v, "a", &d->a));
   TRY(check_tensor(&v, "b", &d->b));
 
   /* formats (SPEC §1.1): A bf16 or MX, B MX, each MX operand with its own scales */
-  const unsigned mx_kinds = MXF_DK_FP8 | MXF_DK_E2M1_VALUES | MXF_DK_E2M1_BYTES;
-  const char *mx_list = "e4m3, e5m2, e2m1, e2m1x2, u8 or i8 (u8/i8 = packed e2m1 pairs)";
   if (d->a.dtype != MXF_BF16)
-    TRY(check_dtype(&v, "a", &d->a, mx_kinds,
+    TRY(check_dtype(&v, "a", &d->a, gemm_mx_kinds,
                     "bf16, e4m3, e5m2, e2m1, e2m1x2, u8 or i8 (u8/i8 = packed e2m1 pairs)"));
-  TRY(check_dtype(&v, "b", &d->b, mx_kinds, mx_list));
+  TRY(check_dtype(&v, "b", &d->b, gemm_mx_kinds, gemm_mx_list));
   const mxf_dtype fa = d->a.dtype == MXF_BF16 ? MXF_BF16 : gemm_operand_format(d->a.dtype);
   const mxf_dtype fb = gemm_operand_format(d->b.dtype);
   if (fa == MXF_BF16) {
@@ -376,7 +434,14 @@ mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *d, int need_data, mx
            mxf_dtype_name(d->a.dtype));
     TRY(check_tensor(&v, "sfa", &d->sfa));
   }
+  if (packed) { /* SPEC §7.1: described as packed, its bytes inside b's */
+    if (d->sfb.data)
+      FAIL("gemm_amax: MXF_AMAX_B_PACKED: sfb's data must be NULL (its scales are in the packed b); got %p",
+           d->sfb.data);
+    v.need_data = 0;
+  }
   TRY(check_tensor(&v, "sfb", &d->sfb));
+  v.need_data = need_data;
   TRY(check_tensor(&v, "c", &d->c));
   TRY(check_tensor(&v, "amax", &d->amax));
   if (!(mxf_dtype_is(d->c.dtype, MXF_DK_FLOAT | MXF_DK_FP8 | MXF_DK_E2M1_VALUES) ||
@@ -384,35 +449,22 @@ mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *d, int need_data, mx
     FAIL("gemm_amax: c has dtype %s; expected f32, f16, bf16, e4m3, e5m2, e2m1, e2m1x2 or u8 (u8 = packed "
          "e2m1 pairs)",
          mxf_dtype_name(d->c.dtype));
-  const char *sf_list = "e8m0, u8, i8 (read as e8m0) or e4m3 (ue4m3)";
   mxf_dtype sfa = MXF_DTYPE_INVALID;
   if (fa != MXF_BF16) {
-    TRY(check_dtype(&v, "sfa", &d->sfa, MXF_DK_SCALE_E8M0 | MXF_DK_SCALE_UE4M3, sf_list));
+    TRY(check_dtype(&v, "sfa", &d->sfa, MXF_DK_SCALE_E8M0 | MXF_DK_SCALE_UE4M3, gemm_sf_list));
     sfa = d->sfa.dtype == MXF_E4M3 ? MXF_E4M3 : MXF_E8M0;
   }
-  TRY(check_dtype(&v, "sfb", &d->sfb, MXF_DK_SCALE_E8M0 | MXF_DK_SCALE_UE4M3, sf_list));
+  TRY(check_dtype(&v, "sfb", &d->sfb, MXF_DK_SCALE_E8M0 | MXF_DK_SCALE_UE4M3, gemm_sf_list));
   const mxf_dtype sfb = d->sfb.dtype == MXF_E4M3 ? MXF_E4M3 : MXF_E8M0;
-  /* sf_vec 32: e8m0 scales, any operand formats; sf_vec 16 (NVFP4-style): e2m1 MX
-   * operands, each scale e8m0 or ue4m3 */
-  if (d->sf_vec == 32) {
-    if (sfa == MXF_E4M3 || sfb == MXF_E4M3)
-      FAIL("gemm_amax: %s has dtype e4m3 (ue4m3) with sf_vec 32; ue4m3 scales need e2m1 operands and sf_vec "
-           "16 (sf_vec 32 takes e8m0)",
-           sfa == MXF_E4M3 ? "sfa" : "sfb");
-  } else if (fb != MXF_E2M1 || (fa != MXF_BF16 && fa != MXF_E2M1)) {
-    FAIL("gemm_amax: sf_vec=16 with a %s and b %s; sf_vec 16 (NVFP4-style) needs an e2m1 b and an e2m1 or "
-         "bf16 a (e4m3 and e5m2 take sf_vec 32)",
-         mxf_dtype_name(d->a.dtype), mxf_dtype_name(d->b.dtype));
-  }
+  TRY(check_sf_vec_rule(&v, d->sf_vec, &d->a, fa, &d->b, fb, sfa, sfb));
 
   /* matrices */
   static const gemm_role ra = {"a", "M", "K", "m-major", "k-major", 0};
-  static const gemm_role rb = {"b", "N", "K", "n-major", "k-major", 0};
   static const gemm_role rc = {"c", "M", "N", "m-major", "n-major", 1};
   gemm_mat A, B, C;
   /* bits per value of the normalized formats (e2m1 however described: 4) */
   TRY(check_gemm_matrix(&v, &ra, &d->a, mxf_dtype_bits(fa), &A));
-  TRY(check_gemm_matrix(&v, &rb, &d->b, mxf_dtype_bits(fb), &B));
+  TRY(check_gemm_matrix(&v, &gemm_role_b, &d->b, mxf_dtype_bits(fb), &B));
   mxf_dtype fc = mxf_dtype_is(d->c.dtype, MXF_DK_E2M1_VALUES | MXF_DK_E2M1_BYTES) ? MXF_E2M1 : d->c.dtype;
   TRY(check_gemm_matrix(&v, &rc, &d->c, mxf_dtype_bits(fc), &C));
   if (B.cols != A.cols)
@@ -466,6 +518,11 @@ mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *d, int need_data, mx
   p->c_ls = C.ls;
   p->flags = d->flags;
   *device = v.device;
+  if (packed && MXF_DEVICE_IS_CUDA(v.device))
+    return mxf_set_error(MXF_ERR_NOT_SUPPORTED,
+                         "gemm_amax: MXF_AMAX_B_PACKED takes host tensors (packed weights are the CPU's "
+                         "layout, SPEC §7); the tensors are on %s",
+                         fmt_device(&b1, v.device));
   return MXF_OK;
 }
 
@@ -531,6 +588,9 @@ mxf_status mxf_validate_grouped_gemm_amax(const mxf_grouped_gemm_amax_desc *d, i
   vctx v = {"grouped_gemm_amax", need_data, 0, 0, NULL};
   strbuf b1;
   if (!d) FAIL("grouped_gemm_amax: desc is NULL");
+  if (d->flags & MXF_AMAX_B_PACKED)
+    FAIL("grouped_gemm_amax: flags has MXF_AMAX_B_PACKED; packed weights (SPEC §7) are gemm_amax's, the "
+         "grouped op takes b as it is");
   const int has_offs = tensor_given(&d->offs), has_counts = tensor_given(&d->counts);
   if (has_offs == has_counts)
     FAIL("grouped_gemm_amax: %s; give offs (contiguous layout: a (M, K)) or counts (masked layout: a (G, "
@@ -658,6 +718,13 @@ mxf_status mxf_validate_routing(const mxf_grouped_problem *p, const int32_t *r) 
   return MXF_OK;
 }
 
+/* The packed layout of a gemm problem's B (SPEC §7.2). */
+static mxf_packed_geom gemm_packed_geom(const mxf_gemm_problem *p) {
+  mxf_packed_geom g;
+  mxf_packed_geom_init(&g, p->b_fmt, p->sfb_fmt, p->sf_vec, p->n, p->k, p->l);
+  return g;
+}
+
 /* The pointers of a gemm_amax run (and of each group of a grouped one): present, rows
  * 16-byte aligned, no sfa for a bf16 a. */
 static mxf_status check_gemm_ptrs(const char *on, const mxf_gemm_problem *p, const mxf_gemm_amax_args *a) {
@@ -669,9 +736,23 @@ static mxf_status check_gemm_ptrs(const char *on, const mxf_gemm_problem *p, con
   } else {
     TRY(check_ptr(on, "sfa", a->sfa, 1, ""));
   }
-  TRY(check_ptr(on, "sfb", a->sfb, 1, ""));
+  if (p->flags & MXF_AMAX_B_PACKED) {
+    if (a->sfb)
+      FAIL("%s_run: args->sfb is %p; with MXF_AMAX_B_PACKED the scales are in the packed b, so sfb must be "
+           "NULL",
+           on, a->sfb);
+  } else {
+    TRY(check_ptr(on, "sfb", a->sfb, 1, ""));
+  }
   TRY(check_ptr(on, "c", a->c, 16, "row starts must be 16-byte aligned"));
   TRY(check_ptr(on, "amax", a->amax, 4, "an f32"));
+  if (p->flags & MXF_AMAX_B_PACKED) { /* the buffer must be the plan's B (SPEC §7.1) */
+    const mxf_packed_geom g = gemm_packed_geom(p);
+    char why[160];
+    if (mxf_packed_header_check(&g, (const uint8_t *)a->b, why, sizeof why))
+      FAIL("%s_run: args->b is not the packed weights the plan's b and sfb describe: %s (SPEC §7.2)", on,
+           why);
+  }
   return MXF_OK;
 }
 
@@ -1023,7 +1104,11 @@ static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const
     const mxf_gemm_problem *p = &plan->p.gemm;
     const span t[] = {
         {"a", a->a, matrix_bytes(p->m, p->k, p->l, p->a_ms, p->a_ks, p->a_ls, mxf_dtype_bits(p->a_fmt)), 0},
-        {"b", a->b, matrix_bytes(p->n, p->k, p->l, p->b_ns, p->b_ks, p->b_ls, mxf_dtype_bits(p->b_fmt)), 0},
+        {"b", a->b,
+         p->flags & MXF_AMAX_B_PACKED
+             ? gemm_packed_geom(p).bytes
+             : matrix_bytes(p->n, p->k, p->l, p->b_ns, p->b_ks, p->b_ls, mxf_dtype_bits(p->b_fmt)),
+         0},
         {"sfa", a->sfa, p->a_fmt == MXF_BF16 ? 0 : sf_bytes(p->sfa_layout, p->m, p->kb, p->l), 0},
         {"sfb", a->sfb, sf_bytes(p->sfb_layout, p->n, p->kb, p->l), 0},
         {"c", a->c, matrix_bytes(p->m, p->n, p->l, p->c_ms, p->c_ns, p->c_ls, mxf_dtype_bits(p->c)), 1},
@@ -1073,7 +1158,8 @@ static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const
         {"b", a->b, matrix_bytes(p->n, p->k, g, p->b_ns, p->b_ks, gp->b_gs, mxf_dtype_bits(p->b_fmt)), 0},
         {"sfa", a->sfa, p->a_fmt == MXF_BF16 ? 0 : sf_bytes(p->sfa_layout, p->m, p->kb, al), 0},
         {"sfb", a->sfb, sf_bytes(p->sfb_layout, p->n, p->kb, g), 0},
-        {gp->masked ? "counts" : "offs", gp->masked ? (const void *)a->counts : (const void *)a->offs, 4 * g, 0},
+        {gp->masked ? "counts" : "offs", gp->masked ? (const void *)a->counts : (const void *)a->offs, 4 * g,
+         0},
         {"group_alpha", a->group_alpha, gp->group_alpha ? 4 * g : 0, 0},
         {"c", a->c, matrix_bytes(p->m, p->n, al, p->c_ms, p->c_ns, gp->c_gs, mxf_dtype_bits(p->c)), 1},
         {"amax", a->amax, 4, 1},

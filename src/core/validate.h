@@ -49,6 +49,10 @@ MXF_INTERNAL mxf_status mxf_validate_gemm_amax(const mxf_gemm_amax_desc *desc, i
                                                mxf_gemm_problem *p, int32_t *device);
 MXF_INTERNAL mxf_status mxf_validate_grouped_gemm_amax(const mxf_grouped_gemm_amax_desc *desc, int need_data,
                                                        mxf_grouped_problem *p, int32_t *device);
+/* mxf_pack_weights' b and sfb (SPEC §7.1, by §1.1's rules for B): fills the B fields of p
+ * (n, k, l, b_fmt, sfb_fmt, sf_vec, kb, sfb_layout, b strides) and *device. */
+MXF_INTERNAL mxf_status mxf_validate_pack_weights(const mxf_tensor *b, const mxf_tensor *sfb, int sf_vec,
+                                                  int need_data, mxf_gemm_problem *p, int32_t *device);
 MXF_INTERNAL mxf_status mxf_validate_proj_rope(const mxf_proj_rope_desc *desc, int need_data,
                                                mxf_proj_problem *p, int32_t *device);
 MXF_INTERNAL mxf_status mxf_validate_quantize(const mxf_quantize_desc *desc, int need_data,

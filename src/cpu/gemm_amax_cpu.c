@@ -41,6 +41,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/packed.h"
 #include "cpu/cpu.h"
 #include "cpu/parallel.h"
 
@@ -54,8 +55,9 @@ typedef struct gemm_operand {
   mxf_dtype fmt;       /* MXF_BF16 (A only), MXF_E4M3, MXF_E5M2 or MXF_E2M1 */
   mxf_dtype sf_fmt;    /* MXF_E8M0 or MXF_E4M3 (ue4m3) */
   mxf_sf_layout layout;
-  int64_t rows;       /* M or N: the MN of the scale tensor */
-  int64_t rs, ks, ls; /* value strides: row, k, batch */
+  int64_t rows;              /* M or N: the MN of the scale tensor */
+  int64_t rs, ks, ls;        /* value strides: row, k, batch */
+  const mxf_packed_geom *pk; /* packed weights (SPEC §7; B only): data is the buffer, sf unused */
 } gemm_operand;
 
 typedef struct gemm_view {
@@ -65,12 +67,17 @@ typedef struct gemm_view {
   gemm_operand x, y;        /* x: rows of acc, y: columns of acc */
   int64_t c_rs, c_cs, c_ls; /* C strides in values, for (row of acc, col of acc, batch) */
   mxf_cpu_panels pp;
-  int swapped; /* x is B, y is A */
+  int swapped;              /* x is B, y is A */
+  mxf_packed_geom b_packed; /* B's packed layout, with MXF_AMAX_B_PACKED */
 } gemm_view;
 
 static void gemm_view_init(gemm_view *v, const mxf_gemm_problem *p, const mxf_cpu_core *core) {
-  gemm_operand a = {NULL, NULL, p->a_fmt, p->sfa_fmt, p->sfa_layout, p->m, p->a_ms, p->a_ks, p->a_ls};
-  gemm_operand b = {NULL, NULL, p->b_fmt, p->sfb_fmt, p->sfb_layout, p->n, p->b_ns, p->b_ks, p->b_ls};
+  gemm_operand a = {NULL, NULL, p->a_fmt, p->sfa_fmt, p->sfa_layout, p->m, p->a_ms, p->a_ks, p->a_ls, NULL};
+  gemm_operand b = {NULL, NULL, p->b_fmt, p->sfb_fmt, p->sfb_layout, p->n, p->b_ns, p->b_ks, p->b_ls, NULL};
+  if (p->flags & MXF_AMAX_B_PACKED) {
+    mxf_packed_geom_init(&v->b_packed, p->b_fmt, p->sfb_fmt, p->sf_vec, p->n, p->k, p->l);
+    b.pk = &v->b_packed;
+  }
   /* m-major C: compute C^T = B A^T so that the epilogue writes contiguous runs. e2m1 C
    * is n-major by contract (two values share a byte along n). */
   int swap = p->c != MXF_E2M1 && p->c_ms == 1 && p->c_ns != 1;
@@ -182,6 +189,34 @@ static void dequant_row_kmajor(const gemm_ctx *d, const gemm_operand *op, const 
   }
 }
 
+/* Row r of packed weights (SPEC §7.2), scale blocks [kb0, kb1), as dequant_row_kmajor:
+ * a block's code bytes are 4-byte words 64 bytes apart, the row's at 4 (r mod 16). */
+MXF_CPU_MULTIVERSION
+static void dequant_row_packed(const gemm_ctx *d, const gemm_operand *op, const operand_luts *lut, int64_t r,
+                               int64_t kb0, int64_t kb1, float *restrict dst) {
+  const gemm_view *v = d->v;
+  const mxf_packed_geom *g = op->pk;
+  const uint8_t *panel = op->data + mxf_packed_panel_at(g, d->batch, r / 16);
+  const int64_t i = r % 16, vb = g->fmt == MXF_E2M1 ? 2 : 1; /* values a byte */
+  for (int64_t kb = kb0; kb < kb1; ++kb, dst += v->sf_vec) {
+    const float s = lut->sf[panel[mxf_packed_sf_at(g, i, kb)]];
+    const int64_t k0 = kb * v->sf_vec, n = k0 + v->sf_vec < v->k ? v->sf_vec : v->k - k0;
+    for (int64_t w = 0; w < n; w += 4 * vb) { /* a word: 4 bytes of the row, consecutive */
+      const uint8_t *restrict src = panel + mxf_packed_code_at(g, i, (k0 + w) / vb);
+      const int64_t m = n - w < 4 * vb ? n - w : 4 * vb;
+      if (vb == 2)
+        for (int64_t j = 0; j < m; ++j)
+          dst[w + j] = mxf_e2m1_to_f32((uint8_t)(src[j >> 1] >> (4 * (j & 1)))) * s;
+      else if (g->fmt == MXF_E4M3)
+        for (int64_t j = 0; j < m; ++j)
+          dst[w + j] = mxf_e4m3_to_f32(src[j]) * s;
+      else
+        for (int64_t j = 0; j < m; ++j)
+          dst[w + j] = mxf_e5m2_to_f32(src[j]) * s;
+    }
+  }
+}
+
 /* The panel driver's fill: rows [r0, r0 + n) of X or Y, values [k0, k0 + kn) (k0 on a
  * scale block). */
 static void gemm_fill(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, int64_t kn, float *dst,
@@ -195,6 +230,11 @@ static void gemm_fill(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, i
     return;
   }
   const int64_t kb0 = k0 / v->sf_vec, kb1 = mxf_cdiv(k0 + kn, v->sf_vec);
+  if (op->pk) {
+    for (int64_t i = 0; i < n; ++i)
+      dequant_row_packed(d, op, lut, r0 + i, kb0, kb1, dst + i * ld);
+    return;
+  }
   if (op->ks == 1) {
     /* A row's K panel is a short run of codes, the next row's a row stride away: ask for
      * the run MXF_GEMM_PREFETCH_ROWS rows ahead (the fills waited on the codes:
@@ -241,7 +281,28 @@ static void gemm_fill(void *ctx, int which, int64_t r0, int64_t n, int64_t k0, i
 static int stream_weights(const gemm_ctx *d, int64_t r0, int64_t n, mxf_cpu_stream_w *w) {
   const gemm_view *v = d->v;
   const gemm_operand *op = &v->y;
-  if (op->ks != 1 || (r0 & 15) || (n & 15) || n > MXF_CPU_FILL_ROWS) return 0;
+  if ((r0 & 15) || (n & 15) || n > MXF_CPU_FILL_ROWS) return 0;
+  w->packed_chunk = 0;
+  if (op->pk) { /* packed weights: each panel's start (cpu.h) */
+    const mxf_packed_geom *g = op->pk;
+    w->fmt = op->fmt;
+    w->sf_vec = v->sf_vec;
+    w->isa = v->pp.core->isa;
+    w->codes = op->data + mxf_packed_panel_at(g, d->batch, r0 / 16);
+    w->row_bytes = g->panel / 16;
+    w->rows_after = 0;
+    for (int64_t p = 0; p < n / 16; ++p)
+      w->panel_sf[p] = w->codes + p * g->panel;
+    w->sf_row = 0;
+    w->sf_swizzled = 0;
+    w->code_lut = d->lut[1].code;
+    w->sf_lut = d->lut[1].sf;
+    w->sf_pow2 = op->sf_fmt == MXF_E8M0;
+    w->packed_chunk = g->chunk;
+    w->packed_sf = g->sf_area;
+    return 1;
+  }
+  if (op->ks != 1) return 0;
   const int e2 = op->fmt == MXF_E2M1;
   if (e2 && ((op->rs & 1) || (op->ls & 1))) return 0;
   w->fmt = op->fmt;

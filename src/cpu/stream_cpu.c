@@ -36,6 +36,9 @@
  * time for one row of X (four chains of multiply-adds), one for more, groups of 4 rows
  * of X. The same decoding, stored, feeds the GEMM core's packed layout where there
  * are more rows of X (mxf_cpu_stream_unpack).
+ * Packed weights (SPEC §7, mxf_pack_weights) hold each panel's code words and scales as
+ * these readers make them: the kernels load them as they are (no transposes, no copies,
+ * no gathering of scales), each panel one stream in address order.
  * The backend's story and measurements: docs/kernels/cpu.md.
  */
 #include "cpu/cpu.h"
@@ -108,9 +111,29 @@ typedef struct mxf_cpu_stream_ahead {
   int64_t per;
   int copy;    /* short rows */
   int rescale; /* the call's rows of X and scales allow the block rescaling (e2m1_rows) */
+  /* packed weights (SPEC §7.2): a chunk's bytes (0: rows of codes), its scale bytes, and
+   * log2 of a row's code bytes in a chunk */
+  int64_t pk_chunk, pk_sf;
+  int pk_shift;
 } mxf_cpu_stream_ahead;
 #define S_ROW_AHEAD 512
 #define S_GROUP_AHEAD_MAX (128 << 10)
+
+/* Packed weights: where a panel's 16 rows have their code bytes [o, o + 16) (o a multiple
+ * of 16): 4 x 64 bytes, word q of the 16 rows at + 64 q (SPEC §7.2). */
+static inline __attribute__((always_inline)) const uint8_t *
+packed_at(const uint8_t *panel, int64_t chunk, int64_t sf_bytes, int shift, int64_t o) {
+  const int64_t c = o >> shift;
+  return panel + c * chunk + sf_bytes + ((o - (c << shift)) << 4);
+}
+/* (no prefetching: each panel is one stream, which the processor's prefetchers follow;
+ * asking for it 1-8 KiB ahead was no faster, bench/NOTES.md) */
+static inline __attribute__((always_inline)) const uint8_t *packed_words(const mxf_cpu_stream_ahead *a,
+                                                                         const uint8_t *panel, int64_t o) {
+  return packed_at(panel, a->pk_chunk, a->pk_sf, a->pk_shift, o);
+}
+/* the same from the weights' description (mxf_cpu_stream_unpack) */
+static inline int64_t packed_shift(const mxf_cpu_stream_w *w) { return w->fmt == MXF_E2M1 ? 8 : 9; }
 
 static inline __attribute__((always_inline)) void prefetch_next(const mxf_cpu_stream_ahead *a, int64_t kb) {
   const uint8_t *p = a->next + kb * a->per * 64;
@@ -190,6 +213,12 @@ S_INLINE void piece16(const uint8_t *codes, int64_t row_bytes, int64_t o, int64_
  * buf + 64 q), which the blocks then load as they are; long rows: rows16 in place. */
 S_INLINE void panel_words(const mxf_cpu_stream_ahead *a, const uint8_t *codes, int64_t row_bytes, int64_t o,
                           int64_t end, int ahead, uint8_t *buf, __m512i z[4]) {
+  if (a->pk_chunk) { /* packed: the words as they are */
+    const uint8_t *q = packed_words(a, codes, o);
+    for (int i = 0; i < 4; ++i)
+      z[i] = _mm512_loadu_si512(q + 64 * i);
+    return;
+  }
   if (!a->copy) {
     if (ahead) ahead_in_place(codes, row_bytes, o);
     rows16(codes + o, row_bytes, z);
@@ -221,12 +250,15 @@ static inline int64_t sf_block(const mxf_cpu_stream_w *w, int64_t kb) {
 static inline __attribute__((always_inline)) void panel_scales(const mxf_cpu_stream_w *w, const uint8_t *sf,
                                                                int64_t kb0, int64_t left, float *o) {
   const int halves = w->sf_vec == 16 ? 2 : 1, nb = left < S_CHUNK ? (int)left : S_CHUNK;
+  const int64_t rs = w->packed_chunk ? 4 : w->sf_row;
   for (int b = 0; b < nb; ++b)
     for (int h = 0; h < halves; ++h) {
-      const uint8_t *p = sf + sf_block(w, halves * (kb0 + b) + h);
+      const int64_t kb = kb0 + b, jb = halves * (kb % S_CHUNK) + h; /* packed: its chunk's scale jb */
+      const uint8_t *p = w->packed_chunk ? sf + (kb / S_CHUNK) * w->packed_chunk + (jb >> 2) * 64 + (jb & 3)
+                                         : sf + sf_block(w, halves * kb + h);
       float *d = o + (b * 2 + h) * 16;
       for (int i = 0; i < 16; ++i) {
-        float f = w->sf_lut[p[i * w->sf_row]];
+        float f = w->sf_lut[p[i * rs]];
         __asm__("" : "+x"(f));
         d[i] = f;
       }
@@ -238,6 +270,7 @@ static inline __attribute__((always_inline)) void panel_scales(const mxf_cpu_str
  * starting on a word of 4 scales. */
 static inline int chunk_as_words(const mxf_cpu_stream_w *w, int64_t kb0, int64_t left) {
   const int halves = w->sf_vec == 16 ? 2 : 1;
+  if (w->packed_chunk) return kb0 % S_CHUNK == 0; /* a chunk's slots, padded (SPEC §7.2) */
   return left >= S_CHUNK && (!w->sf_swizzled || (w->sf_row == 16 && !((halves * kb0) & 3)));
 }
 
@@ -301,7 +334,10 @@ S_INLINE int scales512(const int POW2, const int HALVES, const mxf_cpu_stream_w 
   __m512i z[8]; /* z[4 g + q]: bytes 16 g + 4 q .. + 3 of the chunk's scales, lane i = row i */
   for (int g = 0; g < HALVES; ++g) {
     const int64_t at = HALVES * kb0 + 16 * g;
-    if (w->sf_swizzled)
+    if (w->packed_chunk)
+      for (int q = 0; q < 4; ++q)
+        z[4 * g + q] = _mm512_loadu_si512(sf + (kb0 / S_CHUNK) * w->packed_chunk + (4 * g + q) * 64);
+    else if (w->sf_swizzled)
       for (int q = 0; q < 4; ++q)
         z[4 * g + q] = swizzled_words(sf + sf_block(w, at + 4 * q));
     else
@@ -542,7 +578,13 @@ __attribute__((target("avx512f"))) static void unpack_avx512(const mxf_cpu_strea
   for (int64_t j = 0; j < nb; ++j) {
     const int64_t kb = kb0 + j, kc = j % S_CHUNK, jp = j % (64 / bb); /* block jp of the piece */
     if (kc == 0) panel_scales512(w, sf, kb, nb - j, sbuf);
-    if (jp == 0) piece16(codes, w->row_bytes, kb * bb, (nb - j) * bb, t);
+    if (w->packed_chunk) { /* this block's words as piece16 would give them */
+      const uint8_t *q = packed_at(codes, w->packed_chunk, w->packed_sf, packed_shift(w), kb * bb);
+      for (int i = 0; i < bb / 4; ++i)
+        t[jp * bb / 4 + i] = _mm512_loadu_si512(q + 64 * i);
+    } else if (jp == 0) {
+      piece16(codes, w->row_bytes, kb * bb, (nb - j) * bb, t);
+    }
     const __m512 s0 = _mm512_load_ps(sbuf + kc * 32),
                  s1 = w->sf_vec == 16 ? _mm512_load_ps(sbuf + kc * 32 + 16) : s0;
     float *o = dst + j * 32 * 16;
@@ -720,7 +762,11 @@ S2_INLINE int scales8(const int POW2, const int HALVES, const mxf_cpu_stream_w *
   for (int g = 0; g < HALVES; ++g) {
     const int64_t at = HALVES * kb0 + 16 * g;
     for (int h = 0; h < 2; ++h) {
-      if (w->sf_swizzled)
+      if (w->packed_chunk)
+        for (int q = 0; q < 4; ++q)
+          z[g][h][q] = _mm256_loadu_si256(
+              (const __m256i *)(sf + (kb0 / S_CHUNK) * w->packed_chunk + (4 * g + q) * 64 + 32 * h));
+      else if (w->sf_swizzled)
         for (int q = 0; q < 4; ++q)
           z[g][h][q] = _mm256_i32gather_epi32((const int *)(sf + sf_block(w, at + 4 * q) + 128 * h),
                                               _mm256_setr_epi32(0, 16, 32, 48, 64, 80, 96, 112), 1);
@@ -778,6 +824,13 @@ S2_INLINE void panel_scales8(const mxf_cpu_stream_w *w, const uint8_t *sf, int64
   panel_scales(w, sf, kb0, left, o);
 }
 
+/* Packed weights: a panel's words at q (packed_words) as rows 8h..8h+7's z[h][q]. */
+S2_INLINE void packed_words8(const uint8_t *q, __m256i z[2][4]) {
+  for (int h = 0; h < 2; ++h)
+    for (int k = 0; k < 4; ++k)
+      z[h][k] = _mm256_loadu_si256((const __m256i *)(q + 64 * k + 32 * h));
+}
+
 #define S2_UNROLL _Pragma("GCC unroll 8")
 /* The accumulators (XN rows of X x NP panels, each panel's two halves), from +0; the
  * panels' code words of a group, transposed by rows8 (zb[p][h][q]: rows 8h..8h+7 of
@@ -801,6 +854,10 @@ S2_INLINE void panel_scales8(const mxf_cpu_stream_w *w, const uint8_t *sf, int64
  * ask for long rows ahead). */
 #define S2_WORDS(O, END, AHEAD)                                                                              \
   S2_UNROLL for (int p = 0; p < NP; ++p) {                                                                   \
+    if (ahead->pk_chunk) {                                                                                   \
+      packed_words8(packed_words(ahead, codes[p], (O)), zb[p]);                                              \
+      continue;                                                                                              \
+    }                                                                                                        \
     int64_t rs;                                                                                              \
     const uint8_t *cb = panel_codes(ahead, codes[p], w->row_bytes, (O), (END), (AHEAD), lb[p], &rs);         \
     rows8(cb, rs, zb[p][0]);                                                                                 \
@@ -968,8 +1025,12 @@ __attribute__((target("avx2,fma"))) static void unpack_avx2(const mxf_cpu_stream
     float *o = dst + j * 32 * 16;
     __m256i z[2][4];
     if (e2) {
-      rows8(codes + kb * 16, rs, z[0]);
-      rows8(codes + 8 * rs + kb * 16, rs, z[1]);
+      if (w->packed_chunk) {
+        packed_words8(packed_at(codes, w->packed_chunk, w->packed_sf, (int)packed_shift(w), kb * 16), z);
+      } else {
+        rows8(codes + kb * 16, rs, z[0]);
+        rows8(codes + 8 * rs + kb * 16, rs, z[1]);
+      }
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q)
 #pragma GCC unroll 4
@@ -986,8 +1047,13 @@ __attribute__((target("avx2,fma"))) static void unpack_avx2(const mxf_cpu_stream
       continue;
     }
     for (int hk = 0; hk < 2; ++hk) {
-      rows8(codes + kb * 32 + hk * 16, rs, z[0]);
-      rows8(codes + 8 * rs + kb * 32 + hk * 16, rs, z[1]);
+      if (w->packed_chunk) {
+        packed_words8(
+            packed_at(codes, w->packed_chunk, w->packed_sf, (int)packed_shift(w), kb * 32 + hk * 16), z);
+      } else {
+        rows8(codes + kb * 32 + hk * 16, rs, z[0]);
+        rows8(codes + 8 * rs + kb * 32 + hk * 16, rs, z[1]);
+      }
       const int special = fp8_special8(z, E5);
 #pragma GCC unroll 4
       for (int q = 0; q < 4; ++q)
@@ -1072,7 +1138,8 @@ int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, c
       }
       /* short rows: the next group of panels is that of this call's rows, then of the
          rows after them (or the call's first again, for more rows of X) */
-      mxf_cpu_stream_ahead a = {w->codes, 0, 16 * np_max * w->row_bytes <= S_GROUP_AHEAD_MAX, rescale};
+      mxf_cpu_stream_ahead a = {w->codes, 0, 0, rescale, w->packed_chunk, w->packed_sf, (int)packed_shift(w)};
+      a.copy = !w->packed_chunk && 16 * np_max * w->row_bytes <= S_GROUP_AHEAD_MAX;
       if (a.copy) {
         int64_t next = j0 + 16 * np, avail = n + w->rows_after - next;
         if (next >= n && i0 + group < xn) next = 0, avail = n;
