@@ -32,12 +32,14 @@
  *               bandwidth drifts between rows), and
  *               OpenBLAS sgemm on the weights dequantized to f32 beforehand, in one
  *               process: each side's runs back to back, the caches flushed (64 MiB
- *               read) before each, so that the weights come from memory; and (dec_pbf16,
+ *               read) before each, so that the weights come from memory; the same weights
+ *               packed (SPEC §7, mxf_pack_weights) timed the same way beside them (packed
+ *               ms, and its share of the read bandwidth on the same byte count); and (dec_pbf16,
  *               dec_pmxfp8) proj_rope at T in {1, 4, 16} tokens, bf16 and MXFP8 inputs, w
  *               out-in (24576 x 1536), against sgemm of its GEMM on f32 weights
  *   invariance  one bf16 x MXFP4 problem computed whole, by rows of 1, by column halves,
- *               with 1 and 2 threads: bytes of C that differ (0 by SPEC §5.1; a nonzero
- *               count fails the benchmark)
+ *               with 1 and 2 threads, by rows of 1 with B packed: bytes of C that differ
+ *               (0 by SPEC §5.1; a nonzero count fails the benchmark)
  * Then (MXF_BENCH_ONLY lists "grouped", or is unset) grouped_gemm_amax against a loop
  * of gemm_amax on the DeepSeek-V3 MoE shapes: bench_grouped.c.
  * Then the workspace that plans ask for (plan only, nothing run): the cases above and a
@@ -505,20 +507,28 @@ typedef struct decode_op {
   uint8_t *b, *sb;
   float *c, amax;
   size_t b_bytes, sb_bytes; /* what a run reads of the weights */
+  uint8_t *pk;              /* the whole B packed (SPEC §7) */
   mxf_plan *plan;
   void *ws;
   size_t wsn;
 } decode_op;
 
-static int decode_plan(decode_op *o, int64_t m0, int64_t m, int64_t n0, int64_t n, float *c, int64_t ldc,
-                       mxf_plan **plan) {
-  mxf_gemm_amax_desc d;
-  memset(&d, 0, sizeof d);
+/* rows [n0, n0 + n) of B and their scales as gemm_amax takes them */
+static void decode_weights(const decode_op *o, int64_t n0, int64_t n, mxf_tensor *b, mxf_tensor *sfb) {
   const int64_t kb = o->k / o->sf_vec;
   const int e2 = o->fmt == MXF_E2M1;
+  *b = (mxf_tensor){o->b + (e2 ? n0 * o->k / 2 : n0 * o->k), o->fmt, MXF_DEVICE_CPU, 2, {n, o->k}, {0}};
+  *sfb = (mxf_tensor){o->sb + n0 * kb, o->sf, MXF_DEVICE_CPU, 2, {n, kb}, {0}};
+}
+
+/* packed: the whole B, packed (o->pk) */
+static int decode_plan(decode_op *o, int64_t m0, int64_t m, int64_t n0, int64_t n, float *c, int64_t ldc,
+                       mxf_plan **plan, int packed) {
+  mxf_gemm_amax_desc d;
+  memset(&d, 0, sizeof d);
   d.a = (mxf_tensor){o->a + m0 * o->k, MXF_BF16, MXF_DEVICE_CPU, 2, {m, o->k}, {0}};
-  d.b = (mxf_tensor){o->b + (e2 ? n0 * o->k / 2 : n0 * o->k), o->fmt, MXF_DEVICE_CPU, 2, {n, o->k}, {0}};
-  d.sfb = (mxf_tensor){o->sb + n0 * kb, o->sf, MXF_DEVICE_CPU, 2, {n, kb}, {0}};
+  decode_weights(o, n0, n, &d.b, &d.sfb);
+  if (packed) d.flags = MXF_AMAX_B_PACKED, d.b.data = o->pk, d.sfb.data = NULL;
   d.c = (mxf_tensor){c, MXF_F32, MXF_DEVICE_CPU, 2, {m, n}, {ldc, 1}};
   d.amax = (mxf_tensor){&o->amax, MXF_F32, MXF_DEVICE_CPU, 1, {1}, {0}};
   d.sf_vec = o->sf_vec;
@@ -529,7 +539,7 @@ static int decode_plan(decode_op *o, int64_t m0, int64_t m, int64_t n0, int64_t 
   return 0;
 }
 
-static int decode_run(decode_op *o, mxf_plan *plan, int64_t m0, int64_t n0, float *c) {
+static int decode_run(decode_op *o, mxf_plan *plan, int64_t m0, int64_t n0, float *c, int packed) {
   const int64_t kb = o->k / o->sf_vec;
   const int e2 = o->fmt == MXF_E2M1;
   const size_t wsn = mxf_plan_workspace_size(plan);
@@ -539,6 +549,7 @@ static int decode_run(decode_op *o, mxf_plan *plan, int64_t m0, int64_t n0, floa
   }
   mxf_gemm_amax_args args = {
       o->a + m0 * o->k, o->b + (e2 ? n0 * o->k / 2 : n0 * o->k), NULL, o->sb + n0 * kb, c, &o->amax, NULL};
+  if (packed) args.b = o->pk, args.sfb = NULL;
   return mxf_gemm_amax_run(plan, &args, o->ws, o->wsn, NULL) == MXF_OK ? 0 : -1;
 }
 
@@ -557,10 +568,18 @@ static void decode_alloc(decode_op *o, int64_t m, int64_t n, int64_t k, mxf_dtyp
                  : mxf_f32_to_e4m3((float)(96 * nrand()));
   for (size_t i = 0; i < o->sb_bytes; ++i)
     o->sb[i] = sf == MXF_E4M3 ? mxf_f32_to_e4m3((float)(0.5 + 4 * urand())) : (uint8_t)(120 + urand() * 14);
+  mxf_tensor b, sfb;
+  decode_weights(o, 0, n, &b, &sfb);
+  size_t pn = 0;
+  if (mxf_pack_weights_size(&b, &sfb, sf_vec, &pn) != MXF_OK || !(o->pk = xalloc(pn)) ||
+      mxf_pack_weights(&b, &sfb, sf_vec, o->pk, pn) != MXF_OK) {
+    fprintf(stderr, "bench: packing the weights failed: %s\n", mxf_last_error());
+    exit(1);
+  }
 }
 
 static void decode_free(decode_op *o) {
-  free(o->a), free(o->b), free(o->sb), free(o->c), free(o->ws);
+  free(o->a), free(o->b), free(o->sb), free(o->pk), free(o->c), free(o->ws);
   mxf_plan_destroy(o->plan);
 }
 
@@ -583,28 +602,31 @@ typedef struct decode_result {
   const char *what;
   int64_t m, n, k;
   double ms, gbs, read_gbs, of_read, sgemm_ms; /* read_gbs: measured around the row */
+  double packed_ms, packed_of_read;            /* the weights packed (gemm_amax); 0: none */
 } decode_result;
 
 static decode_result g_dec[64];
 static int g_ndec;
 
-/* One decode row: the op's runs (fn(ctx)) back to back, then sgemm's (m x n x k on the
- * f32 a and b), as a model's layers run, each run after the caches are flushed so that
- * the weights come from memory; the pause before the op's runs lets OpenBLAS's threads
- * of the previous row's sgemm park. weight_bytes: what a run reads of the weights. */
-static int decode_row(const char *fmt, const char *what, int (*fn)(void *), void *ctx, int64_t m, int64_t n,
-                      int64_t k, const float *a, const float *b, float *c, double weight_bytes,
-                      double read_gbs) {
-  double t[64], ts[64];
+/* One decode row: the op's runs (fn(ctx)) back to back, then (packed_fn, if any) its runs
+ * on the weights packed, then sgemm's (m x n x k on the f32 a and b), as a model's layers
+ * run, each run after the caches are flushed so that the weights come from memory; the
+ * pause before the op's runs lets OpenBLAS's threads of the previous row's sgemm park.
+ * weight_bytes: what a run reads of the weights (the packed row: the same count). */
+static int decode_row(const char *fmt, const char *what, int (*fn)(void *), int (*packed_fn)(void *),
+                      void *ctx, int64_t m, int64_t n, int64_t k, const float *a, const float *b, float *c,
+                      double weight_bytes, double read_gbs) {
+  double t[64], tp[64], ts[64];
   /* the read bandwidth around the row (this machine's drifts between rows), if asked */
   const double bw0 = read_gbs > 0 ? read_bandwidth_runs(3) : 0.0;
   settle();
-  for (int round = -2; round < g_runs; ++round) {
-    flush_caches();
-    const double t0 = now_ms();
-    if (fn(ctx)) return -1;
-    if (round >= 0) t[round] = now_ms() - t0;
-  }
+  for (int side = 0; side < (packed_fn ? 2 : 1); ++side)
+    for (int round = -2; round < g_runs; ++round) {
+      flush_caches();
+      const double t0 = now_ms();
+      if ((side ? packed_fn : fn)(ctx)) return -1;
+      if (round >= 0) (side ? tp : t)[round] = now_ms() - t0;
+    }
   for (int round = -2; round < g_runs; ++round) {
     flush_caches();
     const double t0 = now_ms();
@@ -627,16 +649,22 @@ static int decode_row(const char *fmt, const char *what, int (*fn)(void *), void
   r->gbs = weight_bytes / (r->ms * 1e6);
   r->read_gbs = read_gbs > 0 ? 0.5 * (bw0 + read_bandwidth_runs(3)) : 0.0;
   r->of_read = r->read_gbs > 0 ? r->gbs / r->read_gbs : 0;
+  r->packed_ms = packed_fn ? median(tp, g_runs) : 0.0;
+  r->packed_of_read = packed_fn && r->read_gbs > 0 ? weight_bytes / (r->packed_ms * 1e6) / r->read_gbs : 0.0;
   return 0;
 }
 
 typedef struct decode_call {
   decode_op *o;
-  mxf_plan *plan;
+  mxf_plan *plan, *packed; /* B as it is, and packed */
 } decode_call;
 static int run_decode_call(void *v) {
   const decode_call *d = (const decode_call *)v;
-  return decode_run(d->o, d->plan, 0, 0, d->o->c);
+  return decode_run(d->o, d->plan, 0, 0, d->o->c, 0);
+}
+static int run_decode_packed(void *v) {
+  const decode_call *d = (const decode_call *)v;
+  return decode_run(d->o, d->packed, 0, 0, d->o->c, 1);
 }
 static int run_case(void *v) { return ((bench_case *)v)->run((bench_case *)v); }
 
@@ -666,11 +694,14 @@ static int bench_decode(double read_gbs) {
         char mname[32];
         snprintf(mname, sizeof mname, "%lld", (long long)ms[mi]);
         if (!tu_env_lists("MXF_BENCH_DECODE_M", mname)) continue;
-        decode_call dc = {&o, NULL};
-        if (decode_plan(&o, 0, ms[mi], 0, o.n, o.c, o.n, &dc.plan)) return -1;
-        const int bad = decode_row(fmts[f].name, fmts[f].what, run_decode_call, &dc, ms[mi], o.n, o.k, af, bf,
-                                   cf, (double)(o.b_bytes + o.sb_bytes), read_gbs);
+        decode_call dc = {&o, NULL, NULL};
+        if (decode_plan(&o, 0, ms[mi], 0, o.n, o.c, o.n, &dc.plan, 0) ||
+            decode_plan(&o, 0, ms[mi], 0, o.n, o.c, o.n, &dc.packed, 1))
+          return -1;
+        const int bad = decode_row(fmts[f].name, fmts[f].what, run_decode_call, run_decode_packed, &dc,
+                                   ms[mi], o.n, o.k, af, bf, cf, (double)(o.b_bytes + o.sb_bytes), read_gbs);
         mxf_plan_destroy(dc.plan);
+        mxf_plan_destroy(dc.packed);
         if (bad) return -1;
       }
       free(bf), free(af), free(cf);
@@ -709,8 +740,8 @@ static int bench_decode_proj(double read_gbs) {
         xf[i] = f8 ? mxf_e4m3_to_f32(((const uint8_t *)bc.bufs[0])[i]) *
                          mxf_e8m0_to_f32(((const uint8_t *)bc.bufs[2])[i / 32])
                    : mxf_bf16_to_f32(((const uint16_t *)bc.bufs[0])[i]);
-      if (decode_row(name, f8 ? "proj_rope mxfp8 w" : "proj_rope bf16 w", run_case, &bc, ts[ti], n, PROJ_K,
-                     xf, wf, cf, (double)(n * PROJ_K * (f8 ? 1 : 2) + (f8 ? n * kb : 0)), read_gbs))
+      if (decode_row(name, f8 ? "proj_rope mxfp8 w" : "proj_rope bf16 w", run_case, NULL, &bc, ts[ti], n,
+                     PROJ_K, xf, wf, cf, (double)(n * PROJ_K * (f8 ? 1 : 2) + (f8 ? n * kb : 0)), read_gbs))
         return -1;
       mxf_plan_destroy(bc.plan);
       free(bc.ws);
@@ -725,7 +756,8 @@ static int bench_decode_proj(double read_gbs) {
 /* The invariance check: bf16 x MXFP4 (compact scales), M x N x K = 320 x 1024 x 2048, f32
  * C, computed whole (2 threads; more rows and columns than the streaming path takes, so
  * the blocked GEMM path), by rows of 1 (the streaming path), by column halves, with 1
- * thread and with 2 threads: the bytes of C that differ from the whole (0 by SPEC §5.1). */
+ * thread and with 2 threads, and by rows of 1 with B packed (SPEC §7): the bytes of C
+ * that differ from the whole (0 by SPEC §5.1). */
 #define INV_M 320
 #define INV_N 1024
 #define INV_K 2048
@@ -733,7 +765,7 @@ typedef struct inv_result {
   const char *how;
   size_t diff;
 } inv_result;
-static inv_result g_inv[4];
+static inv_result g_inv[5];
 static int g_ninv;
 
 static int bench_invariance(void) {
@@ -744,34 +776,38 @@ static int bench_invariance(void) {
   char asked[32] = ""; /* the caller's MXF_NUM_THREADS, put back at the end */
   if (getenv("MXF_NUM_THREADS")) snprintf(asked, sizeof asked, "%s", getenv("MXF_NUM_THREADS"));
   setenv("MXF_NUM_THREADS", "2", 1);
-  if (decode_plan(&o, 0, o.m, 0, o.n, whole, o.n, &plan) || decode_run(&o, plan, 0, 0, whole)) return -1;
+  if (decode_plan(&o, 0, o.m, 0, o.n, whole, o.n, &plan, 0) || decode_run(&o, plan, 0, 0, whole, 0))
+    return -1;
   mxf_plan_destroy(plan);
-  for (int how = 0; how < 4; ++how) {
+  for (int how = 0; how < 5; ++how) {
     memset(got, 0xA5, (size_t)(o.m * o.n) * 4);
-    if (how == 0) {
+    if (how == 0 || how == 4) {
+      const int packed = how == 4;
       for (int64_t m = 0; m < o.m; ++m) {
-        if (decode_plan(&o, m, 1, 0, o.n, got + m * o.n, o.n, &plan) ||
-            decode_run(&o, plan, m, 0, got + m * o.n))
+        if (decode_plan(&o, m, 1, 0, o.n, got + m * o.n, o.n, &plan, packed) ||
+            decode_run(&o, plan, m, 0, got + m * o.n, packed))
           return -1;
         mxf_plan_destroy(plan);
       }
     } else if (how == 1) {
       for (int h = 0; h < 2; ++h) {
         const int64_t n0 = h * o.n / 2;
-        if (decode_plan(&o, 0, o.m, n0, o.n / 2, got + n0, o.n, &plan) ||
-            decode_run(&o, plan, 0, n0, got + n0))
+        if (decode_plan(&o, 0, o.m, n0, o.n / 2, got + n0, o.n, &plan, 0) ||
+            decode_run(&o, plan, 0, n0, got + n0, 0))
           return -1;
         mxf_plan_destroy(plan);
       }
     } else {
       setenv("MXF_NUM_THREADS", how == 2 ? "1" : "2", 1);
-      if (decode_plan(&o, 0, o.m, 0, o.n, got, o.n, &plan) || decode_run(&o, plan, 0, 0, got)) return -1;
+      if (decode_plan(&o, 0, o.m, 0, o.n, got, o.n, &plan, 0) || decode_run(&o, plan, 0, 0, got, 0))
+        return -1;
       mxf_plan_destroy(plan);
     }
     size_t diff = 0;
     for (size_t i = 0; i < (size_t)(o.m * o.n) * 4; ++i)
       diff += ((const uint8_t *)whole)[i] != ((const uint8_t *)got)[i];
-    static const char *const hows[] = {"rows of 1", "column halves", "1 thread", "2 threads"};
+    static const char *const hows[] = {"rows of 1", "column halves", "1 thread", "2 threads",
+                                       "rows of 1, B packed"};
     g_inv[g_ninv++] = (inv_result){hows[how], diff};
   }
   if (asked[0])
@@ -936,12 +972,13 @@ int main(int argc, char **argv) {
     printf(
         "\ndecode: bf16 A (M x K) x weights (N x K), compact scales, f32 C, default core (pbf16, pmxfp8: "
         "proj_rope, M = T tokens, w out-in); sgemm: OpenBLAS on the weights dequantized to f32 beforehand\n");
-    printf("%-6s %5s %6s %6s %10s %12s %10s %10s %10s %12s\n", "format", "M", "N", "K", "ms", "weight GB/s",
-           "read GB/s", "of read", "sgemm ms", "time/sgemm");
+    printf("%-6s %5s %6s %6s %10s %12s %10s %10s %10s %10s %10s %12s\n", "format", "M", "N", "K", "ms",
+           "weight GB/s", "read GB/s", "of read", "packed ms", "of read", "sgemm ms", "time/sgemm");
     for (int i = 0; i < g_ndec; ++i)
-      printf("%-6s %5lld %6lld %6lld %10.3f %12.2f %10.1f %9.0f%% %10.3f %12.3f\n", g_dec[i].fmt,
-             (long long)g_dec[i].m, (long long)g_dec[i].n, (long long)g_dec[i].k, g_dec[i].ms, g_dec[i].gbs,
-             g_dec[i].read_gbs, 100.0 * g_dec[i].of_read, g_dec[i].sgemm_ms,
+      printf("%-6s %5lld %6lld %6lld %10.3f %12.2f %10.1f %9.0f%% %10.3f %9.0f%% %10.3f %12.3f\n",
+             g_dec[i].fmt, (long long)g_dec[i].m, (long long)g_dec[i].n, (long long)g_dec[i].k, g_dec[i].ms,
+             g_dec[i].gbs, g_dec[i].read_gbs, 100.0 * g_dec[i].of_read, g_dec[i].packed_ms,
+             100.0 * g_dec[i].packed_of_read, g_dec[i].sgemm_ms,
              g_dec[i].sgemm_ms > 0 ? g_dec[i].ms / g_dec[i].sgemm_ms : 0.0);
   }
   if (g_ninv) {
@@ -949,7 +986,7 @@ int main(int argc, char **argv) {
            "bytes of C that differ (must be 0)\n",
            INV_M, INV_N, INV_K);
     for (int i = 0; i < g_ninv; ++i)
-      printf("  %-14s %zu\n", g_inv[i].how, g_inv[i].diff);
+      printf("  %-20s %zu\n", g_inv[i].how, g_inv[i].diff);
   }
 
   if (wanted("grouped") && mxf_bench_grouped(g_runs < 5 ? g_runs : 5)) return 1;
@@ -995,9 +1032,11 @@ int main(int argc, char **argv) {
   for (int i = 0; i < g_ndec; ++i)
     fprintf(f,
             "    {\"op\": \"decode\", \"what\": \"%s\", \"m\": %lld, \"n\": %lld, \"k\": %lld, \"ms\": "
-            "%.4f, \"weight_gbs\": %.3f, \"read_gbs\": %.3f, \"of_read\": %.4f, \"sgemm_ms\": %.4f},\n",
+            "%.4f, \"weight_gbs\": %.3f, \"read_gbs\": %.3f, \"of_read\": %.4f, \"packed_ms\": %.4f, "
+            "\"packed_of_read\": %.4f, \"sgemm_ms\": %.4f},\n",
             g_dec[i].what, (long long)g_dec[i].m, (long long)g_dec[i].n, (long long)g_dec[i].k, g_dec[i].ms,
-            g_dec[i].gbs, g_dec[i].read_gbs, g_dec[i].of_read, g_dec[i].sgemm_ms);
+            g_dec[i].gbs, g_dec[i].read_gbs, g_dec[i].of_read, g_dec[i].packed_ms, g_dec[i].packed_of_read,
+            g_dec[i].sgemm_ms);
   for (int i = 0; i < g_ninv; ++i)
     fprintf(f, "    {\"op\": \"invariance\", \"how\": \"%s\", \"differing_bytes\": %zu},\n", g_inv[i].how,
             g_inv[i].diff);

@@ -162,14 +162,18 @@ def cpu_tables(path, data, meta):
                 "GB/s of weight bytes (codes and scales) and their share of the read bandwidth "
                 "(all threads reading a buffer beyond the last-level cache"
                 + (f"; {bw:.1f} GB/s at the start" if bw else "")
-                + ", and around each row: read GB/s); `sgemm` on the weights dequantized to f32 beforehand "
-                "(8× or 4× the bytes), same process:", ""]
-        out += ["| weights | M | N × K | ms | weight GB/s | read GB/s | of read | sgemm ms | time / sgemm |",
-                "|---|---|---|---|---|---|---|---|---|"]
+                + ", and around each row: read GB/s); the same weights packed (SPEC §7, "
+                "`mxf_pack_weights`): packed ms and its share of the read bandwidth on the same byte count; "
+                "`sgemm` on the weights dequantized to f32 beforehand (8× or 4× the bytes), same process:", ""]
+        out += ["| weights | M | N × K | ms | weight GB/s | read GB/s | of read | packed ms | packed of read "
+                "| sgemm ms | time / sgemm |",
+                "|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in decode:
+            packed = (f"{r['packed_ms']:.3f} | {100 * r['packed_of_read']:.0f} %" if r.get("packed_ms")
+                      else "— | —")
             out.append(f"| {r['what'].replace('bf16 x ', '')} | {r['m']} | {r['n']} × {r['k']} | {r['ms']:.3f} "
                        f"| {r['weight_gbs']:.2f} | {r['read_gbs']:.1f} | {100 * r['of_read']:.0f} % "
-                       f"| {r['sgemm_ms']:.3f} | {r['ms'] / r['sgemm_ms']:.2f} |")
+                       f"| {packed} | {r['sgemm_ms']:.3f} | {r['ms'] / r['sgemm_ms']:.2f} |")
         out.append("")
     for r in extra:
         if r.get("op") == "invariance":
