@@ -5,6 +5,7 @@
     row, srow, col, scol = mxfuse.proj_rope(x, w, cos, sin)                 # GEMM + RoPE + dual MXFP8
     q_row, s_row, q_col, s_col = mxfuse.quantize(x)                         # MXFP8 both ways
     c, amax, group_amax = mxfuse.grouped_gemm_amax(a, b, sfa, sfb, offs=offs)  # MoE: one GEMM per expert
+    w = mxfuse.pack_weights(b, sfb); c, amax = mxfuse.gemm_amax(a, w, sfa, None)  # CPU decode weights
 
 Tensors are torch tensors (CUDA or CPU), NumPy arrays (the CPU backend; ml_dtypes for
 bf16/fp8 dtypes) or JAX arrays (through mxfuse.jax's XLA custom calls); where they live
@@ -25,7 +26,7 @@ from . import _eager, _plans, _spec
 from ._abi import (CudaError, InternalError, InvalidValueError, MxfuseError, NotSupportedError, OutOfMemoryError,
                    cuda_device_count, version)
 from ._eager import Dequantize, GemmAmax, GroupedGemmAmax, ProjRope, Quantize, swizzle_scales, unswizzle_scales
-from ._spec import GemmAmaxResult, GroupedGemmAmaxResult, ProjRopeResult, QuantizeResult
+from ._spec import GemmAmaxResult, GroupedGemmAmaxResult, PackedWeights, ProjRopeResult, QuantizeResult
 
 __version__ = version()
 _torch_ops = None  # mxfuse._torch once imported
@@ -76,6 +77,7 @@ proj_rope = _router("proj_rope")
 quantize = _router("quantize")
 dequantize = _router("dequantize")
 grouped_gemm_amax = _router("grouped_gemm_amax")
+pack_weights = _router("pack_weights")
 
 
 def clear_cache():

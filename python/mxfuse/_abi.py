@@ -17,6 +17,7 @@ OK, ERR_INVALID_VALUE, ERR_NOT_SUPPORTED, ERR_CUDA, ERR_NO_MEMORY, ERR_INTERNAL 
 F32, F16, BF16, E4M3, E5M2, E2M1, E2M1X2, E8M0, U8, I8, I32 = range(1, 12)
 # flags
 AMAX_ACCUMULATE = 1
+AMAX_B_PACKED = 2
 PROJ_W_OUT_IN = 1
 PROJ_FP32_EPILOGUE = 2
 QUANT_ROWS = 1
@@ -208,6 +209,8 @@ _PROTOS = {
     "mxf_sf_swizzle": (_i32, [_vp, _vp, _i64, _i64, _i64, _i32, ctypes.c_uint8]),
     "mxf_sf_unswizzle": (_i32, [_vp, _vp, _i64, _i64, _i64, _i32]),
     "mxf_convert": (_i32, [_vp, _i32, _vp, _i32, _i64]),
+    "mxf_pack_weights_size": (_i32, [_p(Tensor), _p(Tensor), _i32, _p(_sz)]),
+    "mxf_pack_weights": (_i32, [_p(Tensor), _p(Tensor), _i32, _vp, _sz]),
     "mxf_cuda_device_count": (_i32, []),
     "mxf_has_cuda": (_i32, []),
 }

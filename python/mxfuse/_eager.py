@@ -19,7 +19,7 @@ from . import _tensors as T
 
 
 def _framework(tensors):
-    fws = {T.framework(x) for x in tensors if x is not None}
+    fws = {T.framework(x) for x in tensors if x is not None} - {None}
     if len(fws) > 1:
         raise TypeError(f"mxfuse: tensors of one call come from different frameworks: {sorted(fws)}")
     return fws.pop() if fws else None
@@ -109,7 +109,7 @@ class _ClassOp:
         if self._plan is None or (self._plan.workspace_size and self._ws is None):
             self.compile()
         if self._tkeys is not None and _same_torch_geometry(tensors, self._tkeys):
-            ptrs = [x.data_ptr() if x is not None else None for x in tensors]
+            ptrs = [T.data_ptr(x) if x is not None else None for x in tensors]
             self._plan.run(self._op.args(*ptrs, *extra_args), self._ws_ptr,
                            T.stream_handle("torch", self._device, stream))
             return
@@ -150,11 +150,13 @@ class GemmAmax(_ClassOp):
         if unknown:
             raise TypeError(f"GemmAmax: unexpected options {unknown}; expected some of {list(S.GEMM_OPTIONS)}")
         call = S.gemm_amax(sample_a, sample_b, sample_sfa, sample_sfb, c=sample_c, amax=sample_amax, **options)
-        self._setup((sample_a, sample_b, sample_sfa, sample_sfb, sample_c, sample_amax), call.extra)
+        self._setup((sample_a, call.b, sample_sfa, call.sfb, sample_c, sample_amax), call.extra)
 
     def execute(self, a_tensor, b_tensor, sfa_tensor, sfb_tensor, c_tensor, amax_tensor, current_stream=None,
                 alpha=None):
-        """Runs on the given tensors (same geometry as the samples); writes c and amax."""
+        """Runs on the given tensors (same geometry as the samples; packed weights where the
+        sample b was, with sfb_tensor None); writes c and amax."""
+        b_tensor, sfb_tensor, _ = S.packed_b(b_tensor, sfb_tensor, 0)
         self._execute((a_tensor, b_tensor, sfa_tensor, sfb_tensor, c_tensor, amax_tensor), current_stream,
                       (_alpha_ptr(alpha),))
 
@@ -163,7 +165,7 @@ def gemm_amax(call):
     a = call.a
     t = sys.modules.get("torch")
     if t is not None and isinstance(a, t.Tensor):
-        refuse_grad(S.GEMM_AMAX, (a, call.b, call.sfa, call.sfb, call.c, call.amax))
+        refuse_grad(S.GEMM_AMAX, (a, call.b, call.sfa, call.sfb, call.c, call.amax))  # packed b: uint8, no grad
         fast = _gemm_fast(call, "torch")
         if fast is not None:
             return fast
@@ -192,11 +194,23 @@ def gemm_amax(call):
 
 
 def _numpy_key(x):
+    if isinstance(x, S.PackedWeights):
+        return ("packed", _numpy_key(x.data), x.b_meta, x.sfb_meta, x.sf_vec)
+    if isinstance(x, S.PackedScales):
+        return ("packed scales", x.meta)
     return (x.dtype, x.shape, x.strides)
 
 
+def _numpy_ptr(x):
+    if isinstance(x, S.PackedWeights):
+        x = x.data
+    elif isinstance(x, S.PackedScales):
+        return None
+    return x.ctypes.data
+
+
 # framework: (geometry key of one tensor, its data pointer)
-_FAST = {"torch": (T.torch_key, lambda x: x.data_ptr()), "numpy": (_numpy_key, lambda x: x.ctypes.data)}
+_FAST = {"torch": (T.torch_key, T.data_ptr), "numpy": (_numpy_key, _numpy_ptr)}
 
 
 def _fast_key(call, fw):
@@ -248,6 +262,33 @@ def _gemm_fast(call, fw):
     plan.run(args, ws_ptr, T.stream_handle(fw, dev, call.stream))
     del ws
     return S.GemmAmaxResult(c, amax)
+
+
+# ------------------------------------------------------------------ packed weights
+class _PackOp:
+    name, tensors = "pack_weights", ("b", "sfb")
+
+
+def pack_weights(call):
+    """mxfuse.pack_weights on torch tensors, NumPy arrays or DLPack producers: the packed
+    bytes in a new uint8 array of b's framework (NumPy for other DLPack producers)."""
+    fw = _framework((call.b, call.sfb))
+    if fw == "jax":
+        raise TypeError("mxfuse: pack JAX arrays with mxfuse.jax.pack_weights")
+    metas = _metas((call.b, call.sfb), fw)
+    keep = []
+    ptrs = T.data_ptrs(_PackOp, (call.b, call.sfb), fw, keep, samples=True)
+    tb, ts = A.Tensor(), A.Tensor()
+    T.fill(tb, metas[0], ptrs[0])
+    T.fill(ts, metas[1], ptrs[1])
+    n = ctypes.c_size_t(0)
+    A.check(A.lib.mxf_pack_weights_size(ctypes.byref(tb), ctypes.byref(ts), call.sf_vec, ctypes.byref(n)))
+    out = T.empty(fw if fw == "torch" else "numpy", call.b, (n.value,), None, A.U8)
+    A.check(A.lib.mxf_pack_weights(ctypes.byref(tb), ctypes.byref(ts), call.sf_vec,
+                                   T.data_ptrs(_PackOp, (out, None), "torch" if fw == "torch" else "numpy", keep,
+                                               samples=True)[0], n.value))
+    del keep
+    return S.PackedWeights(out, metas[0], metas[1], call.sf_vec)
 
 
 # ------------------------------------------------------------------ proj_rope

@@ -146,6 +146,50 @@ def front_end(signature, module):
     return wrap
 
 
+# ------------------------------------------------------------------ packed weights
+class PackedWeights(namedtuple("PackedWeights", ("data", "b_meta", "sfb_meta", "sf_vec"))):
+    """Weights packed by mxfuse.pack_weights (SPEC §7): `data`, the packed bytes (a 1-D
+    uint8 array of b's framework, in host memory), and the b and sfb they were packed from
+    as the library describes them (dtype, device, shape, strides) — what gemm_amax is given
+    for b and sfb with them. Pass it as gemm_amax's b with sfb=None; same results, bit for
+    bit, as b and sfb themselves."""
+
+    __slots__ = ()
+
+    @property
+    def shape(self):
+        """b's shape as it was described: (N, K[, L]) (K in bytes for packed e2m1 pairs)."""
+        return self.b_meta[2]
+
+
+class PackedScales(namedtuple("PackedScales", ("meta",))):
+    """sfb's place in a call whose b is PackedWeights: its description, no data (the
+    scales are in the packed bytes)."""
+
+    __slots__ = ()
+
+
+def pack_weights(b, sfb, *, sf_vec_size=32):
+    """Lays out gemm_amax's weights b (N, K[, L]) and their scales sfb (compact or swizzled,
+    as gemm_amax takes them) once for the CPU's decode kernels (SPEC §7); returns
+    PackedWeights, which gemm_amax takes as b (with sfb=None) on the CPU: the same bits, and
+    few rows of a read at close to the memory's speed. Host tensors only."""
+    return PackCall(b, sfb, int_arg("pack_weights", "sf_vec_size", sf_vec_size, 16, 32, "16 or 32"))
+
+
+PackCall = namedtuple("PackCall", ("b", "sfb", "sf_vec"))
+
+
+def packed_b(b, sfb, flags):
+    """gemm_amax's b, sfb and flags for a call whose b may be PackedWeights."""
+    if not isinstance(b, PackedWeights):
+        return b, sfb, flags
+    if sfb is not None:
+        raise ValueError("gemm_amax: b is packed weights (mxfuse.pack_weights), which hold their scales; pass "
+                         "sfb=None")
+    return b, PackedScales(b.sfb_meta), flags | A.AMAX_B_PACKED
+
+
 # ------------------------------------------------------------------ gemm_amax
 GemmAmaxCall = namedtuple("GemmAmaxCall", ("a", "b", "sfa", "sfb", "c", "amax", "c_major", "c_code", "alpha",
                                            "stream", "extra"))
@@ -160,7 +204,8 @@ def gemm_amax(a, b, sfa, sfb, *, c_major="n", c_dtype="float32", sf_vec_size=32,
     format (a bf16 a has no scales: sfa=None); sfa/sfb compact (MN, Kb) / (L, MN, Kb) or
     swizzled; amax: an f32 tensor to write (with accumulate, also read), else a new one;
     c: a tensor to write C into (its dtype and layout are then C's), else a new one with
-    rows padded to 16 bytes. mma_tiler_mn and cluster_shape_mn (the cuDNN frontend's
+    rows padded to 16 bytes. b may be mxfuse.pack_weights(b, sfb) (then sfb=None: host
+    tensors; SPEC §7). mma_tiler_mn and cluster_shape_mn (the cuDNN frontend's
     hints) are checked and ignored: the library chooses. JAX arrays run as XLA custom
     calls (mxfuse.jax; C n-major, no c= or stream=)."""
     if accumulate and amax is None:
@@ -172,8 +217,9 @@ def gemm_amax(a, b, sfa, sfb, *, c_major="n", c_dtype="float32", sf_vec_size=32,
     _check_hints("mma_tiler_mn", mma_tiler_mn)
     _check_hints("cluster_shape_mn", cluster_shape_mn)
     sf_vec = int_arg("gemm_amax", "sf_vec_size", sf_vec_size, 16, 32, "16 or 32")
+    b, sfb, flags = packed_b(b, sfb, A.AMAX_ACCUMULATE if accumulate else 0)
     return GemmAmaxCall(a, b, sfa, sfb, c, amax, c_major, dtype_code(c_dtype), alpha, stream,
-                        (("sf_vec", sf_vec), ("flags", A.AMAX_ACCUMULATE if accumulate else 0)))
+                        (("sf_vec", sf_vec), ("flags", flags)))
 
 
 # cuDNN's hints by argument: the values its kernels take (0: choose), under its names

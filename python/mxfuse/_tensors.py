@@ -25,7 +25,12 @@ def _np():
 
 
 def framework(x):
-    """'torch', 'numpy', 'jax' or 'dlpack' for an array-like; TypeError otherwise."""
+    """'torch', 'numpy', 'jax' or 'dlpack' for an array-like (packed weights: their data's;
+    PackedScales, which has no data: None); TypeError otherwise."""
+    if isinstance(x, S.PackedWeights):
+        x = x.data
+    elif isinstance(x, S.PackedScales):
+        return None
     t = _torch()
     if t is not None and isinstance(x, t.Tensor):
         return "torch"
@@ -171,7 +176,12 @@ def _dlpack(x):
 
 
 def meta(x, fw=None):
-    """The Meta of one tensor (no data pointer)."""
+    """The Meta of one tensor (no data pointer); of packed weights and their scales, the
+    b and sfb they were packed from (SPEC §7)."""
+    if isinstance(x, S.PackedWeights):
+        return x.b_meta
+    if isinstance(x, S.PackedScales):
+        return x.meta
     fw = fw or framework(x)
     if fw == "torch":
         return _torch_meta(x)
@@ -182,8 +192,22 @@ def meta(x, fw=None):
 
 def torch_key(x):
     """The cheapest full description of a torch tensor's geometry (dtype, shape, strides,
-    device): what the torch fast paths compare against their plan's."""
+    device): what the torch fast paths compare against their plan's (packed weights:
+    their data's and the Metas they stand for)."""
+    if isinstance(x, S.PackedWeights):
+        return ("packed", torch_key(x.data), x.b_meta, x.sfb_meta, x.sf_vec)
+    if isinstance(x, S.PackedScales):
+        return ("packed scales", x.meta)
     return (x.dtype, x.shape, x.stride(), x.get_device())
+
+
+def data_ptr(x):
+    """A torch tensor's data pointer (packed weights: their data's; PackedScales: None)."""
+    if isinstance(x, S.PackedWeights):
+        x = x.data
+    elif isinstance(x, S.PackedScales):
+        return None
+    return x.data_ptr()
 
 
 def data_ptrs(op, tensors, fw, keep, samples=False):
@@ -195,7 +219,9 @@ def data_ptrs(op, tensors, fw, keep, samples=False):
     outputs = () if samples else S.OUTPUTS[op.name]
     ptrs = []
     for name, x in zip(op.tensors, tensors):
-        if x is None:
+        if isinstance(x, S.PackedWeights):  # its bytes stand for b (SPEC §7)
+            x = x.data
+        if x is None or isinstance(x, S.PackedScales):
             ptrs.append(None)
             continue
         read_only = False

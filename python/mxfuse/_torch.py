@@ -73,6 +73,36 @@ def _(a, b, sfa, sfb, amax, c_major, c_dtype, sf_vec_size, alpha, accumulate):
 _no_backward("gemm_amax", ("a", "b", "sfa", "sfb", "amax"))
 
 
+# with packed weights (SPEC §7): their bytes, and the b and sfb they stand for as ints
+@torch.library.custom_op("mxfuse::gemm_amax_packed", mutates_args=("amax",))
+def gemm_amax_packed_op(a: torch.Tensor, b_packed: torch.Tensor, sfa: Optional[torch.Tensor], amax: torch.Tensor,
+                        b_meta: List[int], sfb_meta: List[int], c_major: str, c_dtype: torch.dtype,
+                        sf_vec_size: int, alpha: Optional[float], accumulate: bool) -> torch.Tensor:
+    w = S.PackedWeights(b_packed, _meta_of(b_meta), _meta_of(sfb_meta), sf_vec_size)
+    return E.gemm_amax(S.gemm_amax(a, w, sfa, None, c_major=c_major, c_dtype=c_dtype, sf_vec_size=sf_vec_size,
+                                   alpha=alpha, amax=amax, accumulate=accumulate)).c_tensor
+
+
+@gemm_amax_packed_op.register_fake
+def _(a, b_packed, sfa, amax, b_meta, sfb_meta, c_major, c_dtype, sf_vec_size, alpha, accumulate):
+    mem, extent, perm = S.gemm_c_layout(tuple(a.shape), _meta_of(b_meta).shape, S.dtype_code(c_dtype), c_major)
+    c = a.new_empty(mem, dtype=c_dtype)[..., :extent]
+    return c.permute(perm) if perm else c
+
+
+_no_backward("gemm_amax_packed", ("a", "b_packed", "sfa", "amax"))
+
+
+def _ints_of(m):
+    """A Meta as a list of ints: dtype, device, ndim, shape, strides."""
+    return [m.dtype, m.device, len(m.shape), *m.shape, *m.strides]
+
+
+def _meta_of(v):
+    n = v[2]
+    return T.Meta(v[0], v[1], tuple(v[3:3 + n]), tuple(v[3 + n:3 + 2 * n]))
+
+
 def gemm_amax(call):
     if call.c is not None:
         raise ValueError("gemm_amax: c= (an output to write into) is not traced by torch.compile; use the returned "
@@ -81,9 +111,18 @@ def gemm_amax(call):
     if amax is None:
         amax = a.new_empty(S.gemm_amax_shape(a.shape), dtype=torch.float32)
     extra = dict(call.extra)
-    c = gemm_amax_op(a, call.b, call.sfa, call.sfb, amax, call.c_major, T.torch_dtype(call.c_code), extra["sf_vec"],
-                     call.alpha, bool(extra["flags"] & A.AMAX_ACCUMULATE))
+    accumulate = bool(extra["flags"] & A.AMAX_ACCUMULATE)
+    if isinstance(call.b, S.PackedWeights):
+        c = gemm_amax_packed_op(a, call.b.data, call.sfa, amax, _ints_of(call.b.b_meta), _ints_of(call.b.sfb_meta),
+                                call.c_major, T.torch_dtype(call.c_code), extra["sf_vec"], call.alpha, accumulate)
+    else:
+        c = gemm_amax_op(a, call.b, call.sfa, call.sfb, amax, call.c_major, T.torch_dtype(call.c_code),
+                         extra["sf_vec"], call.alpha, accumulate)
     return S.GemmAmaxResult(c, amax)
+
+
+# Packing is a step of loading a model, not of its graph: run eagerly.
+pack_weights = torch.compiler.disable(E.pack_weights)
 
 
 # ------------------------------------------------------------------ proj_rope

@@ -19,6 +19,10 @@ stacked along M. Under jax.jit with sharded operands, gemm_amax (with MX A) keep
 along M and B's along N (whole 128-row blocks with swizzled scales): each device computes its
 block of C, the amax is reduced over the mesh (pmax), nothing is gathered; K is not split.
 
+Packed weights (SPEC §7): mxfuse.jax.pack_weights packs on the host, eagerly (once, when
+the weights are loaded); the PackedWeights it returns is a pytree (its bytes the array),
+which gemm_amax takes as b with sfb=None under jax.jit and jax.vmap, on the CPU platform.
+
 JAX arrays are row-major, so the layouts are those of the cuDNN frontend's JAX entry
 points: a (M, K) or (M, K, 1) k-major, b (N, K[, 1]) k-major, c n-major, L = 1; e2m1
 operands as uint8 arrays of packed pairs (M, K/2); scales compact (MN, Kb) or in the
@@ -86,13 +90,21 @@ def _trace_devices():
 
 
 def _meta(x, device):
-    """The Meta of a (traced) array: row-major, on `device`."""
+    """The Meta of a (traced) array: row-major, on `device` (packed weights and their
+    scales: the b and sfb they were packed from, SPEC §7)."""
+    if isinstance(x, (S.PackedWeights, S.PackedScales)):
+        m = x.b_meta if isinstance(x, S.PackedWeights) else x.meta
+        return T.Meta(m.dtype, device, m.shape, m.strides)
     shape = tuple(int(s) for s in x.shape)
+    return T.Meta(S.dtype_code(x.dtype), device, shape, _row_major(shape))
+
+
+def _row_major(shape):
     strides, s = [0] * len(shape), 1
     for i in reversed(range(len(shape))):
         strides[i] = s
         s *= shape[i]
-    return T.Meta(S.dtype_code(x.dtype), device, shape, strides)
+    return tuple(strides)
 
 
 def _plan(op, arrays, extra):
@@ -151,6 +163,57 @@ def _batched(fn, as_one=None):
     return f
 
 
+# ------------------------------------------------------------------ packed weights
+# PackedWeights through jax.jit and jax.tree_util: the packed bytes are the array, the
+# descriptions of the b and sfb they stand for and sf_vec static.
+jax.tree_util.register_pytree_node(S.PackedWeights, lambda p: ((p.data,), (p.b_meta, p.sfb_meta, p.sf_vec)),
+                                   lambda aux, children: S.PackedWeights(children[0], *aux))
+
+
+@S.front_end(S.pack_weights, __name__)
+def pack_weights(call):
+    """Packs on the host (SPEC §7), eagerly: b and sfb are read back from their device,
+    the packed bytes come back as a uint8 array on b's device. Not traceable (a step of
+    loading a model): call it outside jax.jit."""
+    if isinstance(call.b, jax.core.Tracer) or isinstance(call.sfb, jax.core.Tracer):
+        raise TypeError("mxfuse.jax.pack_weights: b or sfb is a traced array; pack outside jax.jit (once, when the "
+                        "weights are loaded) and pass the result in")
+    from . import _eager as E
+
+    host = E.pack_weights(S.PackCall(np.asarray(call.b), np.asarray(call.sfb), call.sf_vec))
+    device = next(iter(call.b.devices())) if hasattr(call.b, "devices") else None
+    return S.PackedWeights(jax.device_put(host.data, device), host.b_meta, host.sfb_meta, host.sf_vec)
+
+
+def _gemm_packed_ffi(params, has_sfa, a, data, *rest):
+    """The custom call with packed weights (SPEC §7): rest = [sfa] [, amax]; the packed
+    bytes stand for b, described by attributes, and hold sfb."""
+    sf_vec, flags, alpha, c_code, b_meta, sfb_meta = params[:6]
+    rest = list(rest)
+    sfa = rest.pop(0) if has_sfa else None
+    amax = rest.pop(0) if rest else None
+    c_struct = _out(S.gemm_c_shape(_shape(a), b_meta.shape, c_code), c_code)
+    amax_shape = params[6] if len(params) > 6 else S.gemm_amax_shape(_shape(a))
+    amax_struct = _out(amax_shape, A.F32) if amax is None else jax.ShapeDtypeStruct(_shape(amax), amax.dtype)
+    w = S.PackedWeights(data, b_meta, sfb_meta, sf_vec)
+    ws = _plan(S.GEMM_AMAX, (a, w, sfa, S.PackedScales(sfb_meta), c_struct, amax_struct),
+               (("sf_vec", sf_vec), ("flags", flags)))
+    attrs = {"sf_vec": np.int32(sf_vec), "flags": np.int32(flags), "alpha": np.float32(1.0 if alpha is None else alpha),
+             "has_alpha": np.int32(alpha is not None), "has_sfa": np.int32(has_sfa)}
+    for p, m in (("b", b_meta), ("sfb", sfb_meta)):
+        if 0 not in m.shape and tuple(m.strides) != _row_major(m.shape):
+            raise ValueError(f"gemm_amax: the packed weights' {p} was not row-major ({m.shape}, strides "
+                             f"{m.strides}); mxfuse.jax describes every array row-major: pack with "
+                             "mxfuse.jax.pack_weights")
+        attrs.update({f"{p}_dtype": np.int32(m.dtype), f"{p}_ndim": np.int32(len(m.shape))})
+        attrs.update({f"{p}_d{i}": np.int64(d) for i, d in enumerate(m.shape)})
+    operands = (a, data) + ((sfa,) if has_sfa else ()) + ((amax,) if amax is not None else ())
+    xla_call = jax.ffi.ffi_call("mxfuse_gemm_amax", (c_struct, amax_struct, _ws(ws)),
+                                input_output_aliases={len(operands) - 1: 1} if amax is not None else None)
+    c, amax_out, _ = xla_call(*operands, **attrs)
+    return c, amax_out
+
+
 @S.front_end(S.gemm_amax, __name__)
 def gemm_amax(call):
     _xla_stream(call)
@@ -158,6 +221,7 @@ def gemm_amax(call):
         raise ValueError("gemm_amax: c= is not taken by mxfuse.jax; XLA's outputs are new arrays")
     if call.c_major != "n":
         raise ValueError(f"gemm_amax: c_major={call.c_major!r}; JAX arrays are row-major, so C is n-major ('n')")
+    packed = isinstance(call.b, S.PackedWeights)
     for name, x in (("a", call.a), ("b", call.b)):
         if len(x.shape) == 3 and x.shape[2] != 1:
             raise ValueError(f"gemm_amax: {name} has shape {_shape(x)}, L = {x.shape[2]}; a JAX array is "
@@ -165,12 +229,18 @@ def gemm_amax(call):
                              "a leading axis ((L, M, K) arrays, one call per element), or pass torch / NumPy arrays")
     extra = dict(call.extra)
     params = (extra["sf_vec"], extra["flags"], call.alpha, call.c_code)
-    operands = (call.a, call.b) + ((call.sfa,) if call.sfa is not None else ()) + (call.sfb,)
+    if packed:  # the b and sfb the bytes stand for, static
+        params += (call.b.b_meta, call.b.sfb_meta)
+        operands = (call.a, call.b.data) + ((call.sfa,) if call.sfa is not None else ())
+    else:
+        operands = (call.a, call.b) + ((call.sfa,) if call.sfa is not None else ()) + (call.sfb,)
     accumulate = bool(extra["flags"] & A.AMAX_ACCUMULATE)
     if accumulate:
         operands += (call.amax,)
     elif call.amax is not None:  # only its shape counts: the result is a new array
         params += (_shape(call.amax),)
+    if packed:  # on the host, whole: no sharding rule, vmap element by element
+        return S.GemmAmaxResult(*_batched(functools.partial(_gemm_packed_ffi, params, call.sfa is not None))(*operands))
     fn = functools.partial(_gemm_ffi, params, call.sfa is not None)
     if call.sfa is not None and not accumulate:
         fn = functools.partial(_gemm_sharded, params)

@@ -20,7 +20,11 @@
  * Operands and results by op (mxfuse.jax builds the calls):
  *   gemm_amax   a, b, sfa, sfb [, amax_in aliased to amax] -> c, amax, workspace
  *               (attribute has_sfa = 0: a bf16 a, no sfa operand)
- *               attributes sf_vec, flags, alpha, has_alpha
+ *               attributes sf_vec, flags, alpha, has_alpha; with flags holding
+ *               MXF_AMAX_B_PACKED b is the packed weights (SPEC §7, a uint8 vector), no
+ *               sfb operand, and the b and sfb they were packed from are described by
+ *               the attributes b_dtype, b_ndim, b_d0.., sfb_dtype, sfb_ndim, sfb_d0..
+ *               (row-major, as every JAX array)
  *   proj_rope   x, w, cos, sin [, x_scale, w_scale] -> out_row, out_scales_row, out_col,
  *               out_scales_col, workspace; attribute flags
  *   quantize    x -> [q_row, s_row] [q_col, s_col], workspace; attribute directions
@@ -217,6 +221,22 @@ static XLA_FFI_Error *shape_check(const frame *fr, const char *op, int64_t nargs
   return NULL;
 }
 
+/* A row-major tensor described by the attributes <p>_dtype, <p>_ndim, <p>_d0.. (no data). */
+static void tensor_attrs(const frame *fr, const char *p, mxf_tensor *t) {
+  char name[32];
+  memset(t, 0, sizeof *t);
+  snprintf(name, sizeof name, "%s_dtype", p);
+  t->dtype = (mxf_dtype)attr(fr, name, MXF_DTYPE_INVALID);
+  t->device = fr->device;
+  snprintf(name, sizeof name, "%s_ndim", p);
+  const double nd = attr(fr, name, 0);
+  t->ndim = nd < 0 || nd > MXF_MAX_DIMS ? MXF_MAX_DIMS + 1 : (int32_t)nd; /* refused by validation */
+  for (int i = 0; i < t->ndim && i < MXF_MAX_DIMS; ++i) {
+    snprintf(name, sizeof name, "%s_d%d", p, i);
+    t->shape[i] = (int64_t)attr(fr, name, -1);
+  }
+}
+
 /* ------------------------------------------------------------ the ops */
 static XLA_FFI_Error *gemm_amax(XLA_FFI_CallFrame *f, int cuda) {
   frame fr;
@@ -224,19 +244,28 @@ static XLA_FFI_Error *gemm_amax(XLA_FFI_CallFrame *f, int cuda) {
   if (!call_begin(f, cuda, &fr, &err)) return err;
   void *ws;
   size_t ws_size;
-  /* has_sfa = 0: a bf16 a, no sfa operand (a, b, sfb [, amax_in]) */
+  /* has_sfa = 0: a bf16 a, no sfa operand (a, b, sfb [, amax_in]); packed b: no sfb */
   const int has_sfa = attr(&fr, "has_sfa", 1) != 0;
-  if ((err = shape_check(&fr, "gemm_amax", 3 + has_sfa, 4 + has_sfa, 3, &ws, &ws_size))) return err;
+  const unsigned flags = (unsigned)attr(&fr, "flags", 0);
+  const int has_sfb = !(flags & MXF_AMAX_B_PACKED);
+  if ((err = shape_check(&fr, "gemm_amax", 2 + has_sfa + has_sfb, 3 + has_sfa + has_sfb, 3, &ws, &ws_size)))
+    return err;
   mxf_gemm_amax_desc d;
   memset(&d, 0, sizeof d);
   tensor_of(arg(&fr, 0), fr.device, &d.a);
-  tensor_of(arg(&fr, 1), fr.device, &d.b);
   if (has_sfa) tensor_of(arg(&fr, 2), fr.device, &d.sfa);
-  tensor_of(arg(&fr, 2 + has_sfa), fr.device, &d.sfb);
+  if (has_sfb) {
+    tensor_of(arg(&fr, 1), fr.device, &d.b);
+    tensor_of(arg(&fr, 2 + has_sfa), fr.device, &d.sfb);
+  } else { /* the packed bytes, described as the b and sfb they were packed from */
+    tensor_attrs(&fr, "b", &d.b);
+    tensor_attrs(&fr, "sfb", &d.sfb);
+    d.b.data = arg(&fr, 1)->data;
+  }
   tensor_of(ret(&fr, 0), fr.device, &d.c);
   tensor_of(ret(&fr, 1), fr.device, &d.amax);
   d.sf_vec = (int)attr(&fr, "sf_vec", 32);
-  d.flags = (unsigned)attr(&fr, "flags", 0);
+  d.flags = flags;
   float alpha = (float)attr(&fr, "alpha", 1.0);
   d.alpha = attr(&fr, "has_alpha", 0) != 0 ? &alpha : NULL;
   return call_end(&fr, mxf_gemm_amax_with_workspace(&d, ws, ws_size, fr.stream));
