@@ -58,19 +58,13 @@ int mxf_packed_header_check(const mxf_packed_geom *g, const uint8_t *h, char *ms
   return 0;
 }
 
-static mxf_packed_geom pack_geom(const mxf_gemm_problem *p) {
-  mxf_packed_geom g;
-  mxf_packed_geom_init(&g, p->b_fmt, p->sfb_fmt, p->sf_vec, p->n, p->k, p->l);
-  return g;
-}
-
 mxf_status mxf_pack_weights_size(const mxf_tensor *b, const mxf_tensor *sfb, int sf_vec, size_t *bytes) {
   mxf_gemm_problem p;
   int32_t device;
   if (!bytes) return mxf_set_error(MXF_ERR_INVALID_VALUE, "pack_weights_size: bytes is NULL");
   mxf_status st = mxf_validate_pack_weights(b, sfb, sf_vec, 0, &p, &device);
   if (st != MXF_OK) return st;
-  *bytes = (size_t)pack_geom(&p).bytes;
+  *bytes = (size_t)mxf_packed_geom_of(&p).bytes;
   return MXF_OK;
 }
 
@@ -95,34 +89,9 @@ mxf_status mxf_pack_weights(const mxf_tensor *b, const mxf_tensor *sfb, int sf_v
                          "pack_weights: b and sfb are on cuda:%d; packing reads and writes host memory "
                          "(packed weights are the CPU's layout, SPEC §7)",
                          (int)MXF_DEVICE_ORDINAL(device));
-  const mxf_packed_geom g = pack_geom(&p);
-  if (!packed) return mxf_set_error(MXF_ERR_INVALID_VALUE, "pack_weights: packed is NULL");
-  if (packed_size < (size_t)g.bytes)
-    return mxf_set_error(MXF_ERR_INVALID_VALUE,
-                         "pack_weights: packed_size %zu is too small; b and sfb pack into %" PRId64
-                         " bytes (mxf_pack_weights_size)",
-                         packed_size, g.bytes);
-  /* the output overlaps no input (SPEC §4): spans from the lowest to the highest byte */
-  const uintptr_t lo = (uintptr_t)packed, hi = lo + (uintptr_t)g.bytes;
-  const int64_t bits = mxf_dtype_bits(p.b_fmt);
-  const int64_t b_span =
-      p.n && p.l ? ((p.n - 1) * p.b_ns + (p.k - 1) * p.b_ks + (p.l - 1) * p.b_ls + 1) * bits / 8 + 1 : 0;
-  const int64_t sf_span =
-      p.sfb_layout == MXF_SF_COMPACT ? p.l * p.n * p.kb : p.l * mxf_cdiv(p.n, 128) * mxf_cdiv(p.kb, 4) * 512;
-  const struct {
-    const char *name;
-    const void *ptr;
-    int64_t bytes;
-  } in[] = {{"b", b->data, b_span}, {"sfb", sfb->data, sf_span}};
-  for (int i = 0; i < 2; ++i) {
-    const uintptr_t l2 = (uintptr_t)in[i].ptr, h2 = l2 + (uintptr_t)in[i].bytes;
-    if (in[i].bytes > 0 && lo < h2 && l2 < hi)
-      return mxf_set_error(MXF_ERR_INVALID_VALUE,
-                           "pack_weights: packed [%p, +%" PRId64 " bytes) overlaps %s [%p, +%" PRId64
-                           " bytes); the output may overlap no input",
-                           packed, g.bytes, in[i].name, in[i].ptr, in[i].bytes);
-  }
-
+  st = mxf_validate_pack_output(&p, b->data, sfb->data, packed, packed_size);
+  if (st != MXF_OK) return st;
+  const mxf_packed_geom g = mxf_packed_geom_of(&p);
   uint8_t *out = (uint8_t *)packed;
   const uint8_t *bd = (const uint8_t *)b->data, *sd = (const uint8_t *)sfb->data;
   const uint8_t one = p.sfb_fmt == MXF_E4M3 ? 0x38 : 127; /* the scale 1 (SPEC §7.2 padding) */
@@ -142,9 +111,20 @@ mxf_status mxf_pack_weights(const mxf_tensor *b, const mxf_tensor *sfb, int sf_v
                 real && kb < p.kb ? sd[mxf_gemm_sf_offset(p.sfb_layout, p.n, p.kb, n, kb, l)] : one;
           }
           const int64_t o_end = (c + 1 < chunks ? per_code : (g.blocks - c * MXF_PACKED_CHUNK_BLOCKS) * g.rb);
-          for (int64_t ob = 0; ob < o_end; ++ob) {
-            const int64_t o = c * per_code + ob;
-            panel[mxf_packed_code_at(&g, i, o)] = real ? code_byte(&p, bd, n, l, o) : 0;
+          uint8_t *words = panel + mxf_packed_code_at(&g, i, c * per_code); /* word w at + 64 w */
+          if (real && p.b_ks == 1) { /* k-major rows: whole words copied */
+            const int64_t at = n * p.b_ns + l * p.b_ls, row_bytes = p.b_fmt == MXF_E2M1 ? p.k / 2 : p.k;
+            const uint8_t *row = bd + (p.b_fmt == MXF_E2M1 ? at / 2 : at) + c * per_code;
+            const int64_t left = row_bytes - c * per_code; /* the row's bytes from the chunk's start */
+            for (int64_t ob = 0; ob < o_end; ob += 4)
+              if (ob + 4 <= left)
+                memcpy(words + ob * 16, row + ob, 4);
+              else
+                for (int64_t t = 0; t < 4; ++t)
+                  words[ob * 16 + t] = ob + t < left ? row[ob + t] : 0;
+          } else {
+            for (int64_t ob = 0; ob < o_end; ++ob)
+              words[(ob >> 2) * 64 + (ob & 3)] = real ? code_byte(&p, bd, n, l, c * per_code + ob) : 0;
           }
         }
       }

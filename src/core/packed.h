@@ -41,6 +41,13 @@ static inline void mxf_packed_geom_init(mxf_packed_geom *g, mxf_dtype fmt, mxf_d
   g->bytes = MXF_PACKED_HEADER + l * g->panels * g->panel;
 }
 
+/* The packed layout of a gemm problem's B (its b and sfb fields). */
+static inline mxf_packed_geom mxf_packed_geom_of(const mxf_gemm_problem *p) {
+  mxf_packed_geom g;
+  mxf_packed_geom_init(&g, p->b_fmt, p->sfb_fmt, p->sf_vec, p->n, p->k, p->l);
+  return g;
+}
+
 /* From a panel's start: row i's (0..15) code byte o (its bytes in K order) and its scale
  * j (of sf_vec values each). */
 static inline int64_t mxf_packed_code_at(const mxf_packed_geom *g, int64_t i, int64_t o) {

@@ -718,13 +718,6 @@ mxf_status mxf_validate_routing(const mxf_grouped_problem *p, const int32_t *r) 
   return MXF_OK;
 }
 
-/* The packed layout of a gemm problem's B (SPEC §7.2). */
-static mxf_packed_geom gemm_packed_geom(const mxf_gemm_problem *p) {
-  mxf_packed_geom g;
-  mxf_packed_geom_init(&g, p->b_fmt, p->sfb_fmt, p->sf_vec, p->n, p->k, p->l);
-  return g;
-}
-
 /* The pointers of a gemm_amax run (and of each group of a grouped one): present, rows
  * 16-byte aligned, no sfa for a bf16 a. */
 static mxf_status check_gemm_ptrs(const char *on, const mxf_gemm_problem *p, const mxf_gemm_amax_args *a) {
@@ -747,7 +740,7 @@ static mxf_status check_gemm_ptrs(const char *on, const mxf_gemm_problem *p, con
   TRY(check_ptr(on, "c", a->c, 16, "row starts must be 16-byte aligned"));
   TRY(check_ptr(on, "amax", a->amax, 4, "an f32"));
   if (p->flags & MXF_AMAX_B_PACKED) { /* the buffer must be the plan's B (SPEC §7.1) */
-    const mxf_packed_geom g = gemm_packed_geom(p);
+    const mxf_packed_geom g = mxf_packed_geom_of(p);
     char why[160];
     if (mxf_packed_header_check(&g, (const uint8_t *)a->b, why, sizeof why))
       FAIL("%s_run: args->b is not the packed weights the plan's b and sfb describe: %s (SPEC §7.2)", on,
@@ -1081,6 +1074,7 @@ static int64_t sf_bytes(mxf_sf_layout layout, int64_t mn, int64_t kb, int64_t l)
 }
 
 /* Refuses an output that shares a byte with an input or another output. */
+/* `on`: the message's prefix, e.g. "gemm_amax_run". */
 static mxf_status check_overlaps(const char *on, const span *t, int n) {
   for (int i = 0; i < n; ++i) {
     if (!t[i].output || !t[i].ptr || t[i].bytes <= 0) continue;
@@ -1089,7 +1083,7 @@ static mxf_status check_overlaps(const char *on, const span *t, int n) {
       if (j == i || !t[j].ptr || t[j].bytes <= 0 || (t[j].output && j < i)) continue;
       const uintptr_t lo2 = (uintptr_t)t[j].ptr, hi2 = lo2 + (uintptr_t)t[j].bytes;
       if (lo < hi2 && lo2 < hi)
-        FAIL("%s_run: %s [%p, +%" PRId64 " bytes) overlaps %s [%p, +%" PRId64 " bytes); an output may "
+        FAIL("%s: %s [%p, +%" PRId64 " bytes) overlaps %s [%p, +%" PRId64 " bytes); an output may "
              "overlap no input and no other output",
              on, t[i].name, t[i].ptr, t[i].bytes, t[j].name, t[j].ptr, t[j].bytes);
     }
@@ -1098,6 +1092,8 @@ static mxf_status check_overlaps(const char *on, const span *t, int n) {
 }
 
 static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const void *args) {
+  char run[48];
+  snprintf(run, sizeof run, "%s_run", on);
   switch (plan->op) {
   case MXF_OP_GEMM_AMAX: {
     const mxf_gemm_amax_args *a = args;
@@ -1106,7 +1102,7 @@ static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const
         {"a", a->a, matrix_bytes(p->m, p->k, p->l, p->a_ms, p->a_ks, p->a_ls, mxf_dtype_bits(p->a_fmt)), 0},
         {"b", a->b,
          p->flags & MXF_AMAX_B_PACKED
-             ? gemm_packed_geom(p).bytes
+             ? mxf_packed_geom_of(p).bytes
              : matrix_bytes(p->n, p->k, p->l, p->b_ns, p->b_ks, p->b_ls, mxf_dtype_bits(p->b_fmt)),
          0},
         {"sfa", a->sfa, p->a_fmt == MXF_BF16 ? 0 : sf_bytes(p->sfa_layout, p->m, p->kb, p->l), 0},
@@ -1114,7 +1110,7 @@ static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const
         {"c", a->c, matrix_bytes(p->m, p->n, p->l, p->c_ms, p->c_ns, p->c_ls, mxf_dtype_bits(p->c)), 1},
         {"amax", a->amax, 4, 1},
     };
-    return check_overlaps(on, t, (int)(sizeof t / sizeof *t));
+    return check_overlaps(run, t, (int)(sizeof t / sizeof *t));
   }
   case MXF_OP_PROJ_ROPE: {
     const mxf_proj_rope_args *a = args;
@@ -1132,7 +1128,7 @@ static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const
         {"out_col", a->out_col, thd, 1},
         {"out_scales_col", a->out_scales_col, mxf_cdiv(p->t, 32) * p->h * p->d, 1},
     };
-    return check_overlaps(on, t, (int)(sizeof t / sizeof *t));
+    return check_overlaps(run, t, (int)(sizeof t / sizeof *t));
   }
   case MXF_OP_QUANTIZE: {
     const mxf_quantize_args *a = args;
@@ -1146,7 +1142,7 @@ static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const
         {"q_col", a->q_col, cols ? n : 0, 1},
         {"s_col", a->s_col, cols ? mxf_cdiv(p->rows, 32) * p->cols : 0, 1},
     };
-    return check_overlaps(on, t, (int)(sizeof t / sizeof *t));
+    return check_overlaps(run, t, (int)(sizeof t / sizeof *t));
   }
   case MXF_OP_GROUPED_GEMM_AMAX: {
     const mxf_grouped_gemm_amax_args *a = args;
@@ -1165,7 +1161,7 @@ static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const
         {"amax", a->amax, 4, 1},
         {"group_amax", a->group_amax, gp->group_amax ? 4 * g : 0, 1},
     };
-    return check_overlaps(on, t, (int)(sizeof t / sizeof *t));
+    return check_overlaps(run, t, (int)(sizeof t / sizeof *t));
   }
   case MXF_OP_DEQUANTIZE: {
     const mxf_dequantize_args *a = args;
@@ -1178,10 +1174,26 @@ static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const
          0},
         {"y", a->y, bits_bytes(n, mxf_dtype_bits(p->x)), 1},
     };
-    return check_overlaps(on, t, (int)(sizeof t / sizeof *t));
+    return check_overlaps(run, t, (int)(sizeof t / sizeof *t));
   }
   }
   return MXF_OK;
+}
+
+mxf_status mxf_validate_pack_output(const mxf_gemm_problem *p, const void *b, const void *sfb,
+                                    const void *packed, size_t packed_size) {
+  const int64_t bytes = mxf_packed_geom_of(p).bytes;
+  if (!packed) FAIL("pack_weights: packed is NULL");
+  if (packed_size < (size_t)bytes)
+    FAIL("pack_weights: packed_size %zu is too small; b and sfb pack into %" PRId64
+         " bytes (mxf_pack_weights_size)",
+         packed_size, bytes);
+  const span t[] = {
+      {"b", b, matrix_bytes(p->n, p->k, p->l, p->b_ns, p->b_ks, p->b_ls, mxf_dtype_bits(p->b_fmt)), 0},
+      {"sfb", sfb, sf_bytes(p->sfb_layout, p->n, p->kb, p->l), 0},
+      {"packed", packed, bytes, 1},
+  };
+  return check_overlaps("pack_weights", t, (int)(sizeof t / sizeof *t));
 }
 
 mxf_status mxf_validate_run(const mxf_plan *plan, mxf_op op, const void *args, const void *ws,

@@ -53,6 +53,10 @@ MXF_INTERNAL mxf_status mxf_validate_grouped_gemm_amax(const mxf_grouped_gemm_am
  * (n, k, l, b_fmt, sfb_fmt, sf_vec, kb, sfb_layout, b strides) and *device. */
 MXF_INTERNAL mxf_status mxf_validate_pack_weights(const mxf_tensor *b, const mxf_tensor *sfb, int sf_vec,
                                                   int need_data, mxf_gemm_problem *p, int32_t *device);
+/* mxf_pack_weights' output against the problem of mxf_validate_pack_weights: present, of
+ * the packed size (SPEC §7.2), overlapping neither input (SPEC §4). */
+MXF_INTERNAL mxf_status mxf_validate_pack_output(const mxf_gemm_problem *p, const void *b, const void *sfb,
+                                                 const void *packed, size_t packed_size);
 MXF_INTERNAL mxf_status mxf_validate_proj_rope(const mxf_proj_rope_desc *desc, int need_data,
                                                mxf_proj_problem *p, int32_t *device);
 MXF_INTERNAL mxf_status mxf_validate_quantize(const mxf_quantize_desc *desc, int need_data,

@@ -75,7 +75,7 @@ static void gemm_view_init(gemm_view *v, const mxf_gemm_problem *p, const mxf_cp
   gemm_operand a = {NULL, NULL, p->a_fmt, p->sfa_fmt, p->sfa_layout, p->m, p->a_ms, p->a_ks, p->a_ls, NULL};
   gemm_operand b = {NULL, NULL, p->b_fmt, p->sfb_fmt, p->sfb_layout, p->n, p->b_ns, p->b_ks, p->b_ls, NULL};
   if (p->flags & MXF_AMAX_B_PACKED) {
-    mxf_packed_geom_init(&v->b_packed, p->b_fmt, p->sfb_fmt, p->sf_vec, p->n, p->k, p->l);
+    v->b_packed = mxf_packed_geom_of(p);
     b.pk = &v->b_packed;
   }
   /* m-major C: compute C^T = B A^T so that the epilogue writes contiguous runs. e2m1 C
