@@ -172,8 +172,9 @@ class PackedScales(namedtuple("PackedScales", ("meta",))):
 def pack_weights(b, sfb, *, sf_vec_size=32):
     """Lays out gemm_amax's weights b (N, K[, L]) and their scales sfb (compact or swizzled,
     as gemm_amax takes them) once for the CPU's decode kernels (SPEC §7); returns
-    PackedWeights, which gemm_amax takes as b (with sfb=None) on the CPU: the same bits, and
-    few rows of a read at close to the memory's speed. Host tensors only."""
+    PackedWeights, which gemm_amax takes as b (with sfb=None) on the CPU: the same bits,
+    and a decode-size a (few rows) runs at close to the memory's speed. Host tensors only;
+    sf_vec_size as gemm_amax's (16 for NVFP4-style weights)."""
     return PackCall(b, sfb, int_arg("pack_weights", "sf_vec_size", sf_vec_size, 16, 32, "16 or 32"))
 
 
