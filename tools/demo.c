@@ -7,7 +7,8 @@
  *                    scales per 32 in the swizzled layout, bf16 C, amax
  *   gemm_amax MXFP4  A (T, 2048) e2m1 x B (7168, 2048) e2m1, e8m0 per 32, swizzled, bf16 C
  *   gemm_amax bf16 x MXFP4  bf16 activations (no scales) x the same MXFP4 weights, at a
- *                    decode shape (M = 16) and at M = T
+ *                    decode shape (M = 16) and at M = T; at M = 16 also on the weights
+ *                    packed (SPEC §7: the CPU's layout, reported as not supported on a GPU)
  *   proj_rope        x (T, 1536) -> (T, 128, 192), rope 64 (YaRN rotary table), w out-in,
  *                    once with bf16 inputs, once with MXFP8 inputs
  *   quantize         the (T, 128*192) output shape, bf16 in, both directions
@@ -70,7 +71,7 @@ typedef struct demo {
   int json;
   uint64_t seed;
   mxf_cli_rng rng;
-  demo_row rows[10];
+  demo_row rows[12];
   int nrows;
 } demo;
 
@@ -354,6 +355,7 @@ typedef struct gemm_case {
   int64_t m, n, k;
   const void *a, *b;      /* host values: bf16, e4m3 bytes or packed e2m1 */
   const uint8_t *as, *bs; /* compact scales (as NULL for bf16 A) */
+  int packed;             /* B packed first (SPEC §7; the CPU's layout: not supported on a GPU) */
 } gemm_case;
 
 static double gemm_decode(const gemm_case *g, mxf_dtype f, const void *vals, const uint8_t *sc, int64_t row,
@@ -430,7 +432,8 @@ static void demo_gemm(demo *dm, const gemm_case *g) {
   if (g->fa == g->fb)
     snprintf(row->op, sizeof row->op, "gemm_amax %s %s", format_name(g->fa), mxf_dtype_name(g->fa));
   else
-    snprintf(row->op, sizeof row->op, "gemm_amax %s x %s", format_name(g->fa), format_name(g->fb));
+    snprintf(row->op, sizeof row->op, "gemm_amax %s x %s%s", format_name(g->fa), format_name(g->fb),
+             g->packed ? " packed" : "");
   const int a_mx = g->fa != MXF_BF16;
   snprintf(row->shape, sizeof row->shape, "M=%" PRId64 " N=%" PRId64 " K=%" PRId64, M, N, K);
   row->work = 2.0 * (double)M * (double)N * (double)K;
@@ -470,13 +473,34 @@ static void demo_gemm(demo *dm, const gemm_case *g) {
   d.c = tens(NULL, MXF_BF16, dm->device, 2, M, N, 0);
   d.amax = tens(NULL, MXF_F32, dm->device, 1, 1, 0, 0);
   d.sf_vec = 32;
+  /* packed: B and its swizzled scales packed on the host (mxf_pack_weights), then taken
+   * with the flag; the packing is not timed (a model's weights are packed once) */
+  uint8_t *pk = NULL;
+  void *dpk = NULL;
+  if (g->packed) {
+    mxf_tensor hb = d.b, hs = d.sfb;
+    hb.data = (void *)g->b, hs.data = sfb, hb.device = hs.device = MXF_DEVICE_CPU;
+    size_t pk_bytes = 0;
+    mxf_status ps = mxf_pack_weights_size(&hb, &hs, 32, &pk_bytes);
+    if (ps == MXF_OK) ps = mxf_pack_weights(&hb, &hs, 32, pk = xalloc(pk_bytes), pk_bytes);
+    if (ps != MXF_OK) {
+      row_status(row, "mxf_pack_weights", ps);
+      free(pk);
+      pk = NULL;
+    } else {
+      dpk = dev_in(dm, pk, pk_bytes);
+      d.flags = MXF_AMAX_B_PACKED;
+    }
+  }
   mxf_plan *plan = NULL;
-  mxf_status st = mxf_gemm_amax_plan(&plan, &d);
-  mxf_gemm_amax_args args = {da, db, dsfa, dsfb, dc, damax, NULL};
-  if (run_timed(dm, row, MXF_CLI_GEMM_AMAX, st, plan, &args)) {
+  mxf_status st = g->packed && !dpk ? MXF_ERR_INTERNAL : mxf_gemm_amax_plan(&plan, &d);
+  mxf_gemm_amax_args args = {da, dpk ? dpk : db, dsfa, dpk ? NULL : dsfb, dc, damax, NULL};
+  if (!(g->packed && !dpk) && run_timed(dm, row, MXF_CLI_GEMM_AMAX, st, plan, &args)) {
     if (fetch(dm, c, dc, c_bytes) != 0 || fetch(dm, &amax, damax, sizeof amax) != 0) exit(MXF_CLI_FAIL);
     gemm_check(dm, row, g, c, amax);
   }
+  if (dpk) dev_release(dm, dpk, pk);
+  free(pk);
   dev_release(dm, da, g->a), dev_release(dm, db, g->b), dev_release(dm, dsfb, sfb);
   if (dsfa) dev_release(dm, dsfa, sfa);
   dev_release(dm, dc, c), dev_release(dm, damax, &amax);
@@ -568,7 +592,7 @@ static void demo_moe(demo *dm, int fp4) {
       int64_t g = 0;
       while (offs[g] <= m)
         ++g;
-      const gemm_case ga = {fa, fb, M, N, K, a, b + operand_bytes(fb, g * N * K), as, bs + g * N * kb};
+      const gemm_case ga = {fa, fb, M, N, K, a, b + operand_bytes(fb, g * N * K), as, bs + g * N * kb, 0};
       for (int64_t k = 0; k < K; k++)
         ra[k] = gemm_decode(&ga, fa, a, as, m, k), rb[k] = gemm_decode(&ga, fb, ga.b, ga.bs, n, k);
       const mxj_ref rf = mxj_gemm_ref(ra, rb, K, 1.0);
@@ -781,7 +805,7 @@ static void throughput_str(const demo *dm, const demo_row *r, char *buf, size_t 
 }
 
 static void print_table(const demo *dm) {
-  printf("%-26s %-26s %-32s %10s %15s  %s\n", "op", "shape", "backend", "time ms", "throughput", "check");
+  printf("%-30s %-26s %-32s %10s %15s  %s\n", "op", "shape", "backend", "time ms", "throughput", "check");
   for (int i = 0; i < dm->nrows; i++) {
     const demo_row *r = &dm->rows[i];
     char tp[32], ms[32];
@@ -790,7 +814,7 @@ static void print_table(const demo *dm) {
       snprintf(ms, sizeof ms, "-");
     else
       snprintf(ms, sizeof ms, "%.3f", r->ms);
-    printf("%-26s %-26s %-32s %10s %15s  %s\n", r->op, r->shape, r->backend[0] ? r->backend : "-", ms, tp,
+    printf("%-30s %-26s %-32s %10s %15s  %s\n", r->op, r->shape, r->backend[0] ? r->backend : "-", ms, tp,
            r->check);
   }
 }
@@ -832,7 +856,7 @@ static void usage(FILE *f) {
           "section 5 against an f64 reference (determined outputs bit for bit):\n"
           "  gemm_amax MXFP8   M=T, N=24576 (128 heads x 192), K=1536, e4m3 + e8m0/32 swizzled, bf16 C\n"
           "  gemm_amax MXFP4   M=T, N=7168, K=2048, e2m1 + e8m0/32 swizzled, bf16 C\n"
-          "  gemm_amax bf16 x MXFP4  bf16 activations x those weights, M=16 and M=T\n"
+          "  gemm_amax bf16 x MXFP4  bf16 activations x those weights, M=16 and M=T; M=16 also packed (CPU)\n"
           "  proj_rope         T tokens, K=1536, H=128, D=192 (rope 64, YaRN table), bf16 and MXFP8 inputs\n"
           "  quantize          (T, 24576) bf16 -> MXFP8, rows and columns\n"
           "\n"
@@ -903,13 +927,15 @@ int mxf_cmd_demo(int argc, char **argv) {
           prep_s, in.pos0, in.pos0 + dm.t - 1, dm.runs, dm.warmup);
   fflush(info);
 
-  gemm_case g8 = {MXF_E4M3, MXF_E4M3, dm.t, DS_HD, DS_K, in.x8, in.w8, in.x8s, in.w8s};
-  gemm_case g4 = {MXF_E2M1, MXF_E2M1, dm.t, FP4_N, FP4_K, in.a4, in.b4, in.a4s, in.b4s};
-  gemm_case w4_decode = {MXF_BF16, MXF_E2M1, 16, FP4_N, FP4_K, in.a16, in.b4, NULL, in.b4s};
-  gemm_case w4_prefill = {MXF_BF16, MXF_E2M1, dm.t, FP4_N, FP4_K, in.a16, in.b4, NULL, in.b4s};
+  gemm_case g8 = {MXF_E4M3, MXF_E4M3, dm.t, DS_HD, DS_K, in.x8, in.w8, in.x8s, in.w8s, 0};
+  gemm_case g4 = {MXF_E2M1, MXF_E2M1, dm.t, FP4_N, FP4_K, in.a4, in.b4, in.a4s, in.b4s, 0};
+  gemm_case w4_decode = {MXF_BF16, MXF_E2M1, 16, FP4_N, FP4_K, in.a16, in.b4, NULL, in.b4s, 0};
+  gemm_case w4_packed = {MXF_BF16, MXF_E2M1, 16, FP4_N, FP4_K, in.a16, in.b4, NULL, in.b4s, 1};
+  gemm_case w4_prefill = {MXF_BF16, MXF_E2M1, dm.t, FP4_N, FP4_K, in.a16, in.b4, NULL, in.b4s, 0};
   demo_gemm(&dm, &g8);
   demo_gemm(&dm, &g4);
   demo_gemm(&dm, &w4_decode);
+  demo_gemm(&dm, &w4_packed);
   if (dm.t != 16) demo_gemm(&dm, &w4_prefill);
   demo_proj(&dm, &in, 0);
   demo_proj(&dm, &in, 1);
