@@ -95,8 +95,9 @@ mxf_status mxf_pack_weights(const mxf_tensor *b, const mxf_tensor *sfb, int sf_v
   uint8_t *out = (uint8_t *)packed;
   const uint8_t *bd = (const uint8_t *)b->data, *sd = (const uint8_t *)sfb->data;
   const uint8_t one = p.sfb_fmt == MXF_E4M3 ? 0x38 : 127; /* the scale 1 (SPEC §7.2 padding) */
-  const int64_t per_sf = MXF_PACKED_CHUNK_BLOCKS * (32 / sf_vec), per_code = MXF_PACKED_CHUNK_BLOCKS * g.rb;
-  const int64_t chunks = mxf_cdiv(p.k, 32 * MXF_PACKED_CHUNK_BLOCKS);
+  const int64_t per_sf = (int64_t)1 << g.sf_shift,
+                per_code = (int64_t)1 << g.code_shift; /* a row's, a chunk */
+  const int64_t chunks = g.chunks;
   mxf_packed_header(&g, out);
   for (int64_t l = 0; l < p.l; ++l)
     for (int64_t pn = 0; pn < g.panels; ++pn) {

@@ -8,6 +8,7 @@
 #define MXF_CPU_H
 
 #include "core/internal.h"
+#include "core/packed.h"
 
 /* Hot loops written for the vectorizer are compiled for AVX-512, AVX2 and baseline
  * x86-64 and picked at load time, where the toolchain supports function multi-versioning.
@@ -188,11 +189,11 @@ typedef struct mxf_cpu_stream_w {
   const float *code_lut; /* code byte -> value (e2m1: the low nibble's) */
   const float *sf_lut;   /* scale byte -> value */
   int sf_pow2;           /* the scales are powers of two or NaN (e8m0) */
-  /* Packed weights (SPEC §7.2; MX codes only): codes and panel_sf[p] are each panel's
-   * start, row_bytes a sixteenth of a panel's bytes (so that row 16p's codes are panel
-   * p's), sf_row and sf_swizzled unused, rows_after 0; the chunks' bytes and scale
-   * bytes. packed_chunk 0: rows of codes as above. */
-  int64_t packed_chunk, packed_sf;
+  /* Packed weights (SPEC §7.2; MX codes only): their layout, codes and panel_sf[p] each
+   * panel's start, row_bytes a sixteenth of a panel's bytes (so that row 16p's codes are
+   * panel p's), sf_row and sf_swizzled unused, rows_after 0. NULL: rows of codes as
+   * above. */
+  const mxf_packed_geom *packed;
 } mxf_cpu_stream_w;
 int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, const float *x, int64_t ldx,
                         int64_t xn, int x_in_range, float *acc, int64_t ld);

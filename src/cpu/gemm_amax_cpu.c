@@ -282,32 +282,26 @@ static int stream_weights(const gemm_ctx *d, int64_t r0, int64_t n, mxf_cpu_stre
   const gemm_view *v = d->v;
   const gemm_operand *op = &v->y;
   if ((r0 & 15) || (n & 15) || n > MXF_CPU_FILL_ROWS) return 0;
-  w->packed_chunk = 0;
+  w->fmt = op->fmt;
+  w->sf_vec = v->sf_vec;
+  w->isa = v->pp.core->isa;
+  w->code_lut = d->lut[1].code; /* (unused with bf16 values) */
+  w->sf_lut = d->lut[1].sf;
+  w->sf_pow2 = op->sf_fmt == MXF_E8M0;
+  w->packed = op->pk;
   if (op->pk) { /* packed weights: each panel's start (cpu.h) */
-    const mxf_packed_geom *g = op->pk;
-    w->fmt = op->fmt;
-    w->sf_vec = v->sf_vec;
-    w->isa = v->pp.core->isa;
-    w->codes = op->data + mxf_packed_panel_at(g, d->batch, r0 / 16);
-    w->row_bytes = g->panel / 16;
+    w->codes = op->data + mxf_packed_panel_at(op->pk, d->batch, r0 / 16);
+    w->row_bytes = op->pk->panel / 16;
     w->rows_after = 0;
     for (int64_t p = 0; p < n / 16; ++p)
-      w->panel_sf[p] = w->codes + p * g->panel;
+      w->panel_sf[p] = w->codes + p * op->pk->panel;
     w->sf_row = 0;
     w->sf_swizzled = 0;
-    w->code_lut = d->lut[1].code;
-    w->sf_lut = d->lut[1].sf;
-    w->sf_pow2 = op->sf_fmt == MXF_E8M0;
-    w->packed_chunk = g->chunk;
-    w->packed_sf = g->sf_area;
     return 1;
   }
   if (op->ks != 1) return 0;
   const int e2 = op->fmt == MXF_E2M1;
   if (e2 && ((op->rs & 1) || (op->ls & 1))) return 0;
-  w->fmt = op->fmt;
-  w->sf_vec = v->sf_vec;
-  w->isa = v->pp.core->isa;
   const int64_t at = r0 * op->rs + d->batch * op->ls, es = op->fmt == MXF_BF16 ? 2 : 1;
   w->codes = op->data + (e2 ? at / 2 : at * es);
   w->row_bytes = e2 ? op->rs / 2 : op->rs * es;
@@ -326,9 +320,6 @@ static int stream_weights(const gemm_ctx *d, int64_t r0, int64_t n, mxf_cpu_stre
       return 0;
     w->panel_sf[p] = op->sf + o;
   }
-  w->code_lut = d->lut[1].code;
-  w->sf_lut = d->lut[1].sf;
-  w->sf_pow2 = op->sf_fmt == MXF_E8M0;
   return 1;
 }
 

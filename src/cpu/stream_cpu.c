@@ -109,31 +109,22 @@ S_INLINE void rows16(const uint8_t *p, int64_t rs, __m512i z[4]) {
 typedef struct mxf_cpu_stream_ahead {
   const uint8_t *next;
   int64_t per;
-  int copy;    /* short rows */
-  int rescale; /* the call's rows of X and scales allow the block rescaling (e2m1_rows) */
-  /* packed weights (SPEC §7.2): a chunk's bytes (0: rows of codes), its scale bytes, and
-   * log2 of a row's code bytes in a chunk */
-  int64_t pk_chunk, pk_sf;
-  int pk_shift;
+  int copy;           /* short rows */
+  int rescale;        /* the call's rows of X and scales allow the block rescaling (e2m1_rows) */
+  int packed;         /* packed weights (SPEC §7.2), their layout copied from w->packed */
+  mxf_packed_geom pk; /* (read at every block: a load fewer than through the pointer) */
 } mxf_cpu_stream_ahead;
 #define S_ROW_AHEAD 512
 #define S_GROUP_AHEAD_MAX (128 << 10)
 
 /* Packed weights: where a panel's 16 rows have their code bytes [o, o + 16) (o a multiple
- * of 16): 4 x 64 bytes, word q of the 16 rows at + 64 q (SPEC §7.2). */
-static inline __attribute__((always_inline)) const uint8_t *
-packed_at(const uint8_t *panel, int64_t chunk, int64_t sf_bytes, int shift, int64_t o) {
-  const int64_t c = o >> shift;
-  return panel + c * chunk + sf_bytes + ((o - (c << shift)) << 4);
-}
-/* (no prefetching: each panel is one stream, which the processor's prefetchers follow;
- * asking for it 1-8 KiB ahead was no faster, bench/NOTES.md) */
-static inline __attribute__((always_inline)) const uint8_t *packed_words(const mxf_cpu_stream_ahead *a,
+ * of 16): 4 x 64 bytes, word q of the 16 rows at + 64 q (SPEC §7.2). No prefetching: each
+ * panel is one stream, which the processor's prefetchers follow (asking for it 1-8 KiB
+ * ahead was no faster, bench/NOTES.md). */
+static inline __attribute__((always_inline)) const uint8_t *packed_words(const mxf_packed_geom *g,
                                                                          const uint8_t *panel, int64_t o) {
-  return packed_at(panel, a->pk_chunk, a->pk_sf, a->pk_shift, o);
+  return panel + mxf_packed_word_at(g, o);
 }
-/* the same from the weights' description (mxf_cpu_stream_unpack) */
-static inline int64_t packed_shift(const mxf_cpu_stream_w *w) { return w->fmt == MXF_E2M1 ? 8 : 9; }
 
 static inline __attribute__((always_inline)) void prefetch_next(const mxf_cpu_stream_ahead *a, int64_t kb) {
   const uint8_t *p = a->next + kb * a->per * 64;
@@ -213,8 +204,8 @@ S_INLINE void piece16(const uint8_t *codes, int64_t row_bytes, int64_t o, int64_
  * buf + 64 q), which the blocks then load as they are; long rows: rows16 in place. */
 S_INLINE void panel_words(const mxf_cpu_stream_ahead *a, const uint8_t *codes, int64_t row_bytes, int64_t o,
                           int64_t end, int ahead, uint8_t *buf, __m512i z[4]) {
-  if (a->pk_chunk) { /* packed: the words as they are */
-    const uint8_t *q = packed_words(a, codes, o);
+  if (a->packed) { /* packed: the words as they are */
+    const uint8_t *q = packed_words(&a->pk, codes, o);
     for (int i = 0; i < 4; ++i)
       z[i] = _mm512_loadu_si512(q + 64 * i);
     return;
@@ -241,6 +232,8 @@ static inline int64_t sf_block(const mxf_cpu_stream_w *w, int64_t kb) {
 }
 
 #define S_CHUNK 16 /* blocks of 32 values whose scales are read at a time */
+/* the vector scale readers take a packed chunk's scales whole (chunk_as_words) */
+_Static_assert(S_CHUNK == MXF_PACKED_CHUNK_BLOCKS, "a packed chunk is the readers' chunk of blocks");
 
 /* The scales of a panel's 16 rows for the next chunk of blocks of 32 values: [kb0, kb0 +
  * nb), nb = S_CHUNK or the `left` blocks that remain, as f32 through the table:
@@ -250,12 +243,11 @@ static inline int64_t sf_block(const mxf_cpu_stream_w *w, int64_t kb) {
 static inline __attribute__((always_inline)) void panel_scales(const mxf_cpu_stream_w *w, const uint8_t *sf,
                                                                int64_t kb0, int64_t left, float *o) {
   const int halves = w->sf_vec == 16 ? 2 : 1, nb = left < S_CHUNK ? (int)left : S_CHUNK;
-  const int64_t rs = w->packed_chunk ? 4 : w->sf_row;
+  const int64_t rs = w->packed ? 4 : w->sf_row;
   for (int b = 0; b < nb; ++b)
     for (int h = 0; h < halves; ++h) {
-      const int64_t kb = kb0 + b, jb = halves * (kb % S_CHUNK) + h; /* packed: its chunk's scale jb */
-      const uint8_t *p = w->packed_chunk ? sf + (kb / S_CHUNK) * w->packed_chunk + (jb >> 2) * 64 + (jb & 3)
-                                         : sf + sf_block(w, halves * kb + h);
+      const int64_t j = halves * (kb0 + b) + h; /* the row's scale j */
+      const uint8_t *p = sf + (w->packed ? mxf_packed_sf_at(w->packed, 0, j) : sf_block(w, j));
       float *d = o + (b * 2 + h) * 16;
       for (int i = 0; i < 16; ++i) {
         float f = w->sf_lut[p[i * rs]];
@@ -270,7 +262,7 @@ static inline __attribute__((always_inline)) void panel_scales(const mxf_cpu_str
  * starting on a word of 4 scales. */
 static inline int chunk_as_words(const mxf_cpu_stream_w *w, int64_t kb0, int64_t left) {
   const int halves = w->sf_vec == 16 ? 2 : 1;
-  if (w->packed_chunk) return kb0 % S_CHUNK == 0; /* a chunk's slots, padded (SPEC §7.2) */
+  if (w->packed) return kb0 % S_CHUNK == 0; /* a chunk's slots, padded (SPEC §7.2) */
   return left >= S_CHUNK && (!w->sf_swizzled || (w->sf_row == 16 && !((halves * kb0) & 3)));
 }
 
@@ -334,9 +326,9 @@ S_INLINE int scales512(const int POW2, const int HALVES, const mxf_cpu_stream_w 
   __m512i z[8]; /* z[4 g + q]: bytes 16 g + 4 q .. + 3 of the chunk's scales, lane i = row i */
   for (int g = 0; g < HALVES; ++g) {
     const int64_t at = HALVES * kb0 + 16 * g;
-    if (w->packed_chunk)
+    if (w->packed)
       for (int q = 0; q < 4; ++q)
-        z[4 * g + q] = _mm512_loadu_si512(sf + (kb0 / S_CHUNK) * w->packed_chunk + (4 * g + q) * 64);
+        z[4 * g + q] = _mm512_loadu_si512(sf + mxf_packed_sf_at(w->packed, 0, at + 4 * q));
     else if (w->sf_swizzled)
       for (int q = 0; q < 4; ++q)
         z[4 * g + q] = swizzled_words(sf + sf_block(w, at + 4 * q));
@@ -578,8 +570,8 @@ __attribute__((target("avx512f"))) static void unpack_avx512(const mxf_cpu_strea
   for (int64_t j = 0; j < nb; ++j) {
     const int64_t kb = kb0 + j, kc = j % S_CHUNK, jp = j % (64 / bb); /* block jp of the piece */
     if (kc == 0) panel_scales512(w, sf, kb, nb - j, sbuf);
-    if (w->packed_chunk) { /* this block's words as piece16 would give them */
-      const uint8_t *q = packed_at(codes, w->packed_chunk, w->packed_sf, packed_shift(w), kb * bb);
+    if (w->packed) { /* this block's words as piece16 would give them */
+      const uint8_t *q = packed_words(w->packed, codes, kb * bb);
       for (int i = 0; i < bb / 4; ++i)
         t[jp * bb / 4 + i] = _mm512_loadu_si512(q + 64 * i);
     } else if (jp == 0) {
@@ -762,10 +754,10 @@ S2_INLINE int scales8(const int POW2, const int HALVES, const mxf_cpu_stream_w *
   for (int g = 0; g < HALVES; ++g) {
     const int64_t at = HALVES * kb0 + 16 * g;
     for (int h = 0; h < 2; ++h) {
-      if (w->packed_chunk)
+      if (w->packed)
         for (int q = 0; q < 4; ++q)
-          z[g][h][q] = _mm256_loadu_si256(
-              (const __m256i *)(sf + (kb0 / S_CHUNK) * w->packed_chunk + (4 * g + q) * 64 + 32 * h));
+          z[g][h][q] =
+              _mm256_loadu_si256((const __m256i *)(sf + mxf_packed_sf_at(w->packed, 0, at + 4 * q) + 32 * h));
       else if (w->sf_swizzled)
         for (int q = 0; q < 4; ++q)
           z[g][h][q] = _mm256_i32gather_epi32((const int *)(sf + sf_block(w, at + 4 * q) + 128 * h),
@@ -854,8 +846,8 @@ S2_INLINE void packed_words8(const uint8_t *q, __m256i z[2][4]) {
  * ask for long rows ahead). */
 #define S2_WORDS(O, END, AHEAD)                                                                              \
   S2_UNROLL for (int p = 0; p < NP; ++p) {                                                                   \
-    if (ahead->pk_chunk) {                                                                                   \
-      packed_words8(packed_words(ahead, codes[p], (O)), zb[p]);                                              \
+    if (ahead->packed) {                                                                                     \
+      packed_words8(packed_words(&ahead->pk, codes[p], (O)), zb[p]);                                         \
       continue;                                                                                              \
     }                                                                                                        \
     int64_t rs;                                                                                              \
@@ -1025,8 +1017,8 @@ __attribute__((target("avx2,fma"))) static void unpack_avx2(const mxf_cpu_stream
     float *o = dst + j * 32 * 16;
     __m256i z[2][4];
     if (e2) {
-      if (w->packed_chunk) {
-        packed_words8(packed_at(codes, w->packed_chunk, w->packed_sf, (int)packed_shift(w), kb * 16), z);
+      if (w->packed) {
+        packed_words8(packed_words(w->packed, codes, kb * 16), z);
       } else {
         rows8(codes + kb * 16, rs, z[0]);
         rows8(codes + 8 * rs + kb * 16, rs, z[1]);
@@ -1047,9 +1039,8 @@ __attribute__((target("avx2,fma"))) static void unpack_avx2(const mxf_cpu_stream
       continue;
     }
     for (int hk = 0; hk < 2; ++hk) {
-      if (w->packed_chunk) {
-        packed_words8(
-            packed_at(codes, w->packed_chunk, w->packed_sf, (int)packed_shift(w), kb * 32 + hk * 16), z);
+      if (w->packed) {
+        packed_words8(packed_words(w->packed, codes, kb * 32 + hk * 16), z);
       } else {
         rows8(codes + kb * 32 + hk * 16, rs, z[0]);
         rows8(codes + 8 * rs + kb * 32 + hk * 16, rs, z[1]);
@@ -1138,8 +1129,12 @@ int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, c
       }
       /* short rows: the next group of panels is that of this call's rows, then of the
          rows after them (or the call's first again, for more rows of X) */
-      mxf_cpu_stream_ahead a = {w->codes, 0, 0, rescale, w->packed_chunk, w->packed_sf, (int)packed_shift(w)};
-      a.copy = !w->packed_chunk && 16 * np_max * w->row_bytes <= S_GROUP_AHEAD_MAX;
+      mxf_cpu_stream_ahead a = {w->codes,
+                                0,
+                                !w->packed && 16 * np_max * w->row_bytes <= S_GROUP_AHEAD_MAX,
+                                rescale,
+                                w->packed != NULL,
+                                w->packed ? *w->packed : (mxf_packed_geom){0}};
       if (a.copy) {
         int64_t next = j0 + 16 * np, avail = n + w->rows_after - next;
         if (next >= n && i0 + group < xn) next = 0, avail = n;
