@@ -194,19 +194,16 @@ def gemm_amax(call):
 
 
 def _numpy_key(x):
-    if isinstance(x, S.PackedWeights):
-        return ("packed", _numpy_key(x.data), x.b_meta, x.sfb_meta, x.sf_vec)
-    if isinstance(x, S.PackedScales):
-        return ("packed scales", x.meta)
-    return (x.dtype, x.shape, x.strides)
+    return T.geometry_key(x, _numpy_geometry)
+
+
+def _numpy_geometry(a):
+    return (a.dtype, a.shape, a.strides)
 
 
 def _numpy_ptr(x):
-    if isinstance(x, S.PackedWeights):
-        x = x.data
-    elif isinstance(x, S.PackedScales):
-        return None
-    return x.ctypes.data
+    x = T.unpacked(x)
+    return None if x is None else x.ctypes.data
 
 
 # framework: (geometry key of one tensor, its data pointer)
@@ -283,10 +280,10 @@ def pack_weights(call):
     T.fill(ts, metas[1], ptrs[1])
     n = ctypes.c_size_t(0)
     A.check(A.lib.mxf_pack_weights_size(ctypes.byref(tb), ctypes.byref(ts), call.sf_vec, ctypes.byref(n)))
-    out = T.empty(fw if fw == "torch" else "numpy", call.b, (n.value,), None, A.U8)
+    out_fw = "torch" if fw == "torch" else "numpy"
+    out = T.empty(out_fw, call.b, (n.value,), None, A.U8)
     A.check(A.lib.mxf_pack_weights(ctypes.byref(tb), ctypes.byref(ts), call.sf_vec,
-                                   T.data_ptrs(_PackOp, (out, None), "torch" if fw == "torch" else "numpy", keep,
-                                               samples=True)[0], n.value))
+                                   T.data_ptrs(_PackOp, (out, None), out_fw, keep, samples=True)[0], n.value))
     del keep
     return S.PackedWeights(out, metas[0], metas[1], call.sf_vec)
 

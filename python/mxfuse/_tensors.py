@@ -24,12 +24,29 @@ def _np():
     return sys.modules.get("numpy")
 
 
+def unpacked(x):
+    """The array whose bytes a call's argument is: packed weights' data (SPEC §7), None for
+    their scales (PackedScales has no data), else x itself."""
+    if isinstance(x, S.PackedWeights):
+        return x.data
+    return None if isinstance(x, S.PackedScales) else x
+
+
+def geometry_key(x, key):
+    """key(x), an array's geometry key; for packed weights the key of their bytes with the
+    Metas they stand for, for their scales that Meta."""
+    if isinstance(x, S.PackedWeights):
+        return ("packed", key(x.data), x.b_meta, x.sfb_meta, x.sf_vec)
+    if isinstance(x, S.PackedScales):
+        return ("packed scales", x.meta)
+    return key(x)
+
+
 def framework(x):
     """'torch', 'numpy', 'jax' or 'dlpack' for an array-like (packed weights: their data's;
     PackedScales, which has no data: None); TypeError otherwise."""
-    if isinstance(x, S.PackedWeights):
-        x = x.data
-    elif isinstance(x, S.PackedScales):
+    x = unpacked(x)
+    if x is None:
         return None
     t = _torch()
     if t is not None and isinstance(x, t.Tensor):
@@ -193,21 +210,18 @@ def meta(x, fw=None):
 def torch_key(x):
     """The cheapest full description of a torch tensor's geometry (dtype, shape, strides,
     device): what the torch fast paths compare against their plan's (packed weights:
-    their data's and the Metas they stand for)."""
-    if isinstance(x, S.PackedWeights):
-        return ("packed", torch_key(x.data), x.b_meta, x.sfb_meta, x.sf_vec)
-    if isinstance(x, S.PackedScales):
-        return ("packed scales", x.meta)
-    return (x.dtype, x.shape, x.stride(), x.get_device())
+    geometry_key)."""
+    return geometry_key(x, _torch_geometry)
+
+
+def _torch_geometry(t):
+    return (t.dtype, t.shape, t.stride(), t.get_device())
 
 
 def data_ptr(x):
     """A torch tensor's data pointer (packed weights: their data's; PackedScales: None)."""
-    if isinstance(x, S.PackedWeights):
-        x = x.data
-    elif isinstance(x, S.PackedScales):
-        return None
-    return x.data_ptr()
+    x = unpacked(x)
+    return None if x is None else x.data_ptr()
 
 
 def data_ptrs(op, tensors, fw, keep, samples=False):
@@ -219,9 +233,8 @@ def data_ptrs(op, tensors, fw, keep, samples=False):
     outputs = () if samples else S.OUTPUTS[op.name]
     ptrs = []
     for name, x in zip(op.tensors, tensors):
-        if isinstance(x, S.PackedWeights):  # its bytes stand for b (SPEC §7)
-            x = x.data
-        if x is None or isinstance(x, S.PackedScales):
+        x = unpacked(x)  # packed weights: their bytes stand for b (SPEC §7)
+        if x is None:
             ptrs.append(None)
             continue
         read_only = False
