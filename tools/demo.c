@@ -492,12 +492,14 @@ static void demo_gemm(demo *dm, const gemm_case *g) {
       d.flags = MXF_AMAX_B_PACKED;
     }
   }
-  mxf_plan *plan = NULL;
-  mxf_status st = g->packed && !dpk ? MXF_ERR_INTERNAL : mxf_gemm_amax_plan(&plan, &d);
-  mxf_gemm_amax_args args = {da, dpk ? dpk : db, dsfa, dpk ? NULL : dsfb, dc, damax, NULL};
-  if (!(g->packed && !dpk) && run_timed(dm, row, MXF_CLI_GEMM_AMAX, st, plan, &args)) {
-    if (fetch(dm, c, dc, c_bytes) != 0 || fetch(dm, &amax, damax, sizeof amax) != 0) exit(MXF_CLI_FAIL);
-    gemm_check(dm, row, g, c, amax);
+  if (!g->packed || dpk) { /* (a packing that failed is in the row already) */
+    mxf_plan *plan = NULL;
+    const mxf_status st = mxf_gemm_amax_plan(&plan, &d);
+    mxf_gemm_amax_args args = {da, dpk ? dpk : db, dsfa, dpk ? NULL : dsfb, dc, damax, NULL};
+    if (run_timed(dm, row, MXF_CLI_GEMM_AMAX, st, plan, &args)) {
+      if (fetch(dm, c, dc, c_bytes) != 0 || fetch(dm, &amax, damax, sizeof amax) != 0) exit(MXF_CLI_FAIL);
+      gemm_check(dm, row, g, c, amax);
+    }
   }
   if (dpk) dev_release(dm, dpk, pk);
   free(pk);
