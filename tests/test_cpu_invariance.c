@@ -131,20 +131,20 @@ static mxf_tensor operand(const problem *p, int which, int64_t r0, int64_t r1, u
 static int g_packed;
 static float run_piece(const problem *p, int64_t m0, int64_t m1, int64_t n0, int64_t n1, float *c) {
   uint8_t *ac, *as, *bc, *bs, *pk = NULL;
+  size_t pn = 0;
   mxf_gemm_amax_desc d;
   memset(&d, 0, sizeof d);
   d.a = operand(p, 0, m0, m1, &ac, &as, &d.sfa);
   d.b = operand(p, 1, n0, n1, &bc, &bs, &d.sfb);
   if (g_packed) {
-    size_t pn = 0;
     mxf_status ps = mxf_pack_weights_size(&d.b, &d.sfb, p->c->sf_vec, &pn);
     TU_CHECK(ps == MXF_OK, "pack_weights_size: %s", mxf_last_error());
-    pk = tu_malloc(pn);
+    pk = tu_malloc_guarded(pn); /* a read past its end faults */
     tu_poison(pk, pn, 0xFF);
     ps = mxf_pack_weights(&d.b, &d.sfb, p->c->sf_vec, pk, pn);
     TU_CHECK(ps == MXF_OK, "pack_weights: %s", mxf_last_error());
     free(bc), free(bs);
-    bc = pk, bs = NULL;
+    bc = NULL, bs = NULL;
     d.b.data = pk, d.sfb.data = NULL;
     d.flags |= MXF_AMAX_B_PACKED;
   }
@@ -163,7 +163,7 @@ static float run_piece(const problem *p, int64_t m0, int64_t m1, int64_t n0, int
     const size_t wsn = mxf_plan_workspace_size(plan);
     void *ws = tu_malloc(wsn + 1);
     tu_poison(ws, wsn + 1, 0xFF);
-    mxf_gemm_amax_args args = {ac, bc, as, bs, cb, &amax, &alpha};
+    mxf_gemm_amax_args args = {ac, pk ? pk : bc, as, bs, cb, &amax, &alpha};
     st = mxf_gemm_amax_run(plan, &args, ws, wsn, NULL);
     TU_CHECK(st == MXF_OK, "run: %s", mxf_last_error());
     free(ws);
@@ -173,6 +173,7 @@ static float run_piece(const problem *p, int64_t m0, int64_t m1, int64_t n0, int
     for (int64_t j = 0; j < np; ++j)
       c[(m0 + i) * GN + n0 + j] = cb[p->c_mm ? j * ldm + i : i * ldn + j];
   free(ac), free(as), free(bc), free(bs), free(cb);
+  tu_free_guarded(pk, pn);
   return amax;
 }
 

@@ -14,7 +14,8 @@
  * 1 / 2 / 3, and special inputs: NaN codes, NaN scales, inf codes, extreme scale bytes,
  * tiny scale bytes (products below 2^-126, which the onednn core must leave to f32),
  * chunked runs (more rows than one X chunk); B packed (SPEC §7) for every combination at
- * decode sizes and beyond (section 6 of main). All padding (SF rows >= MN, k-blocks >= Kb,
+ * decode sizes and beyond (section 6 of main), its buffer ending where an inaccessible
+ * page begins (a kernel that reads past it faults). All padding (SF rows >= MN, k-blocks >= Kb,
  * operand bytes between rows and batches) is 0xFF and the workspace is 0xFF (NaN) before
  * each run; C and amax are poisoned and C's padding must come back untouched.
  *
@@ -395,16 +396,18 @@ static void run_case(tu_rng *r, const gcase *g) {
   d.flags = g->accumulate ? MXF_AMAX_ACCUMULATE : 0;
   float alpha_f = g->alpha;
   d.alpha = g->use_alpha ? &alpha_f : NULL;
-  /* packed B: packed from the tensors as described, its bytes beyond the size poisoned */
+  /* packed B: packed from the tensors as described, into a buffer that ends where an
+   * inaccessible page begins (a read past its size faults), poisoned before */
   uint8_t *pk = NULL;
+  size_t pk_n = 0;
   const void *b_run = B.b, *sfb_run = B.sfb;
   if (g->packed) {
     size_t pn = 0;
     if (!TU_CHECK(mxf_pack_weights_size(&d.b, &d.sfb, g->sf_vec, &pn) == MXF_OK, "pack size: %s [%s]",
                   mxf_last_error(), what))
       goto out;
-    pk = xalloc(pn + 64);
-    memset(pk, 0xFF, pn + 64);
+    pk = tu_malloc_guarded(pn), pk_n = pn;
+    memset(pk, 0xFF, pn);
     if (!TU_CHECK(mxf_pack_weights(&d.b, &d.sfb, g->sf_vec, pk, pn) == MXF_OK, "pack: %s [%s]",
                   mxf_last_error(), what))
       goto out;
@@ -553,7 +556,7 @@ static void run_case(tu_rng *r, const gcase *g) {
     }
   }
 out:
-  free(pk);
+  tu_free_guarded(pk, pk_n);
   free(B.a), free(B.b), free(B.sfa), free(B.sfb), free(B.c), free(B.c_live);
   free(ref), free(sabs), free(ad), free(bd), free(amax);
 }
@@ -714,15 +717,17 @@ int main(void) {
    * sampled shape, at decode sizes (1 to 16 rows of A: the streaming kernels, which read
    * the packed panels in place; N and K multiples of nothing, K over several chunks of
    * 512) and at 17 to 256 rows (their decoding into the core's packed layout), L up to 3,
-   * special inputs sampled */
+   * special inputs sampled; and at decode sizes with whole panels and blocks (N and K
+   * multiples of 16 and 32), where the kernels read the buffer's last bytes themselves */
   for (int fci = 0; fci < ncombo; ++fci)
-    for (int shape = 0; shape < 3; ++shape) {
+    for (int shape = 0; shape < 4; ++shape) {
       gcase g;
       make_case(&rng, &g, &g_combos[fci], g_cdt[tu_range(&rng, 0, 5)], (int)tu_range(&rng, 0, SF_FORMS - 1),
                 (int)tu_range(&rng, 0, 3));
       if (shape > 0) {
-        g.m = shape == 1 ? tu_range(&rng, 1, 16) : tu_range(&rng, 17, 256);
+        g.m = shape == 2 ? tu_range(&rng, 17, 256) : tu_range(&rng, 1, 16);
         g.n = tu_range(&rng, 17, 150), g.k = tu_range(&rng, 520, 1700) & ~(int64_t)1;
+        if (shape == 3) g.n = 16 * tu_range(&rng, 1, 9), g.k = 32 * tu_range(&rng, 16, 53);
         if (g.c == MXF_E2M1 && (g.n & 1)) g.n += 1;
       }
       g.packed = 1;

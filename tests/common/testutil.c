@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 long tu_passed, tu_failed;
 
@@ -91,6 +93,24 @@ void *tu_malloc(size_t n) {
     exit(2);
   }
   return p;
+}
+
+static size_t guarded_body(size_t n, size_t page) { return (n + page - 1) / page * page; }
+
+void *tu_malloc_guarded(size_t n) {
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE), body = guarded_body(n, page);
+  uint8_t *map = mmap(NULL, body + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (map == MAP_FAILED || mprotect(map + body, page, PROT_NONE) != 0) {
+    fprintf(stderr, "test: no guarded buffer of %zu bytes\n", n);
+    exit(2);
+  }
+  return map + body - n;
+}
+
+void tu_free_guarded(void *p, size_t n) {
+  if (!p) return;
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE), body = guarded_body(n, page);
+  munmap((uint8_t *)p + n - body, body + page);
 }
 
 mxf_tensor tu_tensor(void *data, mxf_dtype dtype, int ndim, const int64_t *shape) {

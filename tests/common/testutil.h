@@ -71,6 +71,10 @@ void tu_cpu_core_print(void);
 
 /* malloc that never returns NULL (aborts the test, never the library). */
 void *tu_malloc(size_t n);
+/* n bytes (n a multiple of 64: 64-byte aligned) that end where an inaccessible page
+ * begins, so that a read past them faults; never NULL. Freed by tu_free_guarded(p, n). */
+void *tu_malloc_guarded(size_t n);
+void tu_free_guarded(void *p, size_t n);
 
 /* A tensor descriptor with C-contiguous strides (all zero). */
 mxf_tensor tu_tensor(void *data, mxf_dtype dtype, int ndim, const int64_t *shape);
