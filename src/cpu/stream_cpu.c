@@ -10,7 +10,7 @@
  * bytes of each row at a time, stored transposed into an L1 buffer, panel_words; else
  * per block in place, rows16. AVX2: from an L1 copy of short rows' 64-byte pieces,
  * panel_codes, 8 rows at a time, rows8); a shift brings byte b of every lane to its low
- * bits, where
+ * bits (AVX2 e2m1 with 1 or 2 rows of X: a load at the byte's offset, e2m1_pair8_at), where
  *   e2m1: the low and the high nibble (values 2j, 2j + 1) index a 16-entry table by a
  *         permute (the code table of the op, formats.h's values; AVX2, whose permute
  *         takes 3 index bits: the 8 magnitudes and the sign, e2m1_value8);
@@ -725,6 +725,28 @@ S2_INLINE void e2m1_pair8(const __m256i *z, const int b, __m256 tab, __m256 *lo,
                    : [v] "=&x"(v), [u] "=&x"(u), [lo] "=&x"(*lo), [hi] "=&x"(*hi)
                    : [z] "m"(*z), [sh] "i"(8 * b), [tab] "x"(tab));
 }
+/* e2m1_pair8 from the 8 rows' words at g (32 bytes: packed weights in place, SPEC §7.2,
+ * or zb). The load at g + b puts byte b of each row's word at the lane's low bits (the
+ * low nibble's index, no shift), the one at g + b - 3 at its top, where a mask leaves
+ * the high nibble at bits 28..31 (its sign and xor bits, no shift): two shifts and two
+ * permutes a byte where e2m1_pair8 has up to four shifts, the shuffle unit's share of
+ * the decoding. The loads reach 3 bytes either side of the 32: zb has a vector either
+ * side, packed weights their header, scales and codes before every group and codes
+ * after all but a panel's last (whose block the kernel takes through zb). */
+S2_INLINE void e2m1_pair8_at(const uint8_t *g, const int b, __m256 tab, __m256i top, __m256 *lo, __m256 *hi) {
+  __m256i v, u;
+  __asm__ volatile("vmovdqu %[at], %[v]\n\t"
+                   "vpermps %[tab], %[v], %[lo]\n\t"
+                   "vpsrld $4, %[v], %[u]\n\t"
+                   "vpslld $28, %[v], %[v]\n\t"
+                   "vxorps %[v], %[lo], %[lo]\n\t"
+                   "vpermps %[tab], %[u], %[hi]\n\t"
+                   "vpand %[below], %[top], %[u]\n\t"
+                   "vxorps %[u], %[hi], %[hi]"
+                   : [v] "=&x"(v), [u] "=&x"(u), [lo] "=&x"(*lo), [hi] "=&x"(*hi)
+                   : [at] "m"(*(const __m256i_u *)(g + b)), [below] "m"(*(const __m256i_u *)(g + b - 3)),
+                     [tab] "x"(tab), [top] "x"(top));
+}
 S2_INLINE __m256 fp8_fields8(__m256i z, int b, int E5) {
   const __m256i top = _mm256_slli_epi32(z, 24 - 8 * b);
   return _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(top, E5 ? 3 : 4),
@@ -834,7 +856,9 @@ S2_INLINE void packed_words8(const uint8_t *q, __m256i z[2][4]) {
   S2_UNROLL for (int m = 0; m < XN; ++m) S2_UNROLL for (int p = 0; p < NP; ++p) c[m][p][0] = c[m][p][1] =    \
       _mm256_setzero_ps();                                                                                   \
   _Alignas(64) uint8_t lb[4][16 * 64];                                                                       \
-  _Alignas(32) __m256i zb[4][2][4];
+  _Alignas(32) __m256i zpad[1 + 4 * 2 * 4 + 1]; /* zb, a vector either side (e2m1_pair8_at) */               \
+  zpad[0] = zpad[1 + 4 * 2 * 4] = _mm256_setzero_si256();                                                    \
+  __m256i(*const zb)[2][4] = (__m256i(*)[2][4])(zpad + 1);
 #define S2_X_BLOCK(K0)                                                                                       \
   const float *xb[4];                                                                                        \
   S2_UNROLL for (int m = 0; m < XN; ++m) xb[m] = x + m * ldx + (K0);
@@ -866,13 +890,22 @@ S2_INLINE void e2m1_rows_avx2(const int XN, const int NP, const int RS, const mx
                               const float *x, int64_t ldx, float *acc, int64_t ld,
                               const mxf_cpu_stream_ahead *ahead) {
   const __m256 tab = e2m1_table8(w->code_lut);
+  const __m256i top = _mm256_set1_epi32((int)0xF0000000u);
   int rescale = RS && ahead->rescale;
   S2_PREP
   _Alignas(64) float sbuf[4][S_CHUNK * 2 * 16];
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     S2_CHUNK_SCALES
     prefetch_next(ahead, kb);
-    S2_WORDS(kb * 16, kblocks * 16, (kb & 3) == (p & 3))
+    /* 1 or 2 rows of X: e2m1_pair8_at, on packed weights in place but for a panel's last
+       block; with more, e2m1_pair8 (the multiply-adds bound the time, and the mask's
+       register would push the accumulators out) */
+    const int in_place = XN <= 2 && ahead->packed && kb + 1 < kblocks;
+    const uint8_t *pw[4];
+    if (in_place)
+      S2_UNROLL for (int p = 0; p < NP; ++p) pw[p] = packed_words(&ahead->pk, codes[p], kb * 16);
+    else
+      S2_WORDS(kb * 16, kblocks * 16, (kb & 3) == (p & 3))
     if (rescale) {
       int ok = 1;
       S2_UNROLL for (int p = 0; p < NP; ++p) for (int h = 0; h < 2; ++h) {
@@ -883,16 +916,20 @@ S2_INLINE void e2m1_rows_avx2(const int XN, const int NP, const int RS, const mx
       }
       rescale = ok;
     }
-    /* the block's values: decoded by e2m1_pair8, times the scale (SCALED) or unscaled
+    /* the block's values: decoded by e2m1_pair8(_at), times the scale (SCALED) or unscaled
        between the rescaling's two multiplies (top of the file) */
-#define S2_E2M1_LOOP(SCALED)                                                                                 \
+#define S2_E2M1_LOOP(SCALED, IN_PLACE)                                                                       \
   _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) _Pragma("GCC unroll 4") for (int b = 0; b < 4; ++b) {  \
     const int k = q * 8 + b * 2;                                                                             \
     S2_BCAST(xl, k, XN <= 2)                                                                                 \
     S2_BCAST(xh, k + 1, XN <= 2)                                                                             \
     S2_UNROLL for (int p = 0; p < NP; ++p) for (int h = 0; h < 2; ++h) { /* rows 8h..8h+7 */                 \
       __m256 lo, hi;                                                                                         \
-      e2m1_pair8(&zb[p][h][q], b, tab, &lo, &hi);                                                            \
+      if (XN > 2)                                                                                            \
+        e2m1_pair8(&zb[p][h][q], b, tab, &lo, &hi);                                                          \
+      else                                                                                                   \
+        e2m1_pair8_at((IN_PLACE) ? pw[p] + 64 * q + 32 * h : (const uint8_t *)&zb[p][h][q], b, tab, top,     \
+                      &lo, &hi);                                                                             \
       if (SCALED) {                                                                                          \
         const __m256 sc = _mm256_load_ps(sbuf[p] + kc * 32 + (w->sf_vec == 16 && q >= 2 ? 16 : 0) + 8 * h);  \
         lo = _mm256_mul_ps(lo, sc), hi = _mm256_mul_ps(hi, sc);                                              \
@@ -908,13 +945,19 @@ S2_INLINE void e2m1_rows_avx2(const int XN, const int NP, const int RS, const mx
             _mm256_sub_epi32(_mm256_set1_epi32((int)S_RESCALE_INV), _mm256_castps_si256(sc)));
         S2_UNROLL for (int m = 0; m < XN; ++m) c[m][p][h] = _mm256_mul_ps(c[m][p][h], inv);
       }
-      S2_E2M1_LOOP(0)
+      if (in_place) {
+        S2_E2M1_LOOP(0, 1)
+      } else {
+        S2_E2M1_LOOP(0, 0)
+      }
       S2_UNROLL for (int p = 0; p < NP; ++p) for (int h = 0; h < 2; ++h) {
         const __m256 sc = _mm256_load_ps(sbuf[p] + kc * 32 + 8 * h);
         S2_UNROLL for (int m = 0; m < XN; ++m) c[m][p][h] = _mm256_mul_ps(c[m][p][h], sc);
       }
+    } else if (in_place) {
+      S2_E2M1_LOOP(1, 1)
     } else {
-      S2_E2M1_LOOP(1)
+      S2_E2M1_LOOP(1, 0)
     }
 #undef S2_E2M1_LOOP
   }
