@@ -10,7 +10,8 @@
  * bytes of each row at a time, stored transposed into an L1 buffer, panel_words; else
  * per block in place, rows16. AVX2: from an L1 copy of short rows' 64-byte pieces,
  * panel_codes, 8 rows at a time, rows8); a shift brings byte b of every lane to its low
- * bits (AVX2 e2m1 with 1 or 2 rows of X: a load at the byte's offset, e2m1_pair8_at), where
+ * bits (AVX2 with 1 or 2 rows of X: e2m1 a load at the byte's offset, e2m1_pair8_at;
+ * fp8 of packed weights one at its offset - 3, fp8_value8), where
  *   e2m1: the low and the high nibble (values 2j, 2j + 1) index a 16-entry table by a
  *         permute (the code table of the op, formats.h's values; AVX2, whose permute
  *         takes 3 index bits: the 8 magnitudes and the sign, e2m1_value8);
@@ -747,6 +748,33 @@ S2_INLINE void e2m1_pair8_at(const uint8_t *g, const int b, __m256 tab, __m256i 
                    : [at] "m"(*(const __m256i_u *)(g + b)), [below] "m"(*(const __m256i_u *)(g + b - 3)),
                      [tab] "x"(tab), [top] "x"(top));
 }
+/* fp8_fields8 of packed weights read in place, times the scale (TWO: times bias, then
+ * times the scale), in one statement kept where it is written (left to themselves, the
+ * compiler decoded a half block's groups first and spilled them): top, 8 rows' words at
+ * their byte b's offset - 3 (e2m1_pair8_at), which the load puts at the top of each
+ * lane (no shift; within the buffer: a group's 32 bytes from 3 before its first). */
+S2_INLINE __m256 fp8_value8(const uint8_t *top, const int E5, const int TWO, __m256i mask, __m256 bias,
+                            __m256 scale) {
+  __m256 v;
+  if (TWO)
+    __asm__ volatile("vmovdqu %[at], %[v]\n\t"
+                     "vpsrad %[sh], %[v], %[v]\n\t"
+                     "vpand %[mask], %[v], %[v]\n\t"
+                     "vmulps %[bias], %[v], %[v]\n\t"
+                     "vmulps %[scale], %[v], %[v]"
+                     : [v] "=&x"(v)
+                     : [at] "m"(*(const __m256i_u *)top), [sh] "i"(E5 ? 3 : 4), [mask] "x"(mask),
+                       [bias] "x"(bias), [scale] "x"(scale));
+  else
+    __asm__ volatile(
+        "vmovdqu %[at], %[v]\n\t"
+        "vpsrad %[sh], %[v], %[v]\n\t"
+        "vpand %[mask], %[v], %[v]\n\t"
+        "vmulps %[scale], %[v], %[v]"
+        : [v] "=&x"(v)
+        : [at] "m"(*(const __m256i_u *)top), [sh] "i"(E5 ? 3 : 4), [mask] "x"(mask), [scale] "x"(scale));
+  return v;
+}
 S2_INLINE __m256 fp8_fields8(__m256i z, int b, int E5) {
   const __m256i top = _mm256_slli_epi32(z, 24 - 8 * b);
   return _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(top, E5 ? 3 : 4),
@@ -857,7 +885,8 @@ S2_INLINE void packed_words8(const uint8_t *q, __m256i z[2][4]) {
       _mm256_setzero_ps();                                                                                   \
   _Alignas(64) uint8_t lb[4][16 * 64];                                                                       \
   _Alignas(32) __m256i zpad[1 + 4 * 2 * 4 + 1]; /* zb, a vector either side (e2m1_pair8_at) */               \
-  zpad[0] = zpad[1 + 4 * 2 * 4] = _mm256_setzero_si256();                                                    \
+  for (int i = 0; i < 1 + 4 * 2 * 4 + 1; ++i)                                                                \
+    zpad[i] = _mm256_setzero_si256();                                                                        \
   __m256i(*const zb)[2][4] = (__m256i(*)[2][4])(zpad + 1);
 #define S2_X_BLOCK(K0)                                                                                       \
   const float *xb[4];                                                                                        \
@@ -901,7 +930,7 @@ S2_INLINE void e2m1_rows_avx2(const int XN, const int NP, const int RS, const mx
        block; with more, e2m1_pair8 (the multiply-adds bound the time, and the mask's
        register would push the accumulators out) */
     const int in_place = XN <= 2 && ahead->packed && kb + 1 < kblocks;
-    const uint8_t *pw[4];
+    const uint8_t *pw[4] = {NULL};
     if (in_place)
       S2_UNROLL for (int p = 0; p < NP; ++p) pw[p] = packed_words(&ahead->pk, codes[p], kb * 16);
     else
@@ -969,17 +998,31 @@ S2_INLINE void fp8_rows_avx2(const int XN, const int NP, const int E5, const mxf
                              const float *x, int64_t ldx, float *acc, int64_t ld,
                              const mxf_cpu_stream_ahead *ahead) {
   const __m256 bias = _mm256_set1_ps(E5 ? 0x1p112f : 0x1p120f), inf = _mm256_set1_ps(__builtin_inff());
+  const __m256i fmask = _mm256_set1_epi32(E5 ? (int)0x8FE00000u : (int)0x87F00000u);
   S2_PREP
   _Alignas(64) float sbuf[4][S_CHUNK * 2 * 16];
   for (int64_t kb = 0; kb < kblocks; ++kb) {
     S2_CHUNK_SCALES
     prefetch_next(ahead, kb);
     for (int hk = 0; hk < 2; ++hk) { /* values 16 hk .. 16 hk + 15 */
-      S2_WORDS(kb * 32 + hk * 16, kblocks * 32, hk == 0 && (kb & 1) == (p & 1))
+      /* packed weights, 1 or 2 rows of X: read where they are (with more, the mask's
+         register would push the accumulators out, as in e2m1_rows_avx2) */
+      const int in_place = XN <= 2 && ahead->packed;
+      const uint8_t *pw[4] = {NULL};
+      if (in_place)
+        S2_UNROLL for (int p = 0; p < NP; ++p) pw[p] = packed_words(&ahead->pk, codes[p], kb * 32 + hk * 16);
+      else
+        S2_WORDS(kb * 32 + hk * 16, kblocks * 32, hk == 0 && (kb & 1) == (p & 1))
       int special = 0, fast = 1;
       __m256 s[4][2], sb[4][2];
       S2_UNROLL for (int p = 0; p < NP; ++p) {
-        special |= fp8_special8(zb[p], E5);
+        if (in_place) {
+          __m256i z[2][4];
+          packed_words8(pw[p], z);
+          special |= fp8_special8(z, E5);
+        } else {
+          special |= fp8_special8(zb[p], E5);
+        }
         for (int h = 0; h < 2; ++h) {
           s[p][h] = _mm256_load_ps(sbuf[p] + kc * 32 + (w->sf_vec == 16 ? 16 * hk : 0) + 8 * h);
           sb[p][h] = _mm256_mul_ps(s[p][h], bias);
@@ -987,14 +1030,19 @@ S2_INLINE void fp8_rows_avx2(const int XN, const int NP, const int E5, const mxf
         }
       }
       const int mode = special ? 2 : fast ? 0 : 1; /* as fp8_rows */
-#define S2_FP8_LOOP(MODE)                                                                                    \
+#define S2_FP8_LOOP(MODE, IN_PLACE)                                                                          \
   _Pragma("GCC unroll 4") for (int q = 0; q < 4; ++q) _Pragma("GCC unroll 4") for (int b = 0; b < 4; ++b) {  \
     const int k = hk * 16 + q * 4 + b;                                                                       \
     S2_BCAST(xk, k, 1)                                                                                       \
     S2_UNROLL for (int p = 0; p < NP; ++p) for (int h = 0; h < 2; ++h) {                                     \
       __m256 v;                                                                                              \
       if ((MODE) == 2) {                                                                                     \
-        v = _mm256_mul_ps(fp8_table8(_mm256_load_si256(&zb[p][h][q]), b, w->code_lut), s[p][h]);             \
+        const __m256i zw = (IN_PLACE) ? _mm256_loadu_si256((const __m256i *)(pw[p] + 64 * q + 32 * h))       \
+                                      : _mm256_load_si256(&zb[p][h][q]);                                     \
+        v = _mm256_mul_ps(fp8_table8(zw, b, w->code_lut), s[p][h]);                                          \
+      } else if (IN_PLACE) {                                                                                 \
+        v = fp8_value8(pw[p] + 64 * q + 32 * h + b - 3, E5, (MODE) == 1, fmask, bias,                        \
+                       (MODE) == 0 ? sb[p][h] : s[p][h]);                                                    \
       } else {                                                                                               \
         const __m256 f = fp8_fields8(_mm256_load_si256(&zb[p][h][q]), b, E5);                                \
         v = (MODE) == 0 ? _mm256_mul_ps(f, sb[p][h]) : _mm256_mul_ps(_mm256_mul_ps(f, bias), s[p][h]);       \
@@ -1002,12 +1050,18 @@ S2_INLINE void fp8_rows_avx2(const int XN, const int NP, const int E5, const mxf
       S2_UNROLL for (int m = 0; m < XN; ++m) c[m][p][h] = S2_FMA(xk, k, v, c[m][p][h], 1);                   \
     }                                                                                                        \
   }
-      if (mode == 0) {
-        S2_FP8_LOOP(0)
+      if (mode == 0 && in_place) {
+        S2_FP8_LOOP(0, 1)
+      } else if (mode == 0) {
+        S2_FP8_LOOP(0, 0)
+      } else if (mode == 1 && in_place) {
+        S2_FP8_LOOP(1, 1)
       } else if (mode == 1) {
-        S2_FP8_LOOP(1)
+        S2_FP8_LOOP(1, 0)
+      } else if (in_place) {
+        S2_FP8_LOOP(2, 1)
       } else {
-        S2_FP8_LOOP(2)
+        S2_FP8_LOOP(2, 0)
       }
 #undef S2_FP8_LOOP
     }
