@@ -293,11 +293,14 @@ S_INLINE __m512 e2m1_value(__m512i v, __m512 tab, __m512 sc) {
   return _mm512_mul_ps(_mm512_permutexvar_ps(v, tab), sc);
 }
 /* fp8, byte b of z: moved to bits 24..31, then sign | magnitude << (E5 ? 21 : 20): for a
- * finite code its value times 2^-112 (e5m2) or 2^-120 (e4m3), subnormals included. */
+ * finite code its value times 2^-112 (e5m2) or 2^-120 (e4m3), subnormals included (an
+ * arithmetic shift by S_FP8_SHIFT, then S_FP8_MASK keeps the sign and the magnitude). */
+#define S_FP8_SHIFT(E5) ((E5) ? 3 : 4)
+#define S_FP8_MASK(E5) ((E5) ? (int)0x8FE00000u : (int)0x87F00000u)
 S_INLINE __m512 fp8_fields(__m512i z, int b, int E5) {
   const __m512i top = _mm512_slli_epi32(z, 24 - 8 * b);
-  return _mm512_castsi512_ps(_mm512_and_si512(_mm512_srai_epi32(top, E5 ? 3 : 4),
-                                              _mm512_set1_epi32(E5 ? (int)0x8FE00000u : (int)0x87F00000u)));
+  return _mm512_castsi512_ps(
+      _mm512_and_si512(_mm512_srai_epi32(top, S_FP8_SHIFT(E5)), _mm512_set1_epi32(S_FP8_MASK(E5))));
 }
 /* fp8, byte b of z: its value from the code table (any code). */
 S_INLINE __m512 fp8_table(__m512i z, int b, const float *lut) {
@@ -755,30 +758,25 @@ S2_INLINE void e2m1_pair8_at(const uint8_t *g, const int b, __m256 tab, __m256i 
  * lane (no shift; within the buffer: a group's 32 bytes from 3 before its first). */
 S2_INLINE __m256 fp8_value8(const uint8_t *top, const int E5, const int TWO, __m256i mask, __m256 bias,
                             __m256 scale) {
+#define S2_FP8_FIELDS "vmovdqu %[at], %[v]\n\tvpsrad %[sh], %[v], %[v]\n\tvpand %[mask], %[v], %[v]\n\t"
   __m256 v;
   if (TWO)
-    __asm__ volatile("vmovdqu %[at], %[v]\n\t"
-                     "vpsrad %[sh], %[v], %[v]\n\t"
-                     "vpand %[mask], %[v], %[v]\n\t"
-                     "vmulps %[bias], %[v], %[v]\n\t"
-                     "vmulps %[scale], %[v], %[v]"
+    __asm__ volatile(S2_FP8_FIELDS "vmulps %[bias], %[v], %[v]\n\tvmulps %[scale], %[v], %[v]"
                      : [v] "=&x"(v)
-                     : [at] "m"(*(const __m256i_u *)top), [sh] "i"(E5 ? 3 : 4), [mask] "x"(mask),
+                     : [at] "m"(*(const __m256i_u *)top), [sh] "i"(S_FP8_SHIFT(E5)), [mask] "x"(mask),
                        [bias] "x"(bias), [scale] "x"(scale));
   else
     __asm__ volatile(
-        "vmovdqu %[at], %[v]\n\t"
-        "vpsrad %[sh], %[v], %[v]\n\t"
-        "vpand %[mask], %[v], %[v]\n\t"
-        "vmulps %[scale], %[v], %[v]"
+        S2_FP8_FIELDS "vmulps %[scale], %[v], %[v]"
         : [v] "=&x"(v)
-        : [at] "m"(*(const __m256i_u *)top), [sh] "i"(E5 ? 3 : 4), [mask] "x"(mask), [scale] "x"(scale));
+        : [at] "m"(*(const __m256i_u *)top), [sh] "i"(S_FP8_SHIFT(E5)), [mask] "x"(mask), [scale] "x"(scale));
+#undef S2_FP8_FIELDS
   return v;
 }
 S2_INLINE __m256 fp8_fields8(__m256i z, int b, int E5) {
   const __m256i top = _mm256_slli_epi32(z, 24 - 8 * b);
-  return _mm256_castsi256_ps(_mm256_and_si256(_mm256_srai_epi32(top, E5 ? 3 : 4),
-                                              _mm256_set1_epi32(E5 ? (int)0x8FE00000u : (int)0x87F00000u)));
+  return _mm256_castsi256_ps(
+      _mm256_and_si256(_mm256_srai_epi32(top, S_FP8_SHIFT(E5)), _mm256_set1_epi32(S_FP8_MASK(E5))));
 }
 S2_INLINE __m256 fp8_table8(__m256i z, int b, const float *lut) {
   return _mm256_i32gather_ps(lut, _mm256_and_si256(_mm256_srli_epi32(z, 8 * b), _mm256_set1_epi32(0xFF)), 4);
@@ -998,7 +996,7 @@ S2_INLINE void fp8_rows_avx2(const int XN, const int NP, const int E5, const mxf
                              const float *x, int64_t ldx, float *acc, int64_t ld,
                              const mxf_cpu_stream_ahead *ahead) {
   const __m256 bias = _mm256_set1_ps(E5 ? 0x1p112f : 0x1p120f), inf = _mm256_set1_ps(__builtin_inff());
-  const __m256i fmask = _mm256_set1_epi32(E5 ? (int)0x8FE00000u : (int)0x87F00000u);
+  const __m256i fmask = _mm256_set1_epi32(S_FP8_MASK(E5));
   S2_PREP
   _Alignas(64) float sbuf[4][S_CHUNK * 2 * 16];
   for (int64_t kb = 0; kb < kblocks; ++kb) {
