@@ -97,7 +97,6 @@ mxf_status mxf_pack_weights(const mxf_tensor *b, const mxf_tensor *sfb, int sf_v
   const uint8_t one = p.sfb_fmt == MXF_E4M3 ? 0x38 : 127; /* the scale 1 (SPEC §7.2 padding) */
   const int64_t per_sf = (int64_t)1 << g.sf_shift,
                 per_code = (int64_t)1 << g.code_shift; /* a row's, a chunk */
-  const int64_t chunks = g.chunks;
   mxf_packed_header(&g, out);
   for (int64_t l = 0; l < p.l; ++l)
     for (int64_t pn = 0; pn < g.panels; ++pn) {
@@ -105,13 +104,14 @@ mxf_status mxf_pack_weights(const mxf_tensor *b, const mxf_tensor *sfb, int sf_v
       for (int64_t i = 0; i < 16; ++i) {
         const int64_t n = 16 * pn + i;
         const int real = n < p.n;
-        for (int64_t c = 0; c < chunks; ++c) {
+        for (int64_t c = 0; c < g.chunks; ++c) {
           for (int64_t j = 0; j < per_sf; ++j) {
             const int64_t kb = c * per_sf + j;
             panel[mxf_packed_sf_at(&g, i, kb)] =
                 real && kb < p.kb ? sd[mxf_gemm_sf_offset(p.sfb_layout, p.n, p.kb, n, kb, l)] : one;
           }
-          const int64_t o_end = (c + 1 < chunks ? per_code : (g.blocks - c * MXF_PACKED_CHUNK_BLOCKS) * g.rb);
+          const int64_t o_end =
+              (c + 1 < g.chunks ? per_code : (g.blocks - c * MXF_PACKED_CHUNK_BLOCKS) * g.rb);
           uint8_t *words = panel + mxf_packed_code_at(&g, i, c * per_code); /* word w at + 64 w */
           if (real && p.b_ks == 1) { /* k-major rows: whole words copied */
             const int64_t at = n * p.b_ns + l * p.b_ls, row_bytes = p.b_fmt == MXF_E2M1 ? p.k / 2 : p.k;

@@ -1073,9 +1073,9 @@ static int64_t sf_bytes(mxf_sf_layout layout, int64_t mn, int64_t kb, int64_t l)
   return l * mxf_cdiv(mn, 128) * mxf_cdiv(kb, 4) * 512;
 }
 
-/* Refuses an output that shares a byte with an input or another output. */
-/* `on`: the message's prefix, e.g. "gemm_amax_run". */
-static mxf_status check_overlaps(const char *on, const span *t, int n) {
+/* Refuses an output that shares a byte with an input or another output; the message
+ * begins with `on` and `suffix` (e.g. "gemm_amax", "_run"). */
+static mxf_status check_overlaps(const char *on, const char *suffix, const span *t, int n) {
   for (int i = 0; i < n; ++i) {
     if (!t[i].output || !t[i].ptr || t[i].bytes <= 0) continue;
     const uintptr_t lo = (uintptr_t)t[i].ptr, hi = lo + (uintptr_t)t[i].bytes;
@@ -1083,17 +1083,15 @@ static mxf_status check_overlaps(const char *on, const span *t, int n) {
       if (j == i || !t[j].ptr || t[j].bytes <= 0 || (t[j].output && j < i)) continue;
       const uintptr_t lo2 = (uintptr_t)t[j].ptr, hi2 = lo2 + (uintptr_t)t[j].bytes;
       if (lo < hi2 && lo2 < hi)
-        FAIL("%s: %s [%p, +%" PRId64 " bytes) overlaps %s [%p, +%" PRId64 " bytes); an output may "
+        FAIL("%s%s: %s [%p, +%" PRId64 " bytes) overlaps %s [%p, +%" PRId64 " bytes); an output may "
              "overlap no input and no other output",
-             on, t[i].name, t[i].ptr, t[i].bytes, t[j].name, t[j].ptr, t[j].bytes);
+             on, suffix, t[i].name, t[i].ptr, t[i].bytes, t[j].name, t[j].ptr, t[j].bytes);
     }
   }
   return MXF_OK;
 }
 
 static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const void *args) {
-  char run[48];
-  snprintf(run, sizeof run, "%s_run", on);
   switch (plan->op) {
   case MXF_OP_GEMM_AMAX: {
     const mxf_gemm_amax_args *a = args;
@@ -1110,7 +1108,7 @@ static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const
         {"c", a->c, matrix_bytes(p->m, p->n, p->l, p->c_ms, p->c_ns, p->c_ls, mxf_dtype_bits(p->c)), 1},
         {"amax", a->amax, 4, 1},
     };
-    return check_overlaps(run, t, (int)(sizeof t / sizeof *t));
+    return check_overlaps(on, "_run", t, (int)(sizeof t / sizeof *t));
   }
   case MXF_OP_PROJ_ROPE: {
     const mxf_proj_rope_args *a = args;
@@ -1128,7 +1126,7 @@ static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const
         {"out_col", a->out_col, thd, 1},
         {"out_scales_col", a->out_scales_col, mxf_cdiv(p->t, 32) * p->h * p->d, 1},
     };
-    return check_overlaps(run, t, (int)(sizeof t / sizeof *t));
+    return check_overlaps(on, "_run", t, (int)(sizeof t / sizeof *t));
   }
   case MXF_OP_QUANTIZE: {
     const mxf_quantize_args *a = args;
@@ -1142,7 +1140,7 @@ static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const
         {"q_col", a->q_col, cols ? n : 0, 1},
         {"s_col", a->s_col, cols ? mxf_cdiv(p->rows, 32) * p->cols : 0, 1},
     };
-    return check_overlaps(run, t, (int)(sizeof t / sizeof *t));
+    return check_overlaps(on, "_run", t, (int)(sizeof t / sizeof *t));
   }
   case MXF_OP_GROUPED_GEMM_AMAX: {
     const mxf_grouped_gemm_amax_args *a = args;
@@ -1161,7 +1159,7 @@ static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const
         {"amax", a->amax, 4, 1},
         {"group_amax", a->group_amax, gp->group_amax ? 4 * g : 0, 1},
     };
-    return check_overlaps(run, t, (int)(sizeof t / sizeof *t));
+    return check_overlaps(on, "_run", t, (int)(sizeof t / sizeof *t));
   }
   case MXF_OP_DEQUANTIZE: {
     const mxf_dequantize_args *a = args;
@@ -1174,7 +1172,7 @@ static mxf_status check_run_overlaps(const char *on, const mxf_plan *plan, const
          0},
         {"y", a->y, bits_bytes(n, mxf_dtype_bits(p->x)), 1},
     };
-    return check_overlaps(run, t, (int)(sizeof t / sizeof *t));
+    return check_overlaps(on, "_run", t, (int)(sizeof t / sizeof *t));
   }
   }
   return MXF_OK;
@@ -1193,7 +1191,7 @@ mxf_status mxf_validate_pack_output(const mxf_gemm_problem *p, const void *b, co
       {"sfb", sfb, sf_bytes(p->sfb_layout, p->n, p->kb, p->l), 0},
       {"packed", packed, bytes, 1},
   };
-  return check_overlaps("pack_weights", t, (int)(sizeof t / sizeof *t));
+  return check_overlaps("pack_weights", "", t, (int)(sizeof t / sizeof *t));
 }
 
 mxf_status mxf_validate_run(const mxf_plan *plan, mxf_op op, const void *args, const void *ws,
