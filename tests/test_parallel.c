@@ -3,13 +3,16 @@
  * test): mxf_parallel_for and mxf_parallel_for_runs cover [0, n) exactly once, in chunks
  * of at least `grain` (runs: exactly `grain`, the last excepted), whatever the thread
  * count and extent, also when called from inside a task (the pool is then the outer
- * call's, and the inner range runs on the task's thread); and with runs, a thread takes
- * each run's chunks in increasing order.
+ * call's, and the inner range runs on the task's thread); with runs, a thread takes
+ * each run's chunks in increasing order. Calls made after the workers have parked are
+ * checked the same way: their workers often wake after the call has taken its last chunk,
+ * and must then find the call closed and run none of it.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cpu/parallel.h"
 #include "testutil.h"
@@ -117,5 +120,13 @@ int main(void) {
       check(2, 64, 1, runs, 1);
       check(3, 100, 7, runs, 1);
     }
+  /* 2 ms apart, longer than the workers watch before they park: each call wakes them,
+     and one that wakes late meets the call over or the next one */
+  const struct timespec gap = {0, 2000000};
+  for (int rep = 0; rep < 40; ++rep) {
+    check(rep % 2 ? 3 : 2, 64, 1, rep % 4 < 2, 0);
+    nanosleep(&gap, NULL);
+    check(2, 7, 1, 1, 0);
+  }
   return tu_finish("test_parallel");
 }

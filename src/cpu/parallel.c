@@ -5,9 +5,12 @@
  * tile it finishes: tens to hundreds a run, each short. Starting and joining a thread
  * costs tens of microseconds (more on virtual machines), and the caller starts them one
  * after the other, so the workers are started once, on first use, and park on a
- * condition variable between calls, after watching for the next call a little while. The
- * pool grows to the largest worker count asked for (MXF_NUM_THREADS may change between
- * calls) and never shrinks.
+ * condition variable between calls, after watching for the next call a little while. A
+ * call waits only for the workers that joined it: once its own thread has taken the last
+ * chunk, the call is closed to the others, so that a worker that wakes late (a parked
+ * thread of a virtual machine idle for milliseconds: up to a millisecond) neither runs
+ * any of it nor holds it up. The pool grows to the largest worker count asked for
+ * (MXF_NUM_THREADS may change between calls) and never shrinks.
  *
  * One call owns the pool at a time. A call that finds it owned (another thread of the
  * process runs an op, or a task calls back into the parallel-for) runs its range on its
@@ -116,16 +119,16 @@ static void job_take(mxf_job *j, int64_t who) {
 static struct {
   pthread_mutex_t lock; /* guards everything below */
   pthread_cond_t wake;  /* a new generation, or stop */
-  pthread_cond_t done;  /* remaining reached 0 */
+  pthread_cond_t done;  /* active reached 0 */
   pthread_t th[MXF_MAX_THREADS];
   uint64_t born[MXF_MAX_THREADS]; /* the generation when worker w was started */
   int64_t workers;                /* started: worker w (1..workers) is th[w] */
   int busy;                       /* a call owns the pool */
   int stop;
   uint64_t generation;
-  mxf_job *job;      /* the call's, on its caller's stack */
-  int64_t helpers;   /* workers 1..helpers take part in this generation */
-  int64_t remaining; /* of them, not yet done */
+  mxf_job *job;    /* the call's, on its caller's stack; NULL once its caller has taken its last chunk */
+  int64_t helpers; /* workers 1..helpers may take part in this generation */
+  int64_t active;  /* of them, those in the job (joined while it was open), not yet done */
 } g_pool = {
     .lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER, .done = PTHREAD_COND_INITIALIZER};
 
@@ -137,7 +140,7 @@ static void pool_forget_after_fork(void) {
   g_pool.workers = 0;
   g_pool.busy = 0;
   g_pool.stop = 0;
-  g_pool.remaining = 0;
+  g_pool.active = 0;
 }
 
 /* ------------------------------------------------------------ the fork gate */
@@ -247,12 +250,13 @@ static void *pool_worker(void *arg) {
       pthread_cond_wait(&g_pool.wake, &g_pool.lock);
     if (g_pool.stop) break;
     seen = g_pool.generation;
-    if (w > g_pool.helpers) continue; /* not part of this call */
+    if (w > g_pool.helpers || !g_pool.job) continue; /* not part of this call, or woken after it */
     mxf_job *job = g_pool.job;
+    __atomic_add_fetch(&g_pool.active, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&g_pool.lock);
     job_take(job, w);
     pthread_mutex_lock(&g_pool.lock);
-    if (__atomic_sub_fetch(&g_pool.remaining, 1, __ATOMIC_RELEASE) == 0) pthread_cond_signal(&g_pool.done);
+    if (__atomic_sub_fetch(&g_pool.active, 1, __ATOMIC_RELEASE) == 0) pthread_cond_signal(&g_pool.done);
   }
   pthread_mutex_unlock(&g_pool.lock);
   return NULL;
@@ -290,17 +294,24 @@ static int pool_run(mxf_job *job, int64_t nt) {
   }
   g_pool.job = job;
   g_pool.helpers = g_pool.workers < nt - 1 ? g_pool.workers : nt - 1;
-  __atomic_store_n(&g_pool.remaining, g_pool.helpers, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_pool.active, 0, __ATOMIC_RELAXED);
   __atomic_add_fetch(&g_pool.generation, 1, __ATOMIC_RELEASE);
   pthread_cond_broadcast(&g_pool.wake);
   pthread_mutex_unlock(&g_pool.lock);
 
   job_take(job, 0);
 
-  for (int i = 0; i < MXF_POOL_SPIN && __atomic_load_n(&g_pool.remaining, __ATOMIC_ACQUIRE) > 0; ++i)
-    pool_pause();
+  /* every chunk taken: the job closes to workers not yet in it (one that wakes late finds
+     nothing to do and is not waited for), and the call waits for those in it */
   pthread_mutex_lock(&g_pool.lock);
-  while (g_pool.remaining > 0)
+  g_pool.job = NULL;
+  if (g_pool.active > 0) {
+    pthread_mutex_unlock(&g_pool.lock);
+    for (int i = 0; i < MXF_POOL_SPIN && __atomic_load_n(&g_pool.active, __ATOMIC_ACQUIRE) > 0; ++i)
+      pool_pause();
+    pthread_mutex_lock(&g_pool.lock);
+  }
+  while (g_pool.active > 0)
     pthread_cond_wait(&g_pool.done, &g_pool.lock);
   g_pool.busy = 0;
   pthread_mutex_unlock(&g_pool.lock);
