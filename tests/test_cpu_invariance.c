@@ -245,8 +245,9 @@ static int ask_isa(const char *isa) {
 }
 
 /* The streaming path's kernels: blocks of 1 to 16 rows (the streaming kernel's
- * instances, groups of 8 or 4 and the rest), of 24 (its decoding into the core's packed
- * layout) and the remaining 190 (the core on many rows of X), each in column halves (50
+ * instances, groups of 8 or 4 and the rest; above the rows it takes, 8 with fp8 codes
+ * and with e2m1 on AVX2, its decoding into the core's packed layout), of 24 (that
+ * decoding) and the remaining 190 (the core on many rows of X), each in column halves (50
  * columns: 3 panels of 16 and 2 rows of fills). */
 static float row_blocks(const problem *p, float *got) {
   static const int blocks[] = {1, 2, 3, 4, 7, 13, 16, 24, GM - 70};

@@ -202,12 +202,14 @@ int mxf_cpu_stream_rows(const mxf_cpu_stream_w *w, int64_t n, int64_t kblocks, c
  * blocks (stream_cpu.c), handed to mxf_cpu_stream_rows as x_in_range (0 is always
  * right, and slower). */
 int mxf_cpu_stream_x_in_range(const float *x, int64_t ldx, int64_t xn, int64_t k);
-/* The rows of X an op hands the kernel, at most (more: the packed fill, which decodes
- * once for all rows): 16 with e2m1 codes or bf16 values, whose decoding is cheap enough
- * to repeat for a second group of 8 rows; 8 (one group, decoded once) with fp8 codes,
- * whose decoding costs about twice as much. */
+/* The rows of X an op hands the kernel of instruction set isa, at most (more: the packed
+ * fill, which decodes once for all rows): 16 with bf16 values, and with e2m1 codes on
+ * AVX-512, whose decoding is cheap enough to repeat for a second group of 8 rows (AVX2,
+ * whose groups are 4 rows: a second group, 8 rows; a third and a fourth lost to the
+ * fill, bench/NOTES.md); 8 with fp8 codes, whose decoding costs about twice as much. */
 #define MXF_CPU_STREAM_X_MAX 16
-#define MXF_CPU_STREAM_X(fmt) ((fmt) == MXF_E2M1 || (fmt) == MXF_BF16 ? MXF_CPU_STREAM_X_MAX : 8)
+#define MXF_CPU_STREAM_X(fmt, isa)                                                                           \
+  ((fmt) == MXF_BF16 || ((fmt) == MXF_E2M1 && (isa) == MXF_CPU_ISA_AVX512) ? MXF_CPU_STREAM_X_MAX : 8)
 /* The same values into the GEMM core's packed layout (the streaming path's fill of
  * more rows of X): blocks of 32 values [kb0, kb0 + kblocks) of the n rows, value (row
  * p * 16 + i, 32 kb0 + kk) at dst[p * 16 * 32 kblocks + kk * 16 + i]. AVX-512 and AVX2

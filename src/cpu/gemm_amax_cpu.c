@@ -330,7 +330,8 @@ static int64_t gemm_stream(void *ctx, int which, const float *x, int64_t ldx, in
                            int64_t r0, int64_t n, float *acc, int64_t ld) {
   const gemm_ctx *d = (const gemm_ctx *)ctx;
   mxf_cpu_stream_w w;
-  if (!which || xn > MXF_CPU_STREAM_X(d->v->y.fmt) || !stream_weights(d, r0, n, &w)) return 0;
+  if (!which || xn > MXF_CPU_STREAM_X(d->v->y.fmt, d->v->pp.core->isa) || !stream_weights(d, r0, n, &w))
+    return 0;
   const int64_t kblocks = d->v->k / 32;
   return mxf_cpu_stream_rows(&w, n, kblocks, x, ldx, xn, x_in_range, acc, ld) ? kblocks * 32 : 0;
 }

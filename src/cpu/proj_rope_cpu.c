@@ -219,7 +219,7 @@ static int64_t proj_stream(void *vctx, int which, const float *x, int64_t ldx, i
                            int64_t r0, int64_t n, float *acc, int64_t ld) {
   const proj_ctx *c = (const proj_ctx *)vctx;
   mxf_cpu_stream_w w;
-  if (!(which ^ c->swapped) || xn > MXF_CPU_STREAM_X(c->p->mxfp8 ? MXF_E4M3 : MXF_BF16) ||
+  if (!(which ^ c->swapped) || xn > MXF_CPU_STREAM_X(c->p->mxfp8 ? MXF_E4M3 : MXF_BF16, c->isa) ||
       !proj_stream_w(c, r0, n, &w))
     return 0;
   const int64_t kb = c->p->k / MXF_MX_BLOCK;
