@@ -106,6 +106,10 @@ typedef struct mxf_cpu_panels {
                                  (with the onednn core, a tile's acc rows are dense: cn) */
   int64_t row_unit, col_unit; /* what rc and nc are multiples of (mxf_cpu_panels_init) */
   const mxf_cpu_core *core;   /* the plan's (mxf_cpu_core_plan); its kind sets the layout */
+  /* the weights the op's streaming kernel decodes where the few rows are X's (Y's on
+   * side 2: [1]), MXF_DTYPE_INVALID where it has none (mxf_cpu_panels_init; the op sets
+   * them after): how many few rows it takes (MXF_CPU_STREAM_X), the rest packed once */
+  mxf_dtype stream_fmt[2];
 } mxf_cpu_panels;
 
 /* Picks the block extents: rc a multiple of row_unit, nc of col_unit, kc of k_unit (each

@@ -96,6 +96,7 @@ static void gemm_view_init(gemm_view *v, const mxf_gemm_problem *p, const mxf_cp
   /* K panels of whole scale blocks (32 is a multiple of both sf_vec); N panels of an
    * even number of columns, so that an e2m1 C row splits between panels on a byte */
   mxf_cpu_panels_init(&v->pp, v->rows, v->cols, v->k, 16, 16, 32, core);
+  v->pp.stream_fmt[0] = v->y.fmt; /* gemm_stream: Y's weights against few rows of X */
 }
 
 mxf_status mxf_cpu_gemm_amax_plan(mxf_plan *plan, const mxf_cpu_override *ov) {

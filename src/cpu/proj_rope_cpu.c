@@ -63,6 +63,8 @@ static void proj_panels(const mxf_proj_problem *p, int swapped, mxf_cpu_panels *
     mxf_cpu_panels_init(pp, p->h * p->d, p->t, p->k, p->d, MXF_MX_BLOCK, MXF_MX_BLOCK, core);
   else
     mxf_cpu_panels_init(pp, p->t, p->h * p->d, p->k, MXF_MX_BLOCK, p->d, MXF_MX_BLOCK, core);
+  /* proj_stream: an out-in w against few tokens, on the side opposite the tokens */
+  if (p->w_out_in) pp->stream_fmt[swapped] = p->mxfp8 ? MXF_E4M3 : MXF_BF16;
 }
 
 /* Epilogue tasks of a tile of rn x cn: (32-token block, head) pairs; the tile is tokens

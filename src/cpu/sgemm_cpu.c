@@ -428,6 +428,7 @@ void mxf_cpu_panels_init(mxf_cpu_panels *pp, int64_t rows, int64_t cols, int64_t
   pp->rows = rows, pp->cols = cols, pp->k = k;
   pp->row_unit = row_unit, pp->col_unit = col_unit;
   pp->core = NULL;
+  pp->stream_fmt[0] = pp->stream_fmt[1] = MXF_DTYPE_INVALID;
   pp->nc = panel_extent(cols, MXF_PANEL_COLS, col_unit);
   pp->kc = panel_extent(k, MXF_PANEL_K, k_unit);
   pp->ldy = mxf_round_up(pp->kc, 16);
@@ -500,14 +501,26 @@ static int panels_stream(const mxf_cpu_panels *pp) {
 /* The streaming path's few rows: X's on side 1, Y's on side 2 (panels_stream). */
 static int64_t few_rows(const mxf_cpu_panels *pp, int side) { return side == 1 ? pp->rows : pp->cols; }
 
+/* The few rows the op's streaming kernel takes on this side, at most: MXF_CPU_STREAM_X
+ * for its weights and the plan's instruction set; where it has none (no weights it
+ * decodes, the baseline instruction set), MXF_CPU_STREAM_X_MAX. */
+static int64_t few_stream_x(const mxf_cpu_panels *pp, int side) {
+  const mxf_dtype fmt = pp->stream_fmt[side - 1];
+  const mxf_cpu_isa_kind isa = pp->core ? pp->core->isa : MXF_CPU_ISA_BASELINE;
+  if (fmt == MXF_DTYPE_INVALID || (isa != MXF_CPU_ISA_AVX512 && isa != MXF_CPU_ISA_AVX2))
+    return MXF_CPU_STREAM_X_MAX;
+  return MXF_CPU_STREAM_X(fmt, isa);
+}
+
 /* Floats of one K slice of the few rows in the core's packed layout (micro-panels of MR
  * rows of X on side 1, NR of Y on side 2), with room for sgemm_pack's stores past its
  * end (the slices are packed at once by several tasks), 64-byte aligned; 0 (not packed)
  * for as few rows as the op's streaming kernel takes (the core then runs only on what
- * the kernel leaves, and packs those rows itself). */
+ * the kernel leaves, and packs those rows itself). More are packed once, not per task
+ * (fp8 weights, and e2m1 on AVX2, at 9-16 rows: bench/NOTES.md). */
 static int64_t few_slice(const mxf_cpu_panels *pp, int side) {
   const int64_t few = few_rows(pp, side);
-  if (few <= MXF_CPU_STREAM_X_MAX) return 0;
+  if (few <= few_stream_x(pp, side)) return 0;
   return mxf_round_up(few, side == 1 ? MXF_SG_MR : MXF_SG_NR) * MXF_STREAM_K +
          mxf_round_up(MXF_SG_PACK_SLACK, 16);
 }
