@@ -115,9 +115,14 @@ def test_jax_eager_jit_vmap_match_numpy(rng):
     b, s, _, _ = _weights(rng, "e4m3", 120, 384, False)
     a = (rng.standard_normal((4, 384))).astype(ml_dtypes.bfloat16)
     want = mxfuse.gemm_amax(a, b, None, s)
-    w = mxfuse.pack_weights(jnp.asarray(b), jnp.asarray(s))
+    if jax.default_backend() != "cpu":  # packed weights on a GPU: refused, they are the CPU's layout
+        wg = mxfuse.pack_weights(jnp.asarray(b), jnp.asarray(s))
+        with pytest.raises(mxfuse.NotSupportedError, match="MXF_AMAX_B_PACKED takes host tensors"):
+            mxfuse.gemm_amax(jnp.asarray(a), wg, None, None)
+    cpu = jax.devices("cpu")[0]  # the CPU platform, whatever JAX's default device
+    w = mxfuse.pack_weights(jax.device_put(b, cpu), jax.device_put(s, cpu))
     assert np.array_equal(np.asarray(w.data), mxfuse.pack_weights(b, s).data)
-    ja = jnp.asarray(a)
+    ja = jax.device_put(a, cpu)
     eager = mxfuse.gemm_amax(ja, w, None, None)
     jitted = jax.jit(lambda a, w: mxfuse.gemm_amax(a, w, None, None))(ja, w)
     for got in (eager, jitted):
@@ -127,7 +132,7 @@ def test_jax_eager_jit_vmap_match_numpy(rng):
     cv, _ = jax.vmap(lambda x: mxfuse.gemm_amax(x, w, None, None))(batch)
     assert np.array_equal(_bits(cv[0]), _bits(want.c_tensor))
     with pytest.raises(TypeError, match="pack outside jax.jit"):
-        jax.jit(lambda b, s: mxfuse.pack_weights(b, s).data)(jnp.asarray(b), jnp.asarray(s))
+        jax.jit(lambda b, s: mxfuse.pack_weights(b, s).data)(jax.device_put(b, cpu), jax.device_put(s, cpu))
 
 
 def test_torch_custom_op_opcheck_and_grad(rng):
