@@ -55,6 +55,9 @@ static int proj_swapped(const mxf_proj_problem *p, int onednn) {
   return onednn && p->t <= MXF_PROJ_SWAP_T && p->t < p->h * p->d;
 }
 
+/* The format of w's values as the streaming kernel decodes them. */
+static mxf_dtype proj_w_fmt(const mxf_proj_problem *p) { return p->mxfp8 ? MXF_E4M3 : MXF_BF16; }
+
 /* tiles of whole 32-token blocks, whole heads and whole scale blocks of K; swapped:
  * proj_swapped's orientation */
 static void proj_panels(const mxf_proj_problem *p, int swapped, mxf_cpu_panels *pp,
@@ -64,7 +67,7 @@ static void proj_panels(const mxf_proj_problem *p, int swapped, mxf_cpu_panels *
   else
     mxf_cpu_panels_init(pp, p->t, p->h * p->d, p->k, MXF_MX_BLOCK, p->d, MXF_MX_BLOCK, core);
   /* proj_stream: an out-in w against few tokens, on the side opposite the tokens */
-  if (p->w_out_in) pp->stream_fmt[swapped] = p->mxfp8 ? MXF_E4M3 : MXF_BF16;
+  if (p->w_out_in) pp->stream_fmt[swapped] = proj_w_fmt(p);
 }
 
 /* Epilogue tasks of a tile of rn x cn: (32-token block, head) pairs; the tile is tokens
@@ -198,7 +201,7 @@ static int proj_stream_w(const proj_ctx *c, int64_t r0, int64_t n, mxf_cpu_strea
   const int64_t es = p->mxfp8 ? 1 : 2, kb = p->k / MXF_MX_BLOCK;
   if (!p->w_out_in || (r0 & 15) || (n & 15) || n > MXF_CPU_FILL_ROWS || kb == 0) return 0;
   *w = (mxf_cpu_stream_w){.isa = c->isa,
-                          .fmt = p->mxfp8 ? MXF_E4M3 : MXF_BF16,
+                          .fmt = proj_w_fmt(p),
                           .sf_vec = MXF_MX_BLOCK,
                           .codes = (const uint8_t *)c->a->w + r0 * p->k * es,
                           .row_bytes = p->k * es,
@@ -221,7 +224,7 @@ static int64_t proj_stream(void *vctx, int which, const float *x, int64_t ldx, i
                            int64_t r0, int64_t n, float *acc, int64_t ld) {
   const proj_ctx *c = (const proj_ctx *)vctx;
   mxf_cpu_stream_w w;
-  if (!(which ^ c->swapped) || xn > MXF_CPU_STREAM_X(c->p->mxfp8 ? MXF_E4M3 : MXF_BF16, c->isa) ||
+  if (!(which ^ c->swapped) || xn > MXF_CPU_STREAM_X(proj_w_fmt(c->p), c->isa) ||
       !proj_stream_w(c, r0, n, &w))
     return 0;
   const int64_t kb = c->p->k / MXF_MX_BLOCK;
